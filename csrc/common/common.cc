@@ -1,0 +1,70 @@
+#include "common/common.h"
+
+#include <chrono>
+#include <sstream>
+
+namespace hvd {
+
+size_t DataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::UINT8: case DataType::INT8: return 1;
+    case DataType::FLOAT16: case DataType::BFLOAT16: return 2;
+    case DataType::INT32: case DataType::FLOAT32: return 4;
+    case DataType::INT64: case DataType::FLOAT64: return 8;
+  }
+  return 0;
+}
+
+const char* DataTypeName(DataType t) {
+  static const char* names[] = {"uint8", "int8", "int32", "int64",
+                                "float16", "bfloat16", "float32", "float64"};
+  auto i = static_cast<unsigned>(t);
+  return i < kNumDataTypes ? names[i] : "unknown";
+}
+
+const char* ReduceOpName(ReduceOp op) {
+  static const char* names[] = {"Sum", "Average", "Min", "Max", "Product"};
+  auto i = static_cast<unsigned>(op);
+  return i < 5 ? names[i] : "unknown";
+}
+
+const char* OpTypeName(OpType t) {
+  static const char* names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "ALLTOALL", "REDUCESCATTER"};
+  auto i = static_cast<unsigned>(t);
+  return i < 5 ? names[i] : "UNKNOWN";
+}
+
+bool IsFloating(DataType t) {
+  return t == DataType::FLOAT16 || t == DataType::BFLOAT16 || t == DataType::FLOAT32 ||
+         t == DataType::FLOAT64;
+}
+
+int64_t NumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace hvd

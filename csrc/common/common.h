@@ -1,0 +1,57 @@
+// Core types shared by every part of the engine: dtypes, reduce ops, op types, Status.
+// Framework-neutral: nothing here knows about Python, TensorFlow or MPI.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hvd {
+
+// Wire values: do not reorder, they cross process boundaries and the Python bindings.
+enum class DataType : uint8_t { UINT8 = 0, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64 };
+enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
+enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER };
+
+constexpr int kNumDataTypes = 8;
+
+size_t DataTypeSize(DataType t);
+const char* DataTypeName(DataType t);
+const char* ReduceOpName(ReduceOp op);
+const char* OpTypeName(OpType t);  // "ALLREDUCE", ...
+bool IsFloating(DataType t);
+
+int64_t NumElements(const std::vector<int64_t>& shape);
+std::string ShapeString(const std::vector<int64_t>& shape);
+std::string RankList(const std::vector<int>& ranks);  // "[0, 2]"
+
+// The outcome of an op. An error is a value until a frontend turns it into its own exception.
+class Status {
+ public:
+  enum Code : uint8_t {
+    OK = 0,
+    INVALID_ARGUMENT,  // bad input detected locally (duplicate name, bad root, bad splits)
+    MISMATCH,          // ranks disagree about a tensor (dtype, shape, root, op, ...)
+    SHUT_DOWN,         // the engine is shut down (this rank, another rank, or stall shutdown)
+    INTERNAL,          // anything else
+  };
+  Status() = default;
+  Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}
+  static Status OK_() { return Status(); }
+  static Status InvalidArgument(std::string m) { return Status(INVALID_ARGUMENT, std::move(m)); }
+  static Status Mismatch(std::string m) { return Status(MISMATCH, std::move(m)); }
+  static Status ShutDown(std::string m) { return Status(SHUT_DOWN, std::move(m)); }
+  static Status Internal(std::string m) { return Status(INTERNAL, std::move(m)); }
+  bool ok() const { return code_ == OK; }
+  Code code() const { return code_; }
+  const std::string& message() const { return msg_; }
+
+ private:
+  Code code_ = OK;
+  std::string msg_;
+};
+
+int64_t NowMicros();  // steady clock
+
+}  // namespace hvd

@@ -1,0 +1,306 @@
+#include "common/controller.h"
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "common/logging.h"
+
+namespace hvd {
+namespace {
+
+constexpr uint64_t kHasUncached = 1, kWantsShutdown = 2, kHasInvalid = 4;
+
+inline void SetBit(std::vector<uint64_t>* v, size_t base, int slot) {
+  (*v)[base + slot / 64] |= uint64_t(1) << (slot % 64);
+}
+inline bool TestBit(const std::vector<uint64_t>& v, size_t base, int slot) {
+  return (v[base + slot / 64] >> (slot % 64)) & 1;
+}
+
+std::string FormatDouble(double d) {
+  std::ostringstream os;
+  os << d;
+  return os.str();
+}
+
+// Groups ranks by the value `field` gives their request; names every group if they differ.
+std::string Disagreement(const std::string& name, const char* what, const std::vector<Request>& reqs,
+                         const std::function<std::string(const Request&)>& field) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    std::string v = field(reqs[r]);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+    if (it == groups.end()) groups.push_back({v, {static_cast<int>(r)}});
+    else it->second.push_back(static_cast<int>(r));
+  }
+  if (groups.size() <= 1) return "";
+  std::ostringstream os;
+  os << "Mismatched " << what << " for tensor '" << name << "': ";
+  for (size_t i = 0; i < groups.size(); ++i)
+    os << (i ? "; " : "") << "rank" << (groups[i].second.size() > 1 ? "s " : " ")
+       << RankList(groups[i].second) << (groups[i].second.size() > 1 ? " have " : " has ")
+       << groups[i].first;
+  return os.str();
+}
+
+std::string TrailingDims(const Request& r) {
+  std::vector<int64_t> rest(r.shape.begin() + (r.shape.empty() ? 0 : 1), r.shape.end());
+  return "dimensions after the first " + ShapeString(rest);
+}
+
+}  // namespace
+
+Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue)
+    : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {
+  cache_.SetCapacity(static_cast<size_t>(config.cache_capacity));
+  words_ = 1 + (cache_.capacity() + 63) / 64;
+}
+
+ResponseList Controller::RunRound(bool want_shutdown) {
+  int64_t now = NowMicros();
+  for (auto& r : queue_->PopNewRequests()) {
+    int slot = -1;
+    auto found = cache_.Find(r, &slot);
+    if (found == ResponseCache::Lookup::HIT) {
+      pending_hits_[slot] = {std::move(r), now};
+    } else {
+      if (found == ResponseCache::Lookup::INVALID) invalid_slots_.insert(slot);
+      to_send_.push_back(std::move(r));
+    }
+  }
+  // A cached tensor that waits long is demoted to the slow path, so that rank 0 sees it and the
+  // stall inspector can name the ranks that never submitted it.
+  const bool stall_check = !config_.stall_check_disable;
+  const int64_t stall_us = static_cast<int64_t>(config_.stall_check_time_s * 1e6);
+  if (stall_check)
+    for (auto& kv : pending_hits_)
+      if (now - kv.second.since_us > stall_us / 2) invalid_slots_.insert(kv.first);
+
+  uint64_t flags = 0;
+  if (!to_send_.empty()) flags |= kHasUncached;
+  if (want_shutdown || !stall_shutdown_reason_.empty()) flags |= kWantsShutdown;
+  if (!invalid_slots_.empty()) flags |= kHasInvalid;
+  std::vector<uint64_t> bits(words_, 0);
+  bits[0] = ~flags;
+  for (auto& kv : pending_hits_)
+    if (!invalid_slots_.count(kv.first)) SetBit(&bits, 1, kv.first);
+  mpi_->BitAndAllreduce(&bits, stall_check ? config_.stall_check_time_s : 0);
+  flags = ~bits[0];
+
+  std::vector<Response> fast;
+  for (auto it = pending_hits_.begin(); it != pending_hits_.end();) {
+    if (!TestBit(bits, 1, it->first)) { ++it; continue; }
+    fast.push_back(cache_.Get(it->first));
+    cache_.Touch(it->first);
+    if (timeline_->enabled()) {
+      timeline_->NegotiateStart(it->second.request.name, it->second.request.type, it->second.since_us);
+      timeline_->NegotiateEnd(it->second.request.name, NowMicros());
+    }
+    it = pending_hits_.erase(it);
+  }
+  if (flags & kHasInvalid) {
+    std::vector<uint64_t> inv(words_, 0);
+    for (int slot : invalid_slots_) SetBit(&inv, 1, slot);
+    mpi_->BitOrAllreduce(&inv);
+    for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
+      if (!TestBit(inv, 1, slot)) continue;
+      auto it = pending_hits_.find(slot);
+      if (it != pending_hits_.end()) {
+        to_send_.push_back(std::move(it->second.request));
+        pending_hits_.erase(it);
+      }
+      cache_.Erase(slot);
+    }
+  }
+  invalid_slots_.clear();
+
+  ResponseList out;
+  out.responses = Fuse(std::move(fast));
+  if (flags & (kHasUncached | kWantsShutdown)) {
+    RequestList mine;
+    mine.requests.swap(to_send_);
+    mine.shutdown = want_shutdown;
+    auto blobs = mpi_->GatherToRoot(Encode(mine));
+    std::string blob;
+    if (mpi_->rank == 0) blob = Encode(Coordinate(blobs));
+    mpi_->BroadcastFromRoot(&blob);
+    ResponseList slow;
+    if (!Decode(blob.data(), blob.size(), &slow)) {
+      slow.shutdown = true;
+      slow.shutdown_reason = "internal error: undecodable response list from rank 0";
+    }
+    // Cache what was negotiated, identically everywhere, before it runs.
+    for (const auto& resp : slow.responses) {
+      if (!resp.error.empty()) continue;
+      for (size_t i = 0; i < resp.names.size(); ++i) {
+        const TensorEntry* e = queue_->Peek(resp.names[i]);
+        if (!e) continue;
+        Response single = resp;
+        single.names = {resp.names[i]};
+        single.num_elements = {resp.num_elements[i]};
+        int evicted = cache_.Put(single, e->request);
+        auto it = evicted >= 0 ? pending_hits_.find(evicted) : pending_hits_.end();
+        if (it != pending_hits_.end()) {
+          to_send_.push_back(std::move(it->second.request));
+          pending_hits_.erase(it);
+        }
+      }
+    }
+    for (auto& r : slow.responses) out.responses.push_back(std::move(r));
+    out.shutdown = slow.shutdown;
+    out.shutdown_reason = std::move(slow.shutdown_reason);
+  }
+  if (mpi_->rank == 0 && stall_check) InspectStalls(NowMicros());
+  return out;
+}
+
+ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
+  const int n = mpi_->size;
+  const int64_t now = NowMicros();
+  std::vector<int> shutdown_ranks;
+  std::vector<std::string> ready;
+  for (int r = 0; r < n; ++r) {
+    RequestList rl;
+    if (!Decode(blobs[r].data(), blobs[r].size(), &rl)) {
+      HVD_LOG(ERROR, "undecodable request list from rank " << r);
+      shutdown_ranks.push_back(r);
+      continue;
+    }
+    if (rl.shutdown) shutdown_ranks.push_back(r);
+    for (auto& req : rl.requests) {
+      TableEntry& e = table_[req.name];
+      if (e.requests.empty()) {
+        e.requests.resize(n);
+        e.present.assign(n, false);
+        e.first_us = now;
+        timeline_->NegotiateStart(req.name, req.type, now);
+      }
+      if (e.present[r]) continue;
+      e.present[r] = true;
+      e.requests[r] = std::move(req);
+      timeline_->NegotiateRankReady(e.requests[r].name, r, now);
+      if (++e.count == n) ready.push_back(e.requests[r].name);
+    }
+  }
+  ResponseList out;
+  std::vector<Response> responses;
+  for (const auto& name : ready) {
+    responses.push_back(ConstructResponse(name, table_[name]));
+    timeline_->NegotiateEnd(name, now);
+    table_.erase(name);
+  }
+  out.responses = Fuse(std::move(responses));
+  if (!shutdown_ranks.empty()) {
+    out.shutdown = true;
+    out.shutdown_reason = "Horovod has been shut down: rank" +
+                          std::string(shutdown_ranks.size() > 1 ? "s " : " ") +
+                          RankList(shutdown_ranks) +
+                          " called shutdown() or exited; ops that were still pending fail";
+  } else if (!stall_shutdown_reason_.empty()) {
+    out.shutdown = true;
+    out.shutdown_reason = stall_shutdown_reason_;
+  }
+  return out;
+}
+
+Response Controller::ConstructResponse(const std::string& name, const TableEntry& entry) const {
+  const auto& reqs = entry.requests;
+  const Request& first = reqs[0];
+  Response resp;
+  resp.type = first.type;
+  resp.dtype = first.dtype;
+  resp.reduce_op = first.reduce_op;
+  resp.root = first.root;
+  resp.prescale = first.prescale;
+  resp.postscale = first.postscale;
+  resp.names = {name};
+  resp.num_elements = {NumElements(first.shape)};
+
+  std::string err = Disagreement(name, "operations", reqs, [](const Request& r) { return std::string(OpTypeName(r.type)); });
+  if (err.empty())
+    err = Disagreement(name, "data types", reqs, [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
+  const OpType t = first.type;
+  if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
+    err = Disagreement(name, "reduction operations", reqs, [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
+  if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
+    err = Disagreement(name, "prescale/postscale factors", reqs, [](const Request& r) {
+      return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
+    });
+  if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
+    err = Disagreement(name, "shapes", reqs,
+                       [](const Request& r) { return "shape " + ShapeString(r.shape); });
+  if (err.empty() && t == OpType::BROADCAST)
+    err = Disagreement(name, "broadcast root ranks", reqs, [](const Request& r) { return "root " + std::to_string(r.root); });
+  if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
+    err = Disagreement(name, "shapes (all dimensions but the first must agree)", reqs, TrailingDims);
+  if (!err.empty()) {
+    resp.error = err;
+    return resp;
+  }
+  if (t == OpType::ALLGATHER)
+    for (const auto& r : reqs) resp.first_dims.push_back(r.shape.empty() ? 0 : r.shape[0]);
+  return resp;
+}
+
+std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
+  if (config_.fusion_threshold <= 0 || responses.size() < 2) return responses;
+  std::vector<Response> out;
+  std::vector<bool> used(responses.size(), false);
+  for (size_t i = 0; i < responses.size(); ++i) {
+    if (used[i]) continue;
+    Response group = std::move(responses[i]);
+    used[i] = true;
+    if (group.type == OpType::ALLREDUCE && group.error.empty()) {
+      int64_t bytes = group.TotalBytes();
+      for (size_t j = i + 1; j < responses.size(); ++j) {
+        const Response& c = responses[j];
+        if (used[j] || c.type != OpType::ALLREDUCE || !c.error.empty() || c.dtype != group.dtype ||
+            c.reduce_op != group.reduce_op || c.prescale != group.prescale ||
+            c.postscale != group.postscale || bytes + c.TotalBytes() > config_.fusion_threshold)
+          continue;
+        bytes += c.TotalBytes();
+        group.names.push_back(c.names[0]);
+        group.num_elements.push_back(c.num_elements[0]);
+        used[j] = true;
+      }
+    }
+    out.push_back(std::move(group));
+  }
+  return out;
+}
+
+void Controller::InspectStalls(int64_t now) {
+  if (now < next_stall_check_us_ || table_.empty()) return;
+  next_stall_check_us_ = now + 1000000;  // at most once a second
+  const int64_t warn_us = static_cast<int64_t>(config_.stall_check_time_s * 1e6);
+  const int64_t shutdown_us = static_cast<int64_t>(config_.stall_shutdown_time_s * 1e6);
+  std::ostringstream report;
+  int stalled = 0;
+  for (auto& kv : table_) {
+    TableEntry& e = kv.second;
+    const int64_t waited = now - e.first_us;
+    if (waited < warn_us) continue;
+    std::vector<int> missing, submitted;
+    for (int r = 0; r < mpi_->size; ++r) (e.present[r] ? submitted : missing).push_back(r);
+    std::ostringstream line;
+    line << "tensor '" << kv.first << "' (" << OpTypeName(e.requests[submitted[0]].type)
+         << ") has waited " << waited / 1000000 << " s for rank" << (missing.size() > 1 ? "s " : " ")
+         << RankList(missing) << " (submitted by " << RankList(submitted) << ")";
+    if (shutdown_us > 0 && waited >= shutdown_us && stall_shutdown_reason_.empty())
+      stall_shutdown_reason_ = "Horovod stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" +
+                               FormatDouble(config_.stall_shutdown_time_s) + "): " + line.str();
+    if (now - e.last_warn_us >= warn_us) {
+      e.last_warn_us = now;
+      report << "\n  " << line.str();
+      ++stalled;
+    }
+  }
+  if (stalled)
+    HVD_LOG(WARNING, "Stall inspector: " << stalled << " tensor(s) submitted by some ranks are "
+                     "waiting for the others for more than " << config_.stall_check_time_s
+                     << " s. The missing ranks may be on another code path, stuck, or dead:"
+                     << report.str());
+}
+
+}  // namespace hvd

@@ -1,0 +1,65 @@
+// Negotiation: decides, once per round and identically on every rank, which tensors run.
+//   fast path: requests matching a cached response set a bit; one bitwise-AND allreduce of the
+//              bit vector (plus three inverted status bits, so the AND computes "any rank has
+//              uncached work / wants shutdown / invalidated an entry") yields the tensors ready
+//              everywhere, in slot order.
+//   slow path: only when some rank has uncached work or wants to shut down: requests are
+//              gathered at rank 0, which checks that all ranks agree (op, dtype, shape, root,
+//              reduce op, scale factors), fuses, and broadcasts the response list.
+// Rank 0 also runs the stall inspector over the requests it is waiting on.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/config.h"
+#include "common/message.h"
+#include "common/response_cache.h"
+#include "common/tensor_queue.h"
+#include "common/timeline.h"
+#include "mpi/mpi_context.h"
+
+namespace hvd {
+
+class Controller {
+ public:
+  Controller(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue);
+  // One round; every rank must call it the same number of times.
+  ResponseList RunRound(bool want_shutdown);
+
+ private:
+  struct PendingHit {
+    Request request;
+    int64_t since_us;
+  };
+  struct TableEntry {  // rank 0: a tensor some ranks have submitted
+    std::vector<Request> requests;  // by rank
+    std::vector<bool> present;
+    int count = 0;
+    int64_t first_us = 0, last_warn_us = 0;
+  };
+
+  ResponseList Coordinate(const std::vector<std::string>& blobs);
+  Response ConstructResponse(const std::string& name, const TableEntry& entry) const;
+  std::vector<Response> Fuse(std::vector<Response> responses) const;
+  void InspectStalls(int64_t now);
+
+  MpiContext* mpi_;
+  Config config_;
+  Timeline* timeline_;
+  TensorQueue* queue_;
+  ResponseCache cache_;
+  size_t words_;  // bit-vector length: 1 status word + one bit per cache slot
+  std::vector<Request> to_send_;
+  std::map<int, PendingHit> pending_hits_;  // ordered: fast-path responses run in slot order
+  std::set<int> invalid_slots_;
+  // rank 0 only
+  std::unordered_map<std::string, TableEntry> table_;
+  int64_t next_stall_check_us_ = 0;
+  std::string stall_shutdown_reason_;
+};
+
+}  // namespace hvd

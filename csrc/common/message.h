@@ -1,0 +1,57 @@
+// What ranks tell the coordinator (Request) and what it answers (Response), with a compact
+// binary encoding for the gather/broadcast of the negotiation slow path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+
+namespace hvd {
+
+struct Request {
+  int32_t rank = 0;
+  OpType type = OpType::ALLREDUCE;
+  DataType dtype = DataType::FLOAT32;
+  ReduceOp reduce_op = ReduceOp::SUM;
+  int32_t root = 0;
+  double prescale = 1.0, postscale = 1.0;
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> splits;  // alltoall only: rows sent to each rank (local, not compared)
+
+  // Same op, same parameters: the test behind the response-cache fast path.
+  bool SameParams(const Request& o) const;
+};
+
+struct Response {
+  OpType type = OpType::ALLREDUCE;
+  DataType dtype = DataType::FLOAT32;
+  ReduceOp reduce_op = ReduceOp::SUM;
+  int32_t root = 0;
+  double prescale = 1.0, postscale = 1.0;
+  std::vector<std::string> names;    // >1 only for a fused allreduce
+  std::vector<int64_t> num_elements;  // per name, for fusion sizing
+  std::vector<int64_t> first_dims;    // allgather: first dimension of every rank
+  std::string error;                  // non-empty: the op fails on every rank with this text
+
+  int64_t TotalBytes() const;
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  bool shutdown = false;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  bool shutdown = false;
+  std::string shutdown_reason;
+};
+
+std::string Encode(const RequestList& l);
+bool Decode(const char* data, size_t size, RequestList* l);
+std::string Encode(const ResponseList& l);
+bool Decode(const char* data, size_t size, ResponseList* l);
+
+}  // namespace hvd

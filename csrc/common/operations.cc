@@ -1,0 +1,196 @@
+#include "common/operations.h"
+
+#include <cstring>
+
+#include "common/logging.h"
+#include "ops/reduce_kernels.h"
+
+namespace hvd {
+
+Operations::Operations(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue)
+    : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {}
+
+Operations::~Operations() { AlignedFree(fusion_); }
+
+void* Operations::FusionBuffer(size_t bytes) {
+  if (bytes > fusion_size_) {
+    AlignedFree(fusion_);
+    fusion_ = AlignedAlloc(bytes);
+    std::memset(fusion_, 0, bytes);  // fault pages in once, not in every collective
+    fusion_size_ = bytes;
+  }
+  return fusion_;
+}
+
+void Operations::Activity(const std::vector<TensorEntry>& es, const char* name) {
+  if (timeline_->enabled())
+    for (const auto& e : es) timeline_->ActivityStart(e.request.name, name);
+}
+
+void Operations::EndActivity(const std::vector<TensorEntry>& es) {
+  if (timeline_->enabled())
+    for (const auto& e : es) timeline_->ActivityEnd(e.request.name);
+}
+
+void Operations::Execute(const Response& r) {
+  std::vector<TensorEntry> entries(r.names.size());
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    if (!queue_->Take(r.names[i], &entries[i])) {
+      // Only possible if the engine is failing everything (shutdown raced this response).
+      HVD_LOG(DEBUG, "response for '" << r.names[i] << "' has no local entry");
+      return;
+    }
+  }
+  if (!r.error.empty()) {
+    for (auto& e : entries) e.done(Status::Mismatch(r.error));
+    return;
+  }
+  if (timeline_->enabled())
+    for (const auto& e : entries) timeline_->OpStart(e.request.name, r.type);
+  Status s;
+  switch (r.type) {
+    case OpType::ALLREDUCE: s = Allreduce(r, entries); break;
+    case OpType::ALLGATHER: s = Allgather(r, entries[0]); break;
+    case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;
+    case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
+    case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
+  }
+  if (timeline_->enabled())
+    for (const auto& e : entries) timeline_->OpEnd(e.request.name);
+  for (auto& e : entries) e.done(s);
+}
+
+void Operations::Average(void* buf, size_t count, const Response& r) {
+  // Floats multiply by postscale/n; integers divide by n (truncating) so exact sums stay exact.
+  const bool avg = r.reduce_op == ReduceOp::AVERAGE;
+  if (IsFloating(r.dtype)) {
+    ScaleInPlace(buf, count, r.dtype, avg ? r.postscale / mpi_->size : r.postscale);
+  } else {
+    ScaleInPlace(buf, count, r.dtype, r.postscale);
+    if (avg) DivideIntegers(buf, count, r.dtype, mpi_->size);
+  }
+}
+
+void Operations::AllreduceBuffer(void* buf, size_t count, const Response& r) {
+  ScaleInPlace(buf, count, r.dtype, r.prescale);
+  if (config_.cpu_operations == "mpi")
+    MpiAllreduce(buf, count, r.dtype, r.reduce_op, mpi_->comm());
+  else
+    RingAllreduce(buf, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_, mpi_->comm());
+  Average(buf, count, r);
+}
+
+Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
+  const size_t esize = DataTypeSize(r.dtype);
+  const char* algo = config_.cpu_operations == "mpi" ? "MPI_ALLREDUCE" : "RING_ALLREDUCE";
+  if (es.size() == 1) {
+    // A lone tensor is reduced in place in its output: no fusion-buffer copies.
+    TensorEntry& e = es[0];
+    size_t count = static_cast<size_t>(r.num_elements[0]);
+    if (e.output != e.input) std::memcpy(e.output, e.input, count * esize);
+    Activity(es, algo);
+    AllreduceBuffer(e.output, count, r);
+    EndActivity(es);
+    return Status();
+  }
+  size_t total = 0;
+  for (auto n : r.num_elements) total += static_cast<size_t>(n);
+  char* buf = static_cast<char*>(FusionBuffer(total * esize));
+  Activity(es, "MEMCPY_IN_FUSION_BUFFER");
+  size_t off = 0;
+  for (size_t i = 0; i < es.size(); ++i) {
+    size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
+    std::memcpy(buf + off, es[i].input, bytes);
+    off += bytes;
+  }
+  EndActivity(es);
+  Activity(es, algo);
+  AllreduceBuffer(buf, total, r);
+  EndActivity(es);
+  Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
+  off = 0;
+  for (size_t i = 0; i < es.size(); ++i) {
+    size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
+    std::memcpy(es[i].output, buf + off, bytes);
+    off += bytes;
+  }
+  EndActivity(es);
+  return Status();
+}
+
+Status Operations::Allgather(const Response& r, TensorEntry& e) {
+  std::vector<int64_t> shape = e.request.shape;
+  size_t row_elems = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
+  int64_t rows = 0;
+  for (auto d : r.first_dims) rows += d;
+  shape[0] = rows;
+  void* out = nullptr;
+  Status s = e.allocate_output(shape, &out);
+  std::vector<char> discard;
+  if (!s.ok()) {  // still take part, so that no peer blocks
+    discard.resize(rows * row_elems * DataTypeSize(r.dtype) + 1);
+    out = discard.data();
+  }
+  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_ALLGATHER");
+  hvd::Allgather(e.input, out, row_elems * DataTypeSize(r.dtype), r.first_dims, mpi_->comm());
+  if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
+  return s;
+}
+
+Status Operations::Broadcast(const Response& r, TensorEntry& e) {
+  size_t bytes = static_cast<size_t>(NumElements(e.request.shape)) * DataTypeSize(r.dtype);
+  if (mpi_->rank == r.root && e.output != e.input) std::memcpy(e.output, e.input, bytes);
+  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "MPI_BCAST");
+  hvd::Broadcast(e.output, bytes, r.root, mpi_->comm());
+  if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
+  return Status();
+}
+
+Status Operations::Alltoall(const Response& r, TensorEntry& e) {
+  std::vector<int64_t> shape = e.request.shape;
+  size_t row_elems = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
+  std::vector<int64_t> recv_rows;
+  Status s;
+  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "ALLTOALL");
+  hvd::Alltoall(e.input, row_elems * DataTypeSize(r.dtype), e.request.splits, &recv_rows,
+                [&](int64_t rows) -> void* {
+                  shape[0] = rows;
+                  void* out = nullptr;
+                  s = e.allocate_output(shape, &out);
+                  return s.ok() ? out : nullptr;
+                },
+                mpi_->comm());
+  if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
+  if (e.received_splits) *e.received_splits = recv_rows;
+  return s;
+}
+
+Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
+  std::vector<int64_t> shape = e.request.shape;
+  const size_t esize = DataTypeSize(r.dtype);
+  const size_t count = static_cast<size_t>(NumElements(shape));
+  size_t row_elems = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
+  Segments seg = EvenSegments(count, mpi_->size, row_elems);
+  shape[0] = static_cast<int64_t>(row_elems ? seg.count[mpi_->rank] / row_elems : 0);
+  void* out = nullptr;
+  Status s = e.allocate_output(shape, &out);
+  std::vector<char> discard;
+  if (!s.ok()) {
+    discard.resize(seg.count[mpi_->rank] * esize + 1);
+    out = discard.data();
+  }
+  void* work = FusionBuffer(count * esize);
+  std::memcpy(work, e.input, count * esize);
+  ScaleInPlace(work, count, r.dtype, r.prescale);
+  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_REDUCESCATTER");
+  hvd::Reducescatter(work, count, row_elems, r.dtype, r.reduce_op, config_.ring_chunk_bytes,
+                     &scratch_, mpi_->comm(), out);
+  if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
+  Average(out, seg.count[mpi_->rank], r);
+  return s;
+}
+
+}  // namespace hvd

@@ -1,0 +1,41 @@
+// Runs negotiated responses on the background thread: packs fused tensors into the persistent
+// fusion buffer, applies scale factors, calls the collective, and completes each entry.
+#pragma once
+
+#include "common/config.h"
+#include "common/message.h"
+#include "common/tensor_queue.h"
+#include "common/timeline.h"
+#include "mpi/mpi_context.h"
+#include "ops/collectives.h"
+
+namespace hvd {
+
+class Operations {
+ public:
+  Operations(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue);
+  ~Operations();
+  void Execute(const Response& response);
+
+ private:
+  Status Allreduce(const Response& r, std::vector<TensorEntry>& entries);
+  Status Allgather(const Response& r, TensorEntry& e);
+  Status Broadcast(const Response& r, TensorEntry& e);
+  Status Alltoall(const Response& r, TensorEntry& e);
+  Status Reducescatter(const Response& r, TensorEntry& e);
+  void Average(void* buf, size_t count, const Response& r);  // postscale and /n for Average
+  void AllreduceBuffer(void* buf, size_t count, const Response& r);
+  void* FusionBuffer(size_t bytes);
+  void Activity(const std::vector<TensorEntry>& es, const char* name);
+  void EndActivity(const std::vector<TensorEntry>& es);
+
+  MpiContext* mpi_;
+  Config config_;
+  Timeline* timeline_;
+  TensorQueue* queue_;
+  RingScratch scratch_;
+  void* fusion_ = nullptr;
+  size_t fusion_size_ = 0;
+};
+
+}  // namespace hvd

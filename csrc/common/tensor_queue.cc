@@ -1,0 +1,89 @@
+#include "common/tensor_queue.h"
+
+#include <chrono>
+
+namespace hvd {
+
+Status TensorQueue::Add(std::vector<TensorEntry> entries) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) return closed_status_;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const auto& name = entries[i].request.name;
+      bool dup = table_.count(name) > 0;
+      for (size_t j = 0; j < i && !dup; ++j) dup = entries[j].request.name == name;
+      if (dup)
+        return Status::InvalidArgument("tensor name '" + name +
+                                       "' is already in flight on this rank; names of "
+                                       "concurrent ops must be unique");
+    }
+    int64_t now = NowMicros();
+    for (auto& e : entries) {
+      e.enqueued_us = now;
+      new_requests_.push_back(e.request);
+      std::string name = e.request.name;
+      table_.emplace(std::move(name), std::move(e));
+    }
+    wake_ = true;
+  }
+  cv_.notify_one();
+  return Status();
+}
+
+void TensorQueue::WaitForWork(int64_t deadline_us) {
+  std::unique_lock<std::mutex> lk(mu_);
+  int64_t now = NowMicros();
+  if (!wake_ && deadline_us > now)
+    cv_.wait_for(lk, std::chrono::microseconds(deadline_us - now), [this] { return wake_; });
+  wake_ = false;
+}
+
+void TensorQueue::Wake() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    wake_ = true;
+  }
+  cv_.notify_one();
+}
+
+std::vector<Request> TensorQueue::PopNewRequests() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<Request> out;
+  out.swap(new_requests_);
+  return out;
+}
+
+bool TensorQueue::Take(const std::string& name, TensorEntry* out) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = table_.find(name);
+  if (it == table_.end()) return false;
+  *out = std::move(it->second);
+  table_.erase(it);
+  return true;
+}
+
+const TensorEntry* TensorQueue::Peek(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = table_.find(name);
+  return it == table_.end() ? nullptr : &it->second;
+}
+
+void TensorQueue::FailAll(const Status& status) {
+  std::unordered_map<std::string, TensorEntry> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closed_ = true;
+    closed_status_ = status;
+    failed.swap(table_);
+    new_requests_.clear();
+  }
+  for (auto& kv : failed)
+    if (kv.second.done) kv.second.done(status);
+}
+
+size_t TensorQueue::InFlight() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return table_.size();
+}
+
+}  // namespace hvd

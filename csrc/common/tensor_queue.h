@@ -1,0 +1,57 @@
+// Where frontends hand tensors to the engine: a table of in-flight entries keyed by name plus
+// the queue of requests the background thread has not negotiated yet. Adding work wakes the
+// background thread at once instead of letting it sleep out the cycle.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/common.h"
+#include "common/message.h"
+
+namespace hvd {
+
+// Allocates the output of an op whose size is known only after negotiation (allgather,
+// alltoall, reducescatter). Called on the background thread.
+using OutputAllocator = std::function<Status(const std::vector<int64_t>& shape, void** data)>;
+using DoneCallback = std::function<void(const Status&)>;
+
+struct TensorEntry {
+  Request request;              // name, op, dtype, shape, ...
+  const void* input = nullptr;  // request.shape elements of request.dtype
+  void* output = nullptr;       // preallocated output (allreduce, broadcast); may equal input
+  OutputAllocator allocate_output;
+  DoneCallback done;
+  std::vector<int64_t>* received_splits = nullptr;  // alltoall: filled before done()
+  int64_t enqueued_us = 0;
+};
+
+class TensorQueue {
+ public:
+  // All-or-nothing: a duplicate in-flight name rejects the whole group.
+  Status Add(std::vector<TensorEntry> entries);
+  // Blocks until new work arrives, `wake_requested` is set, or the deadline passes.
+  void WaitForWork(int64_t deadline_us);
+  void Wake();
+  std::vector<Request> PopNewRequests();
+  bool Take(const std::string& name, TensorEntry* out);
+  const TensorEntry* Peek(const std::string& name);  // background thread only
+  // Fails every entry (queued or negotiating) and refuses new ones with `status`.
+  void FailAll(const Status& status);
+  size_t InFlight();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<std::string, TensorEntry> table_;
+  std::vector<Request> new_requests_;
+  bool wake_ = false;
+  bool closed_ = false;
+  Status closed_status_;
+};
+
+}  // namespace hvd

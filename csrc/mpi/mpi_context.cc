@@ -1,0 +1,193 @@
+#include "mpi/mpi_context.h"
+
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/logging.h"
+#include "ops/reduce_kernels.h"
+
+namespace hvd {
+
+void MpiFatal(const char* call, int rc, const char* file, int line) {
+  char err[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, err, &len);
+  std::fprintf(stderr, "[horovod] FATAL: %s failed at %s:%d: %.*s\n", call, file, line, len, err);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+MPI_Datatype MpiDataType(DataType t) {
+  switch (t) {
+    case DataType::UINT8: return MPI_UINT8_T;
+    case DataType::INT8: return MPI_INT8_T;
+    case DataType::INT32: return MPI_INT32_T;
+    case DataType::INT64: return MPI_INT64_T;
+    case DataType::FLOAT16: case DataType::BFLOAT16: return MPI_UINT16_T;
+    case DataType::FLOAT32: return MPI_FLOAT;
+    case DataType::FLOAT64: return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+namespace {
+
+// One user-defined MPI_Op per (half type, reduce op): MPI's callback does not say which 16-bit
+// format the buffer holds, so the template parameters carry it.
+template <DataType D, ReduceOp O>
+void HalfReduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  ReduceInto(inout, in, static_cast<size_t>(*len), D, O);
+}
+
+MPI_Op g_half_ops[2][5];
+bool g_half_ops_created = false;
+
+template <DataType D>
+void CreateHalfOps(MPI_Op* ops) {
+  MPI_Op_create(&HalfReduce<D, ReduceOp::SUM>, 1, &ops[0]);
+  ops[1] = ops[0];  // AVERAGE = SUM + postscale
+  MPI_Op_create(&HalfReduce<D, ReduceOp::MIN>, 1, &ops[2]);
+  MPI_Op_create(&HalfReduce<D, ReduceOp::MAX>, 1, &ops[3]);
+  MPI_Op_create(&HalfReduce<D, ReduceOp::PRODUCT>, 1, &ops[4]);
+}
+
+void SleepMicros(long us) {
+  timespec ts{0, us * 1000};
+  nanosleep(&ts, nullptr);
+}
+
+}  // namespace
+
+MPI_Op MpiReduceOp(DataType t, ReduceOp op) {
+  if (t == DataType::FLOAT16 || t == DataType::BFLOAT16) {
+    return g_half_ops[t == DataType::BFLOAT16][static_cast<int>(op)];
+  }
+  switch (op) {
+    case ReduceOp::SUM: case ReduceOp::AVERAGE: return MPI_SUM;
+    case ReduceOp::MIN: return MPI_MIN;
+    case ReduceOp::MAX: return MPI_MAX;
+    case ReduceOp::PRODUCT: return MPI_PROD;
+  }
+  return MPI_SUM;
+}
+
+std::string MpiLibraryVersion() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, len);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) return Status::Internal("MPI was already finalized; Horovod cannot start");
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    int required = threads_disable ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+    if (MPI_Init_thread(nullptr, nullptr, required, &provided) != MPI_SUCCESS)
+      return Status::Internal("MPI_Init_thread failed");
+    we_initialized_ = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  threads_multiple = provided >= MPI_THREAD_MULTIPLE;
+  if (provided < MPI_THREAD_SERIALIZED) {
+    // The background thread calls MPI while the main thread runs user code.
+    HVD_LOG(WARNING, "MPI provides thread level " << provided
+                     << " (< MPI_THREAD_SERIALIZED); do not call MPI from other threads");
+  }
+  HVD_MPI_CHECK(MPI_Comm_dup(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, &comm_));
+  HVD_MPI_CHECK(MPI_Comm_dup(comm_, &raw_comm_));
+  MPI_Comm_rank(comm_, &rank);
+  MPI_Comm_size(comm_, &size);
+  HVD_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
+  MPI_Comm_rank(local_comm_, &local_rank);
+  MPI_Comm_size(local_comm_, &local_size);
+  HVD_MPI_CHECK(MPI_Comm_split(comm_, local_rank, rank, &cross_comm_));
+  MPI_Comm_rank(cross_comm_, &cross_rank);
+  MPI_Comm_size(cross_comm_, &cross_size);
+  int min_local = local_size, max_local = local_size;
+  MPI_Allreduce(MPI_IN_PLACE, &min_local, 1, MPI_INT, MPI_MIN, comm_);
+  MPI_Allreduce(MPI_IN_PLACE, &max_local, 1, MPI_INT, MPI_MAX, comm_);
+  homogeneous = min_local == max_local;
+  if (!g_half_ops_created) {
+    CreateHalfOps<DataType::FLOAT16>(g_half_ops[0]);
+    CreateHalfOps<DataType::BFLOAT16>(g_half_ops[1]);
+    g_half_ops_created = true;
+  }
+  return Status();
+}
+
+void MpiContext::Finalize() {
+  for (MPI_Comm* c : {&cross_comm_, &local_comm_, &raw_comm_, &comm_})
+    if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (we_initialized_ && !finalized) MPI_Finalize();
+  we_initialized_ = false;
+}
+
+void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, double warn_after_s) {
+  MPI_Request req;
+  HVD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
+                               MPI_UINT64_T, MPI_BAND, comm_, &req));
+  // Spin briefly (peers usually arrive within microseconds in steady state), then back off to
+  // short sleeps so an early rank leaves the core to the training computation.
+  int64_t start = NowMicros(), next_warn = start + static_cast<int64_t>(warn_after_s * 1e6);
+  int done = 0;
+  long sleep_us = 0;
+  while (true) {
+    HVD_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    int64_t now = NowMicros();
+    if (now - start > 50) {
+      sleep_us = sleep_us ? std::min(sleep_us * 2, 200L) : 10;
+      SleepMicros(sleep_us);
+    }
+    if (warn_after_s > 0 && now > next_warn) {
+      HVD_LOG(WARNING, "rank " << rank << " has waited " << (now - start) / 1000000
+                       << " s for the other ranks' background threads to join a negotiation "
+                          "round; a peer process may be stopped or blocked outside Horovod");
+      next_warn = now + static_cast<int64_t>(warn_after_s * 1e6);
+    }
+  }
+}
+
+void MpiContext::BitOrAllreduce(std::vector<uint64_t>* bits) {
+  HVD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
+                              MPI_UINT64_T, MPI_BOR, comm_));
+}
+
+std::vector<std::string> MpiContext::GatherToRoot(const std::string& blob) {
+  int len = static_cast<int>(blob.size());
+  std::vector<int> lens(rank == 0 ? size : 0), displs;
+  HVD_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_));
+  std::string all;
+  if (rank == 0) {
+    displs.resize(size);
+    int total = 0;
+    for (int r = 0; r < size; ++r) { displs[r] = total; total += lens[r]; }
+    all.resize(total);
+  }
+  HVD_MPI_CHECK(MPI_Gatherv(blob.data(), len, MPI_BYTE, &all[0], lens.data(), displs.data(),
+                            MPI_BYTE, 0, comm_));
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r) out.emplace_back(all.substr(displs[r], lens[r]));
+  return out;
+}
+
+void MpiContext::BroadcastFromRoot(std::string* blob) {
+  uint64_t len = blob->size();
+  HVD_MPI_CHECK(MPI_Bcast(&len, 1, MPI_UINT64_T, 0, comm_));
+  blob->resize(len);
+  HVD_MPI_CHECK(MPI_Bcast(&(*blob)[0], static_cast<int>(len), MPI_BYTE, 0, comm_));
+}
+
+}  // namespace hvd

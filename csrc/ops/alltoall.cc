@@ -1,0 +1,44 @@
+// Alltoall with per-rank splits: one MPI_Alltoall of the row counts, then n-1 pairwise
+// exchange steps (step s: send to r+s, receive from r-s), so every pair talks exactly once and
+// no rank receives from two peers at the same time. Each rank sends the rows it addresses to
+// others and receives the rows addressed to it: no redundant bytes.
+#include <cstring>
+#include <vector>
+
+#include "mpi/mpi_context.h"
+#include "ops/collectives.h"
+
+namespace hvd {
+
+bool Alltoall(const void* in, size_t row_bytes, const std::vector<int64_t>& send_rows,
+              std::vector<int64_t>* recv_rows, const std::function<void*(int64_t)>& alloc,
+              MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  recv_rows->assign(n, 0);
+  HVD_MPI_CHECK(MPI_Alltoall(send_rows.data(), 1, MPI_INT64_T, recv_rows->data(), 1,
+                             MPI_INT64_T, comm));
+  std::vector<size_t> soff(n + 1, 0), roff(n + 1, 0);
+  for (int r = 0; r < n; ++r) {
+    soff[r + 1] = soff[r] + send_rows[r] * row_bytes;
+    roff[r + 1] = roff[r] + (*recv_rows)[r] * row_bytes;
+  }
+  char* out = static_cast<char*>(alloc(static_cast<int64_t>(roff[n] / (row_bytes ? row_bytes : 1))));
+  std::vector<char> discard;
+  bool ok = out != nullptr;
+  if (!ok) {
+    discard.resize(roff[n] + 1);
+    out = discard.data();
+  }
+  const char* src = static_cast<const char*>(in);
+  std::memcpy(out + roff[rank], src + soff[rank], soff[rank + 1] - soff[rank]);
+  for (int s = 1; s < n; ++s) {
+    int dst = (rank + s) % n, from = (rank - s + n) % n;
+    SendRecvBytes(src + soff[dst], soff[dst + 1] - soff[dst], dst, out + roff[from],
+                  roff[from + 1] - roff[from], from, 300, comm);
+  }
+  return ok;
+}
+
+}  // namespace hvd

@@ -1,0 +1,67 @@
+// The CPU collectives, one file each, each opening with its algorithm and cost. All run on the
+// background thread over the engine's communicator; buffers are host memory.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "common/common.h"
+
+namespace hvd {
+
+// Element ranges of a buffer, one per rank: segment r is [offset[r], offset[r] + count[r]).
+struct Segments {
+  std::vector<size_t> offset, count;
+};
+// Splits `count` elements into n contiguous segments whose sizes are multiples of `granule`
+// (a row of a reducescatter) and differ by at most one granule, the first ones larger.
+Segments EvenSegments(size_t count, int n, size_t granule = 1);
+
+// Two chunk-sized receive buffers that the ring alternates between; persistent and
+// huge-page advised so that steady-state steps never page-fault.
+class RingScratch {
+ public:
+  ~RingScratch();
+  void* Get(int which, size_t bytes);
+
+ private:
+  void* buf_[2] = {nullptr, nullptr};
+  size_t size_[2] = {0, 0};
+};
+
+// Persistent, huge-page advised host memory that grows on demand and is never shrunk.
+void* AlignedAlloc(size_t bytes);
+void AlignedFree(void* p);
+
+// Blocking exchange with both peers, split into pieces so that byte counts above INT_MAX work.
+void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
+                   int src, int tag, MPI_Comm comm);
+
+// ring_allreduce.cc
+void RingReduceScatter(void* buf, DataType dtype, ReduceOp op, const Segments& seg,
+                       size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
+void RingAllgather(void* buf, size_t elem_size, const Segments& seg, MPI_Comm comm);
+void RingAllreduce(void* buf, size_t count, DataType dtype, ReduceOp op, size_t chunk_bytes,
+                   RingScratch* scratch, MPI_Comm comm);
+// allreduce_mpi.cc: the MPI_Allreduce baseline (HOROVOD_CPU_OPERATIONS=mpi).
+void MpiAllreduce(void* buf, size_t count, DataType dtype, ReduceOp op, MPI_Comm comm);
+// allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
+void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
+               MPI_Comm comm);
+// reducescatter.cc: reduces `work` (count elements, clobbered) and copies this rank's rows to out.
+void Reducescatter(void* work, size_t count, size_t row_elems, DataType dtype, ReduceOp op,
+                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm, void* out);
+// broadcast.cc
+void Broadcast(void* buf, size_t bytes, int root, MPI_Comm comm);
+// alltoall.cc: exchanges row counts, then the rows. `recv_rows` receives each sender's count.
+// `alloc` gets the total row count and returns the output buffer; if it returns null the rows
+// are still received (into scratch, so that no peer blocks) and false is returned.
+bool Alltoall(const void* in, size_t row_bytes, const std::vector<int64_t>& send_rows,
+              std::vector<int64_t>* recv_rows, const std::function<void*(int64_t)>& alloc,
+              MPI_Comm comm);
+
+}  // namespace hvd

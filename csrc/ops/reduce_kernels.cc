@@ -1,0 +1,146 @@
+// Every kernel body is an always_inline template instantiated inside per-dtype entry points
+// that GCC clones for x86-64-v3 (AVX2/F16C) and x86-64-v4 (AVX-512): the image runs on any
+// x86-64 host and still uses the widest vectors the CPU has, picked once at load time.
+#include "ops/reduce_kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HVD_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HVD_MULTIVERSION
+#endif
+#define HVD_INLINE __attribute__((always_inline)) inline
+
+namespace hvd {
+namespace {
+
+HVD_INLINE float Bf16ToF32(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+HVD_INLINE uint16_t F32ToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+#if defined(__FLT16_MAX__)
+using half_t = _Float16;
+HVD_INLINE float F16ToF32(half_t h) { return static_cast<float>(h); }
+HVD_INLINE half_t F32ToF16(float f) { return static_cast<half_t>(f); }
+#else
+#error "a compiler with _Float16 support is required (GCC >= 12 or Clang >= 15)"
+#endif
+
+// Separate loops per op keep the op switch out of the inner loop so each one vectorizes.
+template <typename T>
+HVD_INLINE void ReduceLoop(T* __restrict d, const T* __restrict s, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::MIN: for (size_t i = 0; i < n; ++i) d[i] = s[i] < d[i] ? s[i] : d[i]; break;
+    case ReduceOp::MAX: for (size_t i = 0; i < n; ++i) d[i] = s[i] > d[i] ? s[i] : d[i]; break;
+    case ReduceOp::PRODUCT: for (size_t i = 0; i < n; ++i) d[i] = d[i] * s[i]; break;
+    default: for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] + s[i]); break;
+  }
+}
+
+template <typename T, typename Widen, typename Narrow>
+HVD_INLINE void ReduceWidened(T* __restrict d, const T* __restrict s, size_t n, ReduceOp op,
+                              Widen widen, Narrow narrow) {
+  switch (op) {
+    case ReduceOp::MIN:
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(std::min(widen(d[i]), widen(s[i])));
+      break;
+    case ReduceOp::MAX:
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(std::max(widen(d[i]), widen(s[i])));
+      break;
+    case ReduceOp::PRODUCT:
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(widen(d[i]) * widen(s[i]));
+      break;
+    default:
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(widen(d[i]) + widen(s[i]));
+      break;
+  }
+}
+
+template <typename T, typename F>
+HVD_INLINE void ScaleLoop(T* __restrict b, size_t n, F factor) {
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<T>(static_cast<F>(b[i]) * factor);
+}
+
+HVD_MULTIVERSION void ReduceU8(uint8_t* d, const uint8_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
+HVD_MULTIVERSION void ReduceI8(int8_t* d, const int8_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
+HVD_MULTIVERSION void ReduceI32(int32_t* d, const int32_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
+HVD_MULTIVERSION void ReduceI64(int64_t* d, const int64_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
+HVD_MULTIVERSION void ReduceF32(float* d, const float* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
+HVD_MULTIVERSION void ReduceF64(double* d, const double* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
+HVD_MULTIVERSION void ReduceF16(half_t* d, const half_t* s, size_t n, ReduceOp op) {
+  ReduceWidened(d, s, n, op, [](half_t h) { return F16ToF32(h); }, [](float f) { return F32ToF16(f); });
+}
+HVD_MULTIVERSION void ReduceBF16(uint16_t* d, const uint16_t* s, size_t n, ReduceOp op) {
+  ReduceWidened(d, s, n, op, [](uint16_t h) { return Bf16ToF32(h); }, [](float f) { return F32ToBf16(f); });
+}
+
+HVD_MULTIVERSION void ScaleF32(float* b, size_t n, float f) { ScaleLoop(b, n, f); }
+HVD_MULTIVERSION void ScaleF64(double* b, size_t n, double f) { ScaleLoop(b, n, f); }
+HVD_MULTIVERSION void ScaleF16(half_t* b, size_t n, float f) {
+  for (size_t i = 0; i < n; ++i) b[i] = F32ToF16(F16ToF32(b[i]) * f);
+}
+HVD_MULTIVERSION void ScaleBF16(uint16_t* b, size_t n, float f) {
+  for (size_t i = 0; i < n; ++i) b[i] = F32ToBf16(Bf16ToF32(b[i]) * f);
+}
+
+}  // namespace
+
+void ReduceInto(void* dst, const void* src, size_t n, DataType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DataType::UINT8: ReduceU8(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, op); break;
+    case DataType::INT8: ReduceI8(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), n, op); break;
+    case DataType::INT32: ReduceI32(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, op); break;
+    case DataType::INT64: ReduceI64(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, op); break;
+    case DataType::FLOAT16: ReduceF16(static_cast<half_t*>(dst), static_cast<const half_t*>(src), n, op); break;
+    case DataType::BFLOAT16: ReduceBF16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n, op); break;
+    case DataType::FLOAT32: ReduceF32(static_cast<float*>(dst), static_cast<const float*>(src), n, op); break;
+    case DataType::FLOAT64: ReduceF64(static_cast<double*>(dst), static_cast<const double*>(src), n, op); break;
+  }
+}
+
+void ScaleInPlace(void* buf, size_t n, DataType dtype, double factor) {
+  if (factor == 1.0) return;
+  switch (dtype) {
+    case DataType::UINT8: ScaleLoop(static_cast<uint8_t*>(buf), n, factor); break;
+    case DataType::INT8: ScaleLoop(static_cast<int8_t*>(buf), n, factor); break;
+    case DataType::INT32: ScaleLoop(static_cast<int32_t*>(buf), n, factor); break;
+    case DataType::INT64: ScaleLoop(static_cast<int64_t*>(buf), n, factor); break;
+    case DataType::FLOAT16: ScaleF16(static_cast<half_t*>(buf), n, static_cast<float>(factor)); break;
+    case DataType::BFLOAT16: ScaleBF16(static_cast<uint16_t*>(buf), n, static_cast<float>(factor)); break;
+    case DataType::FLOAT32: ScaleF32(static_cast<float*>(buf), n, static_cast<float>(factor)); break;
+    case DataType::FLOAT64: ScaleF64(static_cast<double*>(buf), n, factor); break;
+  }
+}
+
+void DivideIntegers(void* buf, size_t n, DataType dtype, int64_t d) {
+  auto div = [n, d](auto* b) { for (size_t i = 0; i < n; ++i) b[i] = static_cast<std::remove_reference_t<decltype(*b)>>(b[i] / d); };
+  switch (dtype) {
+    case DataType::UINT8: div(static_cast<uint8_t*>(buf)); break;
+    case DataType::INT8: div(static_cast<int8_t*>(buf)); break;
+    case DataType::INT32: div(static_cast<int32_t*>(buf)); break;
+    case DataType::INT64: div(static_cast<int64_t*>(buf)); break;
+    default: break;
+  }
+}
+
+float HalfToFloat(uint16_t h) { half_t x; std::memcpy(&x, &h, 2); return F16ToF32(x); }
+uint16_t FloatToHalf(float f) { half_t x = F32ToF16(f); uint16_t h; std::memcpy(&h, &x, 2); return h; }
+float BFloat16ToFloat(uint16_t h) { return Bf16ToF32(h); }
+uint16_t FloatToBFloat16(float f) { return F32ToBf16(f); }
+
+}  // namespace hvd

@@ -1,0 +1,24 @@
+// Element-wise reduction and scaling kernels, one vectorized loop per dtype. float16 and
+// bfloat16 are widened to float32, combined, and rounded back (round to nearest even).
+#pragma once
+
+#include <cstddef>
+
+#include "common/common.h"
+
+namespace hvd {
+
+// dst[i] = dst[i] (op) src[i]; AVERAGE reduces as SUM (the caller scales afterwards).
+void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
+// buf[i] *= factor, computed in double for float64 and integers, float32 for the rest.
+void ScaleInPlace(void* buf, size_t count, DataType dtype, double factor);
+
+// Integer Average: buf[i] /= divisor, truncating toward zero like C. No-op for floating types.
+void DivideIntegers(void* buf, size_t count, DataType dtype, int64_t divisor);
+
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float BFloat16ToFloat(uint16_t h);
+uint16_t FloatToBFloat16(float f);
+
+}  // namespace hvd

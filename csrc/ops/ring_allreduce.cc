@@ -1,0 +1,96 @@
+// Ring allreduce (Patarasuk & Yuan 2009): a reduce-scatter followed by an allgather around the
+// ring r -> r+1. With n ranks and a buffer of B bytes cut into n segments:
+//   reduce-scatter: n-1 steps; at step s rank r sends segment (r-s-1) mod n to its right and
+//                   reduces segment (r-s-2) mod n received from its left; afterwards rank r
+//                   holds the fully reduced segment r.
+//   allgather:      n-1 steps; at step s rank r forwards segment (r-s) mod n and receives
+//                   segment (r-s-1) mod n.
+// Each rank sends and receives 2(n-1)/n * B bytes, the lower bound for allreduce, in 2(n-1)
+// steps. Inside a reduce-scatter step the segment travels in chunks (HOROVOD_RING_CHUNK_BYTES)
+// through two alternating scratch buffers: chunk k+1 is in flight while chunk k is reduced, and
+// each chunk is reduced while it is still in cache.
+#include <algorithm>
+#include <vector>
+
+#include "mpi/mpi_context.h"
+#include "ops/collectives.h"
+#include "ops/reduce_kernels.h"
+
+namespace hvd {
+namespace {
+
+inline int Mod(int a, int n) { return ((a % n) + n) % n; }
+inline size_t NumChunks(size_t len, size_t chunk) { return len == 0 ? 1 : (len + chunk - 1) / chunk; }
+inline size_t ChunkLen(size_t len, size_t chunk, size_t k) {
+  return k * chunk >= len ? 0 : std::min(chunk, len - k * chunk);
+}
+constexpr int kReduceScatterTag = 100;
+constexpr int kAllgatherTag = 200;
+
+}  // namespace
+
+void RingReduceScatter(void* buf, DataType dtype, ReduceOp op, const Segments& seg,
+                       size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  if (n == 1) return;
+  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
+  const size_t esize = DataTypeSize(dtype);
+  const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
+  char* base = static_cast<char*>(buf);
+  std::vector<MPI_Request> sends;
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_idx = Mod(rank - s - 1, n), recv_idx = Mod(rank - s - 2, n);
+    const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
+    const size_t nsend = NumChunks(slen, chunk), nrecv = NumChunks(rlen, chunk);
+    char* send_base = base + seg.offset[send_idx] * esize;
+    char* recv_base = base + seg.offset[recv_idx] * esize;
+    void* tmp[2] = {scratch->Get(0, std::min(rlen, chunk) * esize + 1),
+                    scratch->Get(1, std::min(rlen, chunk) * esize + 1)};
+    MPI_Request recvs[2];
+    auto post_recv = [&](size_t k) {
+      HVD_MPI_CHECK(MPI_Irecv(tmp[k & 1], static_cast<int>(ChunkLen(rlen, chunk, k) * esize),
+                              MPI_BYTE, left, kReduceScatterTag + s, comm, &recvs[k & 1]));
+    };
+    post_recv(0);
+    sends.resize(nsend);
+    for (size_t k = 0; k < nsend; ++k)
+      HVD_MPI_CHECK(MPI_Isend(send_base + k * chunk * esize,
+                              static_cast<int>(ChunkLen(slen, chunk, k) * esize), MPI_BYTE, right,
+                              kReduceScatterTag + s, comm, &sends[k]));
+    for (size_t k = 0; k < nrecv; ++k) {
+      if (k + 1 < nrecv) post_recv(k + 1);
+      HVD_MPI_CHECK(MPI_Wait(&recvs[k & 1], MPI_STATUS_IGNORE));
+      ReduceInto(recv_base + k * chunk * esize, tmp[k & 1], ChunkLen(rlen, chunk, k), dtype, op);
+    }
+    HVD_MPI_CHECK(MPI_Waitall(static_cast<int>(nsend), sends.data(), MPI_STATUSES_IGNORE));
+  }
+}
+
+void RingAllgather(void* buf, size_t esize, const Segments& seg, MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  if (n == 1) return;
+  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
+  char* base = static_cast<char*>(buf);
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_idx = Mod(rank - s, n), recv_idx = Mod(rank - s - 1, n);
+    SendRecvBytes(base + seg.offset[send_idx] * esize, seg.count[send_idx] * esize, right,
+                  base + seg.offset[recv_idx] * esize, seg.count[recv_idx] * esize, left,
+                  kAllgatherTag + s, comm);
+  }
+}
+
+void RingAllreduce(void* buf, size_t count, DataType dtype, ReduceOp op, size_t chunk_bytes,
+                   RingScratch* scratch, MPI_Comm comm) {
+  int n;
+  MPI_Comm_size(comm, &n);
+  if (n == 1 || count == 0) return;
+  Segments seg = EvenSegments(count, n);
+  RingReduceScatter(buf, dtype, op, seg, chunk_bytes, scratch, comm);
+  RingAllgather(buf, DataTypeSize(dtype), seg, comm);
+}
+
+}  // namespace hvd

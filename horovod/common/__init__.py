@@ -1,0 +1,1 @@
+"""Framework-neutral parts of Horovod: init/topology, exceptions, reduce ops."""

@@ -1,0 +1,145 @@
+"""init/shutdown, topology and build queries shared by every frontend.
+
+Importing this module does not initialize MPI; `init()` does.
+"""
+import atexit
+import importlib
+
+from horovod import __version__
+
+# Reduce ops: values match csrc/common/common.h.
+Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
+Adasum = -1  # not implemented; accepted names fail with a clear error
+
+_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+_core = None
+_topology = None
+
+
+def _lib():
+    global _core
+    if _core is None:
+        _core = importlib.import_module("horovod._core")
+    return _core
+
+
+def init(comm=None):
+    """Start the engine. `comm` may be an mpi4py communicator (the job then runs on its
+    ranks) or None for MPI_COMM_WORLD. Calling it again while running is a no-op."""
+    global _topology
+    handle = 0
+    if comm is not None:
+        if isinstance(comm, (list, tuple)):
+            raise ValueError("init(comm=[ranks]) is not supported; pass an mpi4py communicator, "
+                             "e.g. MPI.COMM_WORLD.Create(MPI.COMM_WORLD.group.Incl(ranks))")
+        from mpi4py import MPI
+        if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
+            raise ValueError("init(comm=...) takes an mpi4py communicator other than COMM_NULL")
+        handle = MPI._handleof(comm)
+    _lib().init(handle)
+    _topology = _lib().topology()
+
+
+def shutdown():
+    """Stop the engine on this rank. Other ranks' pending and later ops fail with
+    HorovodShutdownError naming this rank. Registered with atexit."""
+    global _topology
+    if _core is not None and _core.is_initialized():
+        _core.shutdown()
+    _topology = None
+
+
+atexit.register(shutdown)
+
+
+def is_initialized():
+    return _core is not None and _core.is_initialized()
+
+
+def _topo(key):
+    if _topology is None or not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    return _topology[key]
+
+
+def rank():
+    return _topo("rank")
+
+
+def size():
+    return _topo("size")
+
+
+def local_rank():
+    return _topo("local_rank")
+
+
+def local_size():
+    return _topo("local_size")
+
+
+def cross_rank():
+    return _topo("cross_rank")
+
+
+def cross_size():
+    return _topo("cross_size")
+
+
+def is_homogeneous():
+    return _topo("homogeneous")
+
+
+def mpi_threads_supported():
+    """True if MPI runs with MPI_THREAD_MULTIPLE (needed to use mpi4py beside Horovod freely)."""
+    return _topo("mpi_threads_multiple")
+
+
+def build_info():
+    """What this build has: a dict with horovod_version, mpi_built, mpi_library, nccl_built,
+    gloo_built, cuda_built, cpu_operations. Does not initialize MPI."""
+    info = dict(_lib().build_info())
+    info["horovod_version"] = __version__
+    return info
+
+
+def mpi_built():
+    return bool(_lib().build_info()["mpi_built"])
+
+
+def mpi_enabled():
+    return is_initialized()
+
+
+def nccl_built():
+    """NCCL version code the build links (0: not built with NCCL)."""
+    return int(_lib().build_info()["nccl_built"])
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def cuda_built():
+    return bool(_lib().build_info()["cuda_built"])
+
+
+def rocm_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def config_knobs():
+    """Every HOROVOD_* variable the engine reads: (name, default, doc)."""
+    return list(_lib().config_knobs())

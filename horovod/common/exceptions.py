@@ -1,0 +1,20 @@
+"""Exceptions raised when a collective fails. Every rank involved raises the same message."""
+
+
+class HorovodInternalError(RuntimeError):
+    """A collective failed inside the engine."""
+
+
+class HorovodMismatchError(HorovodInternalError):
+    """Ranks disagreed about a tensor (op, dtype, shape, root rank, reduce op or scale factors).
+
+    The message names the tensor, the field and the ranks on each side."""
+
+
+class HorovodShutdownError(HorovodInternalError):
+    """The engine is shut down: this rank or another one called shutdown() or exited, or the
+    stall inspector shut it down (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)."""
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Kept for API compatibility with Horovod's elastic mode (not implemented here)."""

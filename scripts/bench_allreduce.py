@@ -1,0 +1,153 @@
+"""Allreduce benchmark: our engine end to end vs our bare ring vs MPI_Allreduce, in one run.
+
+    mpirun -np 2 --bind-to core python scripts/bench_allreduce.py [--quick]
+
+For float32 buffers from 4 KiB to 256 MiB it prints time per op and bus bandwidth
+(busbw = bytes * 2(n-1)/n / time, the nccl-tests definition) for
+  engine  horovod.numpy.allreduce(x, op=Sum, name=..., out=y): queue, negotiation, ring
+  ring    the bare ring on its own communicator (no queue, no negotiation), in place
+  mpi     mpi4py comm.Allreduce(x, y, op=SUM) on the same ranks: Open MPI's MPI_Allreduce
+and the ratios engine/mpi and ring/mpi (> 1: faster than MPI). The ceiling is the single-core
+copy bandwidth of rank 0 (np.copyto of 256 MiB) measured in the same run. Then the latency of
+a 4 KiB allreduce through the engine (median of single timed ops) and the fusion case: 100
+tensors of 40 KiB submitted together vs one tensor of the same total size.
+Each figure is the median of 3 trials; every trial runs `iters` ops back to back.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import horovod.numpy as hvd
+
+hvd.init()
+from mpi4py import MPI  # noqa: E402  (after hvd.init: Horovod initializes MPI)
+
+COMM = MPI.COMM_WORLD
+RANK, N = COMM.rank, COMM.size
+KIB, MIB = 1 << 10, 1 << 20
+
+
+def say(*a):
+    if RANK == 0:
+        print(*a, flush=True)
+
+
+def trial(fn, iters):
+    """Seconds per op: all ranks start together; the slowest rank's time counts."""
+    COMM.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    dt = (time.perf_counter() - t0) / iters
+    return COMM.allreduce(dt, op=MPI.MAX)
+
+
+def median_time(fn, iters, trials=3):
+    fn()  # warm-up: first-touch of buffers, negotiation of the name
+    return statistics.median(trial(fn, iters) for _ in range(trials))
+
+
+def busbw(nbytes, seconds):
+    return nbytes * 2 * (N - 1) / N / seconds / 1e9
+
+
+def copy_bandwidth():
+    a = np.ones(64 * MIB, np.float32)  # 256 MiB
+    b = np.empty_like(a)
+    best = float("inf")
+    COMM.Barrier()
+    if RANK == 0:
+        for _ in range(5):
+            t0 = time.perf_counter()
+            np.copyto(b, a)
+            best = min(best, time.perf_counter() - t0)
+    COMM.Barrier()
+    return a.nbytes / best / 1e9 if RANK == 0 else 0.0
+
+
+def sweep(sizes):
+    say(f"{'size':>8} | {'engine us':>10} {'GB/s':>6} | {'ring us':>10} {'GB/s':>6} | "
+        f"{'mpi us':>10} {'GB/s':>6} | {'engine/mpi':>10} {'ring/mpi':>8}")
+    rows = []
+    for nbytes in sizes:
+        x = np.full(nbytes // 4, RANK + 1, np.float32)
+        y = np.empty_like(x)
+        ring_buf = x.copy()
+        iters = max(3, min(2000, (512 * MIB) // nbytes))
+        name = f"bench.{nbytes}"
+        t_engine = median_time(lambda: hvd.allreduce(x, op=hvd.Sum, name=name, out=y), iters)
+        assert y[0] == N * (N + 1) / 2, "engine result"
+        t_ring = median_time(lambda: hvd.ring_allreduce_raw(ring_buf), iters)
+        t_mpi = median_time(lambda: COMM.Allreduce(x, y, op=MPI.SUM), iters)
+        label = f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
+        say(f"{label:>8} | {t_engine * 1e6:10.1f} {busbw(nbytes, t_engine):6.2f} | "
+            f"{t_ring * 1e6:10.1f} {busbw(nbytes, t_ring):6.2f} | "
+            f"{t_mpi * 1e6:10.1f} {busbw(nbytes, t_mpi):6.2f} | "
+            f"{t_mpi / t_engine:10.2f} {t_mpi / t_ring:8.2f}")
+        rows.append((nbytes, t_engine, t_ring, t_mpi))
+    return rows
+
+
+def small_latency(iters=2000):
+    x = np.ones(1024, np.float32)  # 4 KiB
+    y = np.empty_like(x)
+    for _ in range(100):
+        hvd.allreduce(x, op=hvd.Sum, name="lat", out=y)
+    samples = []
+    COMM.Barrier()
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        hvd.allreduce(x, op=hvd.Sum, name="lat", out=y)
+        samples.append(time.perf_counter() - t0)
+    med = statistics.median(samples)
+    return max(COMM.allgather(med)), statistics.quantiles(samples, n=100)[98]
+
+
+def fusion_case(iters=50):
+    parts = [np.ones(10 * KIB, np.float32) for _ in range(100)]  # 100 x 40 KiB
+    whole = np.ones(100 * 10 * KIB, np.float32)                  # same 4000 KiB in one tensor
+    out = np.empty_like(whole)
+    t_grouped = median_time(lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="fuse"), iters)
+
+    def async_loop():
+        hs = [hvd.allreduce_async(p, op=hvd.Sum, name=f"fuse.async.{i}") for i, p in enumerate(parts)]
+        for h in hs:
+            hvd.synchronize(h)
+
+    t_async = median_time(async_loop, iters)
+    t_whole = median_time(lambda: hvd.allreduce(whole, op=hvd.Sum, name="fuse.whole", out=out),
+                          iters)
+    return t_grouped, t_async, t_whole
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="4 KiB .. 16 MiB only")
+    args = ap.parse_args()
+    sizes = [4 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB]
+    if args.quick:
+        sizes = sizes[:6]
+    info = hvd.build_info()
+    say(f"# {N} ranks, float32 sum; {MPI.Get_library_version().splitlines()[0]}; "
+        f"engine cpu_operations={info['cpu_operations']}")
+    ceiling = copy_bandwidth()
+    say(f"# ceiling: single-core copy bandwidth (rank 0, np.copyto 256 MiB, best of 5) = {ceiling:.2f} GB/s")
+    rows = sweep(sizes)
+    big = [r for r in rows if r[0] >= 16 * MIB]
+    if big and RANK == 0:
+        best_ring = max(busbw(r[0], r[2]) for r in big)
+        say(f"# ring busbw / copy ceiling at >= 16 MiB: best {best_ring / ceiling:.2f}")
+    med, p99 = small_latency()
+    say(f"# 4 KiB allreduce through the engine: median {med * 1e6:.1f} us (p99 {p99 * 1e6:.1f} us), "
+        f"slowest rank's median")
+    t_grouped, t_async, t_whole = fusion_case()
+    say(f"# fusion: 100 x 40 KiB grouped_allreduce {t_grouped * 1e6:.0f} us, 100 x allreduce_async "
+        f"{t_async * 1e6:.0f} us, one 4000 KiB tensor {t_whole * 1e6:.0f} us; "
+        f"ratios {t_grouped / t_whole:.2f} (grouped) {t_async / t_whole:.2f} (async)")
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()

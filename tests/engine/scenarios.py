@@ -1,0 +1,357 @@
+"""Scenarios run on every rank under mpirun by the engine tests (see conftest.launch).
+
+Each scenario checks results against a NumPy reference that every rank can compute itself
+(every rank regenerates all ranks' inputs from per-rank seeds), and prints
+"OK <scenario> rank=<r>" when it passes. Any failed check raises, so the rank exits non-zero.
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import horovod.numpy as hvd
+
+try:
+    import ml_dtypes
+    BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # the tests' requirements install it; without it bfloat16 is not covered
+    BF16 = None
+
+DTYPES = [np.dtype(t) for t in ("uint8", "int8", "int32", "int64", "float16", "float32",
+                                "float64")] + ([BF16] if BF16 is not None else [])
+SHAPES = [(1,), (17,), (5, 3), (3, 2, 4), (100003,)]
+OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
+       "product": hvd.Product}
+
+
+def is_float(dt):
+    return dt.kind == "f" or dt == BF16
+
+
+def make(rank, shape, dt, op="sum", salt=0):
+    """Deterministic input of `rank`, in a range where no reduction overflows."""
+    rng = np.random.default_rng(1000 * rank + salt + 7)
+    if op == "product":
+        v = rng.choice([1, 2], size=shape) if not is_float(dt) else rng.uniform(0.8, 1.25, shape)
+    elif dt.kind == "u":
+        v = rng.integers(0, 40, size=shape)
+    elif not is_float(dt):
+        v = rng.integers(-20, 20, size=shape)
+    else:
+        v = rng.uniform(-2, 2, size=shape)
+    return np.asarray(v).astype(dt)
+
+
+def reference(arrays, op, dt):
+    stack = np.stack([a.astype(np.float64) for a in arrays])
+    n = len(arrays)
+    if op == "sum":
+        r = stack.sum(0)
+    elif op == "average":
+        r = stack.sum(0) / n
+        if not is_float(dt):
+            r = np.trunc(r)
+    elif op == "min":
+        r = stack.min(0)
+    elif op == "max":
+        r = stack.max(0)
+    else:
+        r = stack.prod(0)
+    return r
+
+
+def check(got, want, dt, what):
+    assert got.dtype == dt, f"{what}: dtype {got.dtype} != {dt}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    g = got.astype(np.float64)
+    if is_float(dt):
+        tol = {2: 3e-2, 4: 1e-5, 8: 1e-12}[dt.itemsize]
+        ok = np.allclose(g, want, rtol=tol, atol=tol * 4)
+    else:
+        ok = np.array_equal(g, want.astype(dt).astype(np.float64))
+    assert ok, f"{what}: max abs error {np.max(np.abs(g - want))}\n got {got.ravel()[:8]}\n want {want.ravel()[:8]}"
+
+
+def sc_allreduce():
+    r, n = hvd.rank(), hvd.size()
+    cases = []
+    for dt in DTYPES:
+        for shape in SHAPES:
+            for op in OPS:
+                if op == "product" and int(np.prod(shape)) > 100 and not is_float(dt):
+                    continue
+                name = f"ar/{dt.name}/{'x'.join(map(str, shape))}/{op}"
+                x = make(r, shape, dt, op)
+                cases.append((name, dt, shape, op, hvd.allreduce_async(x, op=OPS[op], name=name)))
+    # Scalars, in-place, and scale factors.
+    scalar = hvd.allreduce(np.float64(r + 1), op=hvd.Sum, name="ar/scalar")
+    check(np.asarray(scalar), np.asarray(n * (n + 1) / 2.0), np.dtype(np.float64), "scalar")
+    inplace = np.full(1000, r + 1, np.int64)
+    hvd.allreduce(inplace, op=hvd.Sum, name="ar/inplace", out=inplace)
+    assert (inplace == n * (n + 1) // 2).all(), "in-place allreduce"
+    for dt in [d for d in DTYPES if is_float(d)]:
+        x = make(r, (33,), dt)
+        got = hvd.allreduce(x, op=hvd.Average, name=f"ar/scale/{dt.name}", prescale_factor=0.5,
+                            postscale_factor=3.0)
+        want = reference([make(q, (33,), dt).astype(np.float64) * 0.5 for q in range(n)],
+                         "average", dt) * 3.0
+        check(got, want, dt, f"scale {dt}")
+    for name, dt, shape, op, h in cases:
+        got = hvd.synchronize(h)
+        check(got, reference([make(q, shape, dt, op) for q in range(n)], op, dt), dt, name)
+    return len(cases)
+
+
+def sc_allgather():
+    r, n = hvd.rank(), hvd.size()
+    for dt in DTYPES:
+        for tail in [(), (3,), (2, 4)]:
+            rows = lambda q: (q + 1) if tail != (2, 4) else (0 if q == 1 else q + 2)  # noqa: E731
+            x = make(r, (rows(r),) + tail, dt)
+            got = hvd.allgather(x, name=f"ag/{dt.name}/{len(tail)}")
+            want = np.concatenate([make(q, (rows(q),) + tail, dt) for q in range(n)])
+            check(got, want.astype(np.float64), dt, f"allgather {dt} {tail}")
+
+
+def sc_broadcast():
+    r, n = hvd.rank(), hvd.size()
+    for dt in DTYPES:
+        for shape in [(1,), (7, 3), (2, 3, 5), (300001,)]:
+            for root in range(n):
+                x = make(r, shape, dt)
+                got = hvd.broadcast(x, root_rank=root, name=f"bc/{dt.name}/{len(shape)}/{root}")
+                check(got, make(root, shape, dt).astype(np.float64), dt, f"broadcast root {root}")
+
+
+def sc_alltoall():
+    r, n = hvd.rank(), hvd.size()
+
+    def splits_of(q):  # uneven, with a zero
+        return [(q + d) % 3 for d in range(n)]
+
+    for dt in DTYPES:
+        for tail in [(), (2,), (2, 3)]:
+            x = make(r, (sum(splits_of(r)),) + tail, dt)
+            got, recv = hvd.alltoall(x, splits=splits_of(r), name=f"a2a/{dt.name}/{len(tail)}")
+            parts = []
+            for q in range(n):
+                sq = splits_of(q)
+                xq = make(q, (sum(sq),) + tail, dt)
+                parts.append(xq[sum(sq[:r]):sum(sq[:r + 1])])
+            assert list(recv) == [splits_of(q)[r] for q in range(n)], f"received splits {recv}"
+            check(got, np.concatenate(parts).astype(np.float64), dt, f"alltoall {dt} {tail}")
+    got, recv = hvd.alltoall(np.arange(2 * n, dtype=np.float32) + 100 * r, name="a2a/even")
+    assert list(recv) == [2] * n
+
+
+def sc_reducescatter():
+    r, n = hvd.rank(), hvd.size()
+    for dt in DTYPES:
+        for shape in [(n * 2 + 1,), (5, 3), (7, 2, 2)]:
+            for op in ("sum", "average", "max"):
+                x = make(r, shape, dt, op)
+                got = hvd.reducescatter(x, op=OPS[op], name=f"rs/{dt.name}/{len(shape)}/{op}")
+                full = reference([make(q, shape, dt, op) for q in range(n)], op, dt)
+                rows = [shape[0] // n + (1 if q < shape[0] % n else 0) for q in range(n)]
+                start = sum(rows[:r])
+                check(got, full[start:start + rows[r]], dt, f"reducescatter {dt} {shape} {op}")
+
+
+def sc_grouped():
+    r, n = hvd.rank(), hvd.size()
+    xs = [make(r, (i * 10 + 1,), np.dtype(np.float32), salt=i) for i in range(20)]
+    outs = hvd.grouped_allreduce(xs, op=hvd.Sum, name="grp")
+    for i, got in enumerate(outs):
+        want = reference([make(q, (i * 10 + 1,), np.dtype(np.float32), salt=i) for q in range(n)],
+                         "sum", np.dtype(np.float32))
+        check(got, want, np.dtype(np.float32), f"grouped {i}")
+
+
+def sc_order():
+    """Ranks submit the same tensors in different orders; results must still match by name."""
+    r, n = hvd.rank(), hvd.size()
+    names = [f"ord/{i}" for i in range(30)]
+    order = list(range(30))
+    np.random.default_rng(r).shuffle(order)
+    handles = {}
+    for i in order:
+        handles[i] = hvd.allreduce_async(np.full(64, i * (r + 1), np.int64), op=hvd.Sum,
+                                         name=names[i])
+        if i % 7 == r:
+            time.sleep(0.002)
+    for i in range(30):
+        got = hvd.synchronize(handles[i])
+        assert (got == i * n * (n + 1) // 2).all(), f"{names[i]}: {got[:3]}"
+
+
+def sc_steady():
+    """Same names every step (the cached fast path), then a legal shape change on all ranks."""
+    r, n = hvd.rank(), hvd.size()
+    for step in range(200):
+        hs = [hvd.allreduce_async(np.full(8 + i, step + r, np.float64), op=hvd.Sum, name=f"w{i}")
+              for i in range(5)]
+        for h in hs:
+            got = hvd.synchronize(h)
+            assert (got == n * step + n * (n - 1) / 2).all(), f"step {step}: {got}"
+    got = hvd.allreduce(np.ones(20), op=hvd.Sum, name="w0")  # new shape for a cached name
+    assert (got == n).all()
+    got = hvd.allreduce(np.ones(20, np.int32), op=hvd.Sum, name="w0")  # new dtype
+    assert (got == n).all() and got.dtype == np.int32
+
+
+def expect_error(fn, exc, *needles):
+    try:
+        fn()
+    except exc as e:
+        msg = str(e)
+        for needle in needles:
+            assert needle in msg, f"error {msg!r} lacks {needle!r}"
+        return msg
+    raise AssertionError(f"expected {exc.__name__} containing {needles}")
+
+
+def sc_mismatch():
+    r, n = hvd.rank(), hvd.size()
+    odd = [q for q in range(n) if q % 2]
+    even = [q for q in range(n) if q % 2 == 0]
+    err = hvd.HorovodMismatchError
+    expect_error(lambda: hvd.allreduce(np.ones(4, np.float32 if r % 2 else np.float64),
+                                       name="mm/dtype"),
+                 err, "mm/dtype", "data types", f"{even}", f"{odd}", "float32", "float64")
+    expect_error(lambda: hvd.allreduce(np.ones(4 + r % 2), name="mm/shape"),
+                 err, "mm/shape", "shapes", f"{odd}", "[5]", "[4]")
+    expect_error(lambda: hvd.broadcast(np.ones(3), root_rank=r % 2, name="mm/root"),
+                 err, "mm/root", "root", f"{odd}")
+    expect_error(lambda: hvd.allreduce(np.ones(3), op=hvd.Sum if r % 2 else hvd.Max, name="mm/op"),
+                 err, "mm/op", "reduction operations", "Sum", "Max")
+    expect_error(lambda: (hvd.allreduce if r % 2 else hvd.allgather)(np.ones(3), name="mm/kind"),
+                 err, "mm/kind", "operations", "ALLREDUCE", "ALLGATHER")
+    expect_error(lambda: hvd.allgather(np.ones((2, 2 + r % 2)), name="mm/ag"),
+                 err, "mm/ag", "first", f"{odd}")
+    expect_error(lambda: hvd.allreduce(np.ones(2), prescale_factor=1.0 + r % 2, name="mm/scale"),
+                 err, "mm/scale", "prescale")
+    # Cached, then one rank changes shape: the cache entry is invalidated, the error is named.
+    for _ in range(3):
+        hvd.allreduce(np.ones(6), name="mm/cached")
+    expect_error(lambda: hvd.allreduce(np.ones(6 + (r == n - 1)), name="mm/cached"),
+                 err, "mm/cached", f"[{n - 1}]")
+    # Local argument errors, before any negotiation.
+    expect_error(lambda: hvd.broadcast(np.ones(2), root_rank=n, name="mm/badroot"), ValueError,
+                 "mm/badroot", "root")
+    expect_error(lambda: hvd.alltoall(np.ones(4), splits=[1] * (n + 1), name="mm/splits"),
+                 ValueError, "mm/splits", "split")
+    expect_error(lambda: hvd.allgather(np.float32(1), name="mm/scalar"), ValueError, "scalar")
+    expect_error(lambda: hvd.allreduce(np.ones(2, np.complex64), name="mm/cplx"), ValueError,
+                 "mm/cplx", "complex64")
+    h = hvd.allreduce_async(np.ones(2), name="mm/dup")
+    expect_error(lambda: hvd.allreduce_async(np.ones(2), name="mm/dup"), ValueError,
+                 "mm/dup", "already in flight")
+    hvd.synchronize(h)
+    # The engine keeps working after every error above.
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="mm/after") == n).all()
+
+
+def sc_fusion_digest():
+    """Prints a digest of many small fused/unfused results; the test compares two runs.
+
+    Values are multiples of 1/8, so every float sum is exact whatever the order: with 3+ ranks
+    the ring adds an element's contributions in an order that depends on its segment, which
+    fusion shifts, so arbitrary floats could differ in the last bit (as with MPI or NCCL)."""
+    r = hvd.rank()
+    rng = np.random.default_rng(r)
+    xs = [(rng.integers(-800, 800, 1000 + 37 * i) / 8).astype(np.float32) for i in range(40)]
+    xs += [rng.integers(-1000, 1000, 333 + i).astype(np.int64) for i in range(5)]
+    hs = [hvd.allreduce_async(x, op=hvd.Sum, name=f"fz/{i}") for i, x in enumerate(xs)]
+    outs = [hvd.synchronize(h) for h in hs]
+    outs += hvd.grouped_allreduce(xs, op=hvd.Average, name="fzg")
+    digest = hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()
+    print(f"DIGEST rank={r} {digest}")
+
+
+def sc_timeline():
+    r = hvd.rank()
+    for step in range(3):
+        hvd.grouped_allreduce([np.ones(100), np.ones(50)], op=hvd.Sum, name="tl")
+        hvd.allreduce(np.ones(10), name="tl/single")
+    hvd.broadcast(np.ones(4), root_rank=0, name="tl/bcast")
+    if r == 0:
+        time.sleep(0.3)
+
+
+def sc_stall_warning():
+    """Rank 1 submits late, first an uncached tensor and then a cached one."""
+    r = hvd.rank()
+    hvd.allreduce(np.ones(2), name="stall/cached")
+    for name in ("stall/uncached", "stall/cached"):
+        if r == 1:
+            time.sleep(3.5)
+        hvd.allreduce(np.ones(2), name=name)
+
+
+def sc_stall_shutdown():
+    r = hvd.rank()
+    if r == 1:
+        time.sleep(5)  # never submits 'stall/never' in time
+        expect_error(lambda: hvd.allreduce(np.ones(2), name="stall/late"),
+                     hvd.HorovodShutdownError, "stall")
+    else:
+        expect_error(lambda: hvd.allreduce(np.ones(2), name="stall/never"),
+                     hvd.HorovodShutdownError, "stall/never", "[1]")
+
+
+def sc_early_exit():
+    """Rank 1 leaves early (sys.exit runs atexit -> shutdown); the others must get an error
+    naming it instead of hanging."""
+    r = hvd.rank()
+    hvd.allreduce(np.ones(2), name="warmup")
+    if r == 1:
+        print(f"OK early_exit rank={r}", flush=True)
+        sys.exit(0)
+    expect_error(lambda: hvd.allreduce(np.ones(2), name="after-exit"), hvd.HorovodShutdownError,
+                 "[1]", "shut")
+
+
+def sc_killed():
+    """Rank 1 dies without cleanup while rank 0 waits in an op."""
+    r = hvd.rank()
+    hvd.allreduce(np.ones(2), name="warmup")
+    if r == 1:
+        time.sleep(0.5)
+        os._exit(17)
+    hvd.allreduce(np.ones(2), name="never-completes")
+
+
+def sc_topology():
+    r, n = hvd.rank(), hvd.size()
+    assert 0 <= r < n
+    assert hvd.local_size() == n and hvd.local_rank() == r, "single node: local == global"
+    assert hvd.cross_size() == 1 and hvd.cross_rank() == 0
+    assert hvd.is_initialized() and hvd.mpi_built() and hvd.mpi_enabled()
+    assert isinstance(hvd.mpi_threads_supported(), bool)
+    assert hvd.nccl_built() == 0
+
+
+def sc_subcomm():
+    """init(comm=...) with an mpi4py communicator: even and odd world ranks form two jobs."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    sub = world.Split(world.rank % 2, world.rank)
+    hvd.init(comm=sub)
+    assert hvd.size() == sub.size and hvd.rank() == sub.rank
+    got = hvd.allreduce(np.array([world.rank], np.int64), op=hvd.Sum, name="sub")
+    assert got[0] == sum(q for q in range(world.size) if q % 2 == world.rank % 2)
+
+
+SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
+NO_INIT = {"subcomm"}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    if name not in NO_INIT:
+        hvd.init()
+    SCENARIOS[name]()
+    print(f"OK {name} rank={os.environ.get('OMPI_COMM_WORLD_RANK', hvd.rank())}", flush=True)
+    hvd.shutdown()

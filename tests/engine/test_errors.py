@@ -1,0 +1,35 @@
+"""Bad input fails with a named error on every rank; a lost rank never hangs the others."""
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT, launch, run_ok
+
+
+def test_mismatches_are_named_on_every_rank(world):
+    run_ok(world, "mismatch")
+
+
+def test_op_before_init_is_a_value_error():
+    code = ("import numpy as np, horovod.numpy as hvd\n"
+            "for f in (lambda: hvd.allreduce(np.ones(2)), hvd.rank, hvd.size):\n"
+            "    try: f()\n"
+            "    except ValueError as e: assert 'hvd.init()' in str(e), e\n"
+            "    else: raise SystemExit('no error')\n"
+            "print('fine')\n")
+    p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "fine" in p.stdout, p.stdout + p.stderr
+
+
+def test_rank_that_exits_early_fails_the_others_with_its_name(world):
+    run_ok(world, "early_exit", timeout=60)
+
+
+def test_killed_rank_aborts_the_job(world):
+    rc, out, err = launch(world, "killed", timeout=60)
+    assert rc != 0
+    text = out + err
+    # Open MPI names the lost process as [[jobid,vpid],rank] and gives its exit code.
+    assert re.search(r"\[\[\d+,\d+\],1\]", text) and "17" in text, text

@@ -1,0 +1,36 @@
+"""Timeline file and stall inspector."""
+import json
+
+from conftest import run_ok
+
+
+def test_timeline_is_valid_chrome_trace(tmp_path, world):
+    path = tmp_path / "timeline.json"
+    run_ok(world, "timeline", env={"HOROVOD_TIMELINE": str(path)})
+    events = json.loads(path.read_text())
+    assert isinstance(events, list) and events
+    rows = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert {"tl.0", "tl.1", "tl/single", "tl/bcast"} <= set(rows.values())
+    names = [e["name"] for e in events]
+    for span in ("NEGOTIATE_ALLREDUCE", "ALLREDUCE", "RING_ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER",
+                 "MEMCPY_OUT_FUSION_BUFFER", "NEGOTIATE_BROADCAST", "BROADCAST", "MPI_BCAST"):
+        assert span in names, f"{span} missing"
+    ticks = {e["name"] for e in events if e["ph"] == "X"}
+    assert {str(r) for r in range(world)} <= ticks, "one negotiation tick per rank"
+    for pid in rows:  # every span that begins also ends
+        phases = [e["ph"] for e in events if e.get("pid") == pid and e["ph"] in "BE"]
+        assert phases.count("B") == phases.count("E"), rows[pid]
+
+
+def test_stall_warning_names_missing_rank(world):
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1"}
+    _, err = run_ok(world, "stall_warning", env=env, timeout=90)
+    assert "Stall inspector" in err, err
+    for tensor in ("stall/uncached", "stall/cached"):
+        lines = [ln for ln in err.splitlines() if f"'{tensor}'" in ln]
+        assert lines and all("rank [1]" in ln for ln in lines), f"{tensor}:\n{err}"
+
+
+def test_stall_shutdown_fails_pending_ops_on_all_ranks(world):
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2"}
+    run_ok(world, "stall_shutdown", env=env, timeout=90)
