@@ -19,18 +19,25 @@ using namespace hvd;
 
 namespace {
 
+// One frontend call: a single tensor, or a group queued atomically (grouped_allreduce).
+struct Slot {
+  std::string name;
+  py::object input, output;  // touched only with the GIL held
+  py::dtype dtype;
+  void* owned = nullptr;     // engine-allocated output (allgather, alltoall, reducescatter)
+  std::vector<int64_t> owned_shape;
+  std::vector<int64_t> received_splits;
+};
+
 struct Handle {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
-  Status status;
-  std::string name;
-  py::object keep_input, output;  // touched only with the GIL held
-  py::dtype dtype;
-  void* owned = nullptr;  // engine-allocated output (allgather, alltoall, reducescatter)
-  std::vector<int64_t> owned_shape;
-  std::vector<int64_t> received_splits;
-  ~Handle() { std::free(owned); }
+  size_t pending = 0;
+  Status status;  // the first error of the group
+  std::vector<Slot> slots;
+  ~Handle() {
+    for (auto& s : slots) std::free(s.owned);
+  }
 };
 
 std::mutex g_handles_mu;
@@ -60,84 +67,111 @@ std::shared_ptr<Handle> FindHandle(int64_t h) {
   return it->second;
 }
 
-// One tuple per tensor: (op_type, name, input, output_or_None, dtype, reduce_op, root,
-// prescale, postscale, splits). All are queued atomically; returns their handles.
-std::vector<int64_t> EnqueueMany(const py::list& specs) {
-  std::vector<TensorEntry> entries;
-  std::vector<std::shared_ptr<Handle>> handles;
-  for (const auto& item : specs) {
-    auto t = item.cast<py::tuple>();
-    auto input = t[2].cast<py::array>();
-    if (!(input.flags() & py::array::c_style)) throw py::value_error("input must be C-contiguous");
-    auto h = std::make_shared<Handle>();
-    TensorEntry e;
+DataType DataTypeOf(const py::dtype& dt, const std::string& name) {
+  const char kind = dt.kind();
+  const auto size = dt.itemsize();
+  if (kind == 'u' && size == 1) return DataType::UINT8;
+  if (kind == 'i' && size == 1) return DataType::INT8;
+  if (kind == 'i' && size == 4) return DataType::INT32;
+  if (kind == 'i' && size == 8) return DataType::INT64;
+  if (kind == 'f' && size == 2) return DataType::FLOAT16;
+  if (kind == 'f' && size == 4) return DataType::FLOAT32;
+  if (kind == 'f' && size == 8) return DataType::FLOAT64;
+  if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16") return DataType::BFLOAT16;
+  throw py::value_error("tensor '" + name + "': dtype " + py::str(dt).cast<std::string>() +
+                        " is not supported; use uint8, int8, int32, int64, float16, bfloat16, "
+                        "float32 or float64");
+}
+
+// Queues one op per (name, input[, output]) atomically and returns one handle for all of them.
+// outputs: None (the engine allocates) or a list with an array or None per input.
+int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const py::list& inputs,
+                     const py::object& outputs, int reduce_op, int root, double prescale,
+                     double postscale, const std::vector<int64_t>& splits) {
+  auto h = std::make_shared<Handle>();
+  const size_t n = names.size();
+  if (inputs.size() != n) throw py::value_error("one name per input is needed");
+  h->slots.resize(n);
+  std::vector<TensorEntry> entries(n);
+  const int rank = GetTopology().rank;
+  for (size_t i = 0; i < n; ++i) {
+    auto input = py::array::ensure(inputs[i], py::array::c_style);
+    if (!input) throw py::value_error("tensor '" + names[i] + "': input is not array-like");
+    Slot& slot = h->slots[i];
+    TensorEntry& e = entries[i];
     Request& r = e.request;
-    r.type = static_cast<OpType>(t[0].cast<int>());
-    r.name = t[1].cast<std::string>();
-    r.dtype = static_cast<DataType>(t[4].cast<int>());
-    r.reduce_op = static_cast<ReduceOp>(t[5].cast<int>());
-    r.root = t[6].cast<int>();
-    r.prescale = t[7].cast<double>();
-    r.postscale = t[8].cast<double>();
-    r.splits = t[9].cast<std::vector<int64_t>>();
-    r.rank = GetTopology().rank;
-    for (py::ssize_t i = 0; i < input.ndim(); ++i) r.shape.push_back(input.shape(i));
+    r.type = static_cast<OpType>(op_type);
+    r.name = names[i];
+    r.dtype = DataTypeOf(input.dtype(), names[i]);
+    r.reduce_op = static_cast<ReduceOp>(reduce_op);
+    r.root = root;
+    r.prescale = prescale;
+    r.postscale = postscale;
+    r.splits = splits;
+    r.rank = rank;
+    r.shape.assign(input.shape(), input.shape() + input.ndim());
     e.input = input.data();
-    if (!t[3].is_none()) {
-      auto out = t[3].cast<py::array>();
-      if (!(out.flags() & py::array::c_style) || !out.writeable() || out.nbytes() != input.nbytes())
-        throw py::value_error("output must be a writable C-contiguous array of the input's size");
-      e.output = out.mutable_data();
-      h->output = out;
+    py::object out = outputs.is_none() ? py::object(py::none()) : py::list(outputs)[i];
+    if (!out.is_none()) {
+      auto arr = py::array::ensure(out);
+      if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
+          arr.nbytes() != input.nbytes() || !arr.dtype().attr("__eq__")(input.dtype()).cast<bool>())
+        throw py::value_error("tensor '" + names[i] + "': out must be a writable C-contiguous "
+                              "array of the input's dtype and size");
+      e.output = arr.mutable_data();
+      slot.output = arr;
     }
-    h->keep_input = input;
-    h->dtype = input.dtype();
-    h->name = r.name;
-    Handle* raw = h.get();
-    e.allocate_output = [raw](const std::vector<int64_t>& shape, void** data) {
-      size_t bytes = static_cast<size_t>(NumElements(shape)) * static_cast<size_t>(raw->dtype.itemsize());
-      raw->owned = std::malloc(bytes ? bytes : 1);
-      if (!raw->owned) return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
-      raw->owned_shape = shape;
-      *data = raw->owned;
+    slot.input = input;
+    slot.dtype = input.dtype();
+    slot.name = names[i];
+    Slot* sp = &slot;
+    const size_t itemsize = static_cast<size_t>(input.itemsize());
+    e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
+      size_t bytes = static_cast<size_t>(NumElements(shape)) * itemsize;
+      sp->owned = std::malloc(bytes ? bytes : 1);
+      if (!sp->owned) return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
+      sp->owned_shape = shape;
+      *data = sp->owned;
       return Status();
     };
-    e.received_splits = &h->received_splits;
-    e.done = [h](const Status& s) {  // background thread: no Python objects here
-      {
-        std::lock_guard<std::mutex> lk(h->mu);
-        h->status = s;
-        h->done = true;
-      }
-      h->cv.notify_all();
+    e.received_splits = &slot.received_splits;
+    Handle* hp = h.get();
+    e.done = [hp](const Status& s) {  // background thread: no Python objects here
+      std::lock_guard<std::mutex> lk(hp->mu);
+      if (!s.ok() && hp->status.ok()) hp->status = s;
+      if (--hp->pending == 0) hp->cv.notify_all();
     };
-    entries.push_back(std::move(e));
-    handles.push_back(std::move(h));
+  }
+  h->pending = n;
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    id = g_next_handle++;
+    g_handles[id] = h;  // registered first: done() may run before Enqueue returns
   }
   Status s;
   {
     py::gil_scoped_release nogil;
     s = Enqueue(std::move(entries));
   }
-  if (!s.ok()) Raise(s);
-  std::vector<int64_t> ids;
-  std::lock_guard<std::mutex> lk(g_handles_mu);
-  for (auto& h : handles) {
-    ids.push_back(g_next_handle);
-    g_handles[g_next_handle++] = std::move(h);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    g_handles.erase(id);
+    Raise(s);
   }
-  return ids;
+  return id;
 }
 
 bool Poll(int64_t id) {
   auto h = FindHandle(id);
   std::lock_guard<std::mutex> lk(h->mu);
-  return h->done;
+  return h->pending == 0;
 }
 
-// Waits for completion (timeout_s < 0: no limit), checking for Ctrl-C every 100 ms. Returns
-// (output, received_splits); raises the op's error. The handle is released either way.
-py::tuple Wait(int64_t id, double timeout_s) {
+// Waits for every op of the handle (timeout_s < 0: no limit), checking for Ctrl-C every
+// 100 ms. Returns [(output, received_splits)] per tensor; raises the first error. The handle
+// is released either way, except on timeout.
+py::list Wait(int64_t id, double timeout_s) {
   auto h = FindHandle(id);
   auto start = std::chrono::steady_clock::now();
   while (true) {
@@ -145,14 +179,15 @@ py::tuple Wait(int64_t id, double timeout_s) {
     {
       py::gil_scoped_release nogil;
       std::unique_lock<std::mutex> lk(h->mu);
-      done = h->cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return h->done; });
+      done = h->cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return h->pending == 0; });
     }
     if (done) break;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (timeout_s >= 0 && waited > timeout_s) {
+      std::string what = "tensor '" + h->slots[0].name + "'" + (h->slots.size() > 1 ? " and its group" : "");
       PyErr_SetString(PyExc_TimeoutError,
-                      ("tensor '" + h->name + "' did not complete within " + std::to_string(timeout_s) +
+                      (what + " did not complete within " + std::to_string(timeout_s) +
                        " s: other ranks have not submitted it yet or the op is still running")
                           .c_str());
       throw py::error_already_set();
@@ -163,16 +198,20 @@ py::tuple Wait(int64_t id, double timeout_s) {
     g_handles.erase(id);
   }
   if (!h->status.ok()) Raise(h->status);
-  py::object out = h->output;
-  if (h->owned) {
-    void* data = h->owned;
-    h->owned = nullptr;
-    py::capsule free_when_done(data, [](void* p) { std::free(p); });
-    out = py::array(h->dtype, h->owned_shape, data, free_when_done);
+  py::list results;
+  for (auto& slot : h->slots) {
+    py::object out = slot.output;
+    if (slot.owned) {
+      void* data = slot.owned;
+      slot.owned = nullptr;
+      py::capsule free_when_done(data, [](void* p) { std::free(p); });
+      out = py::array(slot.dtype, slot.owned_shape, data, free_when_done);
+    }
+    py::object splits = py::none();
+    if (!slot.received_splits.empty()) splits = py::cast(slot.received_splits);
+    results.append(py::make_tuple(out, splits));
   }
-  py::object splits = py::none();
-  if (!h->received_splits.empty()) splits = py::cast(h->received_splits);
-  return py::make_tuple(out, splits);
+  return results;
 }
 
 py::dict BuildInfo() {
@@ -217,7 +256,9 @@ PYBIND11_MODULE(_core, m) {
     for (const auto& k : Config::Describe()) out.append(py::make_tuple(k.env, k.default_value, k.doc));
     return out;
   });
-  m.def("enqueue", &EnqueueMany);
+  m.def("enqueue", &EnqueueGroup, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
+        py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
+        py::arg("postscale"), py::arg("splits"));
   m.def("poll", &Poll);
   m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
   m.def("ring_allreduce_raw", [](py::array buf) {

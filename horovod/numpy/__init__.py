@@ -19,33 +19,16 @@ from horovod.common.exceptions import (  # noqa: F401
 
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
-_DTYPES = {"uint8": 0, "int8": 1, "int32": 2, "int64": 3, "float16": 4, "bfloat16": 5,
-           "float32": 6, "float64": 7}
 _counters = {k: itertools.count() for k in _KIND_NAMES}
+_REDUCE_OPS = (Sum, Average, Min, Max, Product)
 
 
 class Handle:
     """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done."""
-    __slots__ = ("_ids", "_kind", "_grouped")
+    __slots__ = ("_id", "_kind", "_grouped")
 
-    def __init__(self, ids, kind, grouped=False):
-        self._ids, self._kind, self._grouped = ids, kind, grouped
-
-
-def _dtype_code(t, name):
-    code = _DTYPES.get(t.dtype.name)
-    if code is None:
-        raise ValueError(f"tensor '{name}': dtype {t.dtype} is not supported; use one of "
-                         f"{', '.join(_DTYPES)}")
-    return code
-
-
-def _op_code(op, name):
-    if op == _b.Adasum:
-        raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
-    if op not in (Sum, Average, Min, Max, Product):
-        raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
-    return int(op)
+    def __init__(self, id_, kind, grouped=False):
+        self._id, self._kind, self._grouped = id_, kind, grouped
 
 
 def _name(kind, name):
@@ -54,30 +37,26 @@ def _name(kind, name):
     return name if name is not None else f"{_KIND_NAMES[kind]}.noname.{next(_counters[_KIND_NAMES[kind]])}"
 
 
-def _spec(kind, name, tensor, out=None, op=Sum, root=0, prescale=1.0, postscale=1.0, splits=()):
-    t = np.require(tensor, requirements="C")
-    dtype = _dtype_code(t, name)
-    if out is not None:
-        if out.dtype != t.dtype or out.shape != t.shape:
-            raise ValueError(f"tensor '{name}': out must have dtype {t.dtype} and shape {t.shape}")
-    return (kind, name, t, out, dtype, _op_code(op, name), int(root), float(prescale),
-            float(postscale), [int(s) for s in splits])
-
-
-def _submit(specs, kind, grouped=False):
-    return Handle(_b._lib().enqueue(specs), kind, grouped)
+def _submit(kind, names, tensors, outputs=None, op=Sum, root=0, prescale=1.0, postscale=1.0,
+            splits=(), grouped=False):
+    if op not in _REDUCE_OPS:
+        if op == _b.Adasum:
+            raise ValueError(f"tensor '{names[0]}': Adasum is not implemented in this Horovod")
+        raise ValueError(f"tensor '{names[0]}': unknown reduce op {op!r}")
+    hid = _b._lib().enqueue(kind, names, list(tensors), outputs, int(op), int(root),
+                            float(prescale), float(postscale), [int(s) for s in splits])
+    return Handle(hid, kind, grouped)
 
 
 def poll(handle):
     """True once the op has finished (successfully or not)."""
-    return all(_b._lib().poll(i) for i in handle._ids)
+    return _b._lib().poll(handle._id)
 
 
 def synchronize(handle, timeout=None):
     """Waits for the op and returns its result; raises its error (HorovodMismatchError,
     HorovodShutdownError, ...). `timeout` in seconds raises TimeoutError naming the tensor."""
-    t = -1.0 if timeout is None else float(timeout)
-    results = [_b._lib().wait(i, t) for i in handle._ids]
+    results = _b._lib().wait(handle._id, -1.0 if timeout is None else float(timeout))
     if handle._grouped:
         return [r[0] for r in results]
     out, splits = results[0]
@@ -86,13 +65,19 @@ def synchronize(handle, timeout=None):
     return out
 
 
+def _like(tensor, out):
+    """The output array of a same-shape op: `out` if given, else a new one."""
+    if out is not None:
+        return out
+    t = np.asarray(tensor)
+    return np.empty(t.shape, t.dtype)
+
+
 def allreduce_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0,
                     out=None):
     name = _name(_ALLREDUCE, name)
-    t = np.require(tensor, requirements="C")
-    out = np.empty_like(t) if out is None else out
-    return _submit([_spec(_ALLREDUCE, name, t, out, op, 0, prescale_factor, postscale_factor)],
-                   _ALLREDUCE)
+    return _submit(_ALLREDUCE, [name], [tensor], [_like(tensor, out)], op, 0, prescale_factor,
+                   postscale_factor)
 
 
 def allreduce(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None):
@@ -104,12 +89,10 @@ def allreduce(tensor, op=Average, name=None, prescale_factor=1.0, postscale_fact
 def grouped_allreduce_async(tensors, op=Average, name=None, prescale_factor=1.0,
                             postscale_factor=1.0):
     base = _name(_ALLREDUCE, name)
-    specs = []
-    for i, tensor in enumerate(tensors):
-        t = np.require(tensor, requirements="C")
-        specs.append(_spec(_ALLREDUCE, f"{base}.{i}", t, np.empty_like(t), op, 0,
-                           prescale_factor, postscale_factor))
-    return _submit(specs, _ALLREDUCE, grouped=True)
+    tensors = list(tensors)
+    return _submit(_ALLREDUCE, [f"{base}.{i}" for i in range(len(tensors))], tensors,
+                   [_like(t, None) for t in tensors], op, 0, prescale_factor, postscale_factor,
+                   grouped=True)
 
 
 def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
@@ -119,8 +102,7 @@ def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, posts
 
 
 def allgather_async(tensor, name=None):
-    name = _name(_ALLGATHER, name)
-    return _submit([_spec(_ALLGATHER, name, tensor)], _ALLGATHER)
+    return _submit(_ALLGATHER, [_name(_ALLGATHER, name)], [tensor])
 
 
 def allgather(tensor, name=None):
@@ -130,9 +112,7 @@ def allgather(tensor, name=None):
 
 def broadcast_async(tensor, root_rank, name=None, out=None):
     name = _name(_BROADCAST, name)
-    t = np.require(tensor, requirements="C")
-    out = np.empty_like(t) if out is None else out
-    return _submit([_spec(_BROADCAST, name, t, out, Sum, root_rank)], _BROADCAST)
+    return _submit(_BROADCAST, [name], [tensor], [_like(tensor, out)], Sum, root_rank)
 
 
 def broadcast(tensor, root_rank, name=None, out=None):
@@ -142,14 +122,13 @@ def broadcast(tensor, root_rank, name=None, out=None):
 
 def alltoall_async(tensor, splits=None, name=None):
     name = _name(_ALLTOALL, name)
-    t = np.require(tensor, requirements="C")
+    t = np.asarray(tensor)
     if splits is None:
         if t.ndim == 0:
             raise ValueError(f"tensor '{name}': alltoall needs at least one dimension")
         n = size()
         splits = [t.shape[0] // n + (1 if r < t.shape[0] % n else 0) for r in range(n)]
-    return _submit([_spec(_ALLTOALL, name, t, splits=list(np.asarray(splits).reshape(-1)))],
-                   _ALLTOALL)
+    return _submit(_ALLTOALL, [name], [t], splits=list(np.asarray(splits).reshape(-1)))
 
 
 def alltoall(tensor, splits=None, name=None):
@@ -159,9 +138,8 @@ def alltoall(tensor, splits=None, name=None):
 
 
 def reducescatter_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    name = _name(_REDUCESCATTER, name)
-    return _submit([_spec(_REDUCESCATTER, name, tensor, None, op, 0, prescale_factor,
-                          postscale_factor)], _REDUCESCATTER)
+    return _submit(_REDUCESCATTER, [_name(_REDUCESCATTER, name)], [tensor], None, op, 0,
+                   prescale_factor, postscale_factor)
 
 
 def reducescatter(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
