@@ -39,7 +39,8 @@ void BackgroundLoop(Engine* e) {
     ResponseList rl = e->controller->RunRound(e->shutdown_requested.load());
     for (const auto& resp : rl.responses) e->ops->Execute(resp);
     if (rl.shutdown) {
-      if (!e->shutdown_requested.load()) HVD_LOG(WARNING, rl.shutdown_reason);
+      // Ranks finishing together shut down one round apart; only lost work deserves a warning.
+      if (!e->shutdown_requested.load() && e->queue.InFlight() > 0) HVD_LOG(WARNING, rl.shutdown_reason);
       e->queue.FailAll(Status::ShutDown(rl.shutdown_reason));
       return;
     }

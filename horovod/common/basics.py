@@ -38,6 +38,9 @@ def init(comm=None):
         handle = MPI._handleof(comm)
     _lib().init(handle)
     _topology = _lib().topology()
+    # atexit runs handlers last-registered-first: registering again here puts our shutdown
+    # before the MPI_Finalize of an mpi4py imported before init().
+    atexit.register(shutdown)
 
 
 def shutdown():
