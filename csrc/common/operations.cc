@@ -71,25 +71,28 @@ void Operations::Average(void* buf, size_t count, const Response& r) {
   }
 }
 
-void Operations::AllreduceBuffer(void* buf, size_t count, const Response& r) {
-  ScaleInPlace(buf, count, r.dtype, r.prescale);
+void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r) {
+  if (r.prescale != 1.0) {  // scale a copy: the input belongs to the caller
+    if (src != dst) std::memcpy(dst, src, count * DataTypeSize(r.dtype));
+    ScaleInPlace(dst, count, r.dtype, r.prescale);
+    src = dst;
+  }
   if (config_.cpu_operations == "mpi")
-    MpiAllreduce(buf, count, r.dtype, r.reduce_op, mpi_->comm());
+    MpiAllreduce(src, dst, count, r.dtype, r.reduce_op, mpi_->comm());
   else
-    RingAllreduce(buf, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_, mpi_->comm());
-  Average(buf, count, r);
+    RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                  mpi_->comm());
+  Average(dst, count, r);
 }
 
 Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   const size_t esize = DataTypeSize(r.dtype);
   const char* algo = config_.cpu_operations == "mpi" ? "MPI_ALLREDUCE" : "RING_ALLREDUCE";
   if (es.size() == 1) {
-    // A lone tensor is reduced in place in its output: no fusion-buffer copies.
+    // A lone tensor goes straight from its input to its output: no fusion-buffer copies.
     TensorEntry& e = es[0];
-    size_t count = static_cast<size_t>(r.num_elements[0]);
-    if (e.output != e.input) std::memcpy(e.output, e.input, count * esize);
     Activity(es, algo);
-    AllreduceBuffer(e.output, count, r);
+    AllreduceBuffer(e.input, e.output, static_cast<size_t>(r.num_elements[0]), r);
     EndActivity(es);
     return Status();
   }
@@ -105,7 +108,7 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   }
   EndActivity(es);
   Activity(es, algo);
-  AllreduceBuffer(buf, total, r);
+  AllreduceBuffer(buf, buf, total, r);
   EndActivity(es);
   Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
   off = 0;
@@ -183,10 +186,14 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
     out = discard.data();
   }
   void* work = FusionBuffer(count * esize);
-  std::memcpy(work, e.input, count * esize);
-  ScaleInPlace(work, count, r.dtype, r.prescale);
+  const void* src = e.input;
+  if (r.prescale != 1.0) {
+    std::memcpy(work, e.input, count * esize);
+    ScaleInPlace(work, count, r.dtype, r.prescale);
+    src = work;
+  }
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_REDUCESCATTER");
-  hvd::Reducescatter(work, count, row_elems, r.dtype, r.reduce_op, config_.ring_chunk_bytes,
+  hvd::Reducescatter(src, work, count, row_elems, r.dtype, r.reduce_op, config_.ring_chunk_bytes,
                      &scratch_, mpi_->comm(), out);
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
   Average(out, seg.count[mpi_->rank], r);

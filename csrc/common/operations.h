@@ -24,7 +24,7 @@ class Operations {
   Status Alltoall(const Response& r, TensorEntry& e);
   Status Reducescatter(const Response& r, TensorEntry& e);
   void Average(void* buf, size_t count, const Response& r);  // postscale and /n for Average
-  void AllreduceBuffer(void* buf, size_t count, const Response& r);
+  void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r);
   void* FusionBuffer(size_t bytes);
   void Activity(const std::vector<TensorEntry>& es, const char* name);
   void EndActivity(const std::vector<TensorEntry>& es);

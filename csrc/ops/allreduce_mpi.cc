@@ -10,13 +10,15 @@
 
 namespace hvd {
 
-void MpiAllreduce(void* buf, size_t count, DataType dtype, ReduceOp op, MPI_Comm comm) {
+void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                  MPI_Comm comm) {
   const size_t piece = INT_MAX / 2;  // MPI counts are int
-  char* p = static_cast<char*>(buf);
+  const size_t esize = DataTypeSize(dtype);
   for (size_t done = 0; done < count; done += piece) {
     int n = static_cast<int>(std::min(piece, count - done));
-    HVD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done * DataTypeSize(dtype), n,
-                                MpiDataType(dtype), MpiReduceOp(dtype, op), comm));
+    char* d = static_cast<char*>(dst) + done * esize;
+    const void* s = src == dst ? MPI_IN_PLACE : static_cast<const char*>(src) + done * esize;
+    HVD_MPI_CHECK(MPI_Allreduce(s, d, n, MpiDataType(dtype), MpiReduceOp(dtype, op), comm));
   }
 }
 

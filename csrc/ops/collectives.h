@@ -42,19 +42,21 @@ void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, siz
                    int src, int tag, MPI_Comm comm);
 
 // ring_allreduce.cc
-void RingReduceScatter(void* buf, DataType dtype, ReduceOp op, const Segments& seg,
+// src may equal dst (in place). After the reduce-scatter rank r holds reduced segment r of dst.
+void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, const Segments& seg,
                        size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
 void RingAllgather(void* buf, size_t elem_size, const Segments& seg, MPI_Comm comm);
-void RingAllreduce(void* buf, size_t count, DataType dtype, ReduceOp op, size_t chunk_bytes,
-                   RingScratch* scratch, MPI_Comm comm);
-// allreduce_mpi.cc: the MPI_Allreduce baseline (HOROVOD_CPU_OPERATIONS=mpi).
-void MpiAllreduce(void* buf, size_t count, DataType dtype, ReduceOp op, MPI_Comm comm);
+void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
+// allreduce_mpi.cc: the MPI_Allreduce baseline (HOROVOD_CPU_OPERATIONS=mpi); src may equal dst.
+void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op, MPI_Comm comm);
 // allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
 void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
                MPI_Comm comm);
-// reducescatter.cc: reduces `work` (count elements, clobbered) and copies this rank's rows to out.
-void Reducescatter(void* work, size_t count, size_t row_elems, DataType dtype, ReduceOp op,
-                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm, void* out);
+// reducescatter.cc: reduces `src` (count elements) through `work` (count elements of scratch,
+// may equal src) and copies this rank's rows to out.
+void Reducescatter(const void* src, void* work, size_t count, size_t row_elems, DataType dtype,
+                   ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm, void* out);
 // broadcast.cc
 void Broadcast(void* buf, size_t bytes, int root, MPI_Comm comm);
 // alltoall.cc: exchanges row counts, then the rows. `recv_rows` receives each sender's count.

@@ -41,34 +41,40 @@ HVD_INLINE half_t F32ToF16(float f) { return static_cast<half_t>(f); }
 #error "a compiler with _Float16 support is required (GCC >= 12 or Clang >= 15)"
 #endif
 
-// Separate loops per op keep the op switch out of the inner loop so each one vectorizes.
-template <typename T>
-HVD_INLINE void ReduceLoop(T* __restrict d, const T* __restrict s, size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::MIN: for (size_t i = 0; i < n; ++i) d[i] = s[i] < d[i] ? s[i] : d[i]; break;
-    case ReduceOp::MAX: for (size_t i = 0; i < n; ++i) d[i] = s[i] > d[i] ? s[i] : d[i]; break;
-    case ReduceOp::PRODUCT: for (size_t i = 0; i < n; ++i) d[i] = d[i] * s[i]; break;
-    default: for (size_t i = 0; i < n; ++i) d[i] = static_cast<T>(d[i] + s[i]); break;
-  }
-}
-
-template <typename T, typename Widen, typename Narrow>
-HVD_INLINE void ReduceWidened(T* __restrict d, const T* __restrict s, size_t n, ReduceOp op,
-                              Widen widen, Narrow narrow) {
+// d[i] = a[i] (op) b[i], computed in the widened type W. With kInPlace, `a` is `d` and is read
+// through `d`, so every __restrict promise holds and each op's loop vectorizes on its own.
+template <bool kInPlace, typename W, typename T, typename Widen, typename Narrow>
+HVD_INLINE void ReduceLoop(T* __restrict d, const T* __restrict a, const T* __restrict b, size_t n,
+                           ReduceOp op, Widen widen, Narrow narrow) {
+#define HVD_A(i) widen(kInPlace ? d[i] : a[i])
   switch (op) {
     case ReduceOp::MIN:
-      for (size_t i = 0; i < n; ++i) d[i] = narrow(std::min(widen(d[i]), widen(s[i])));
+      for (size_t i = 0; i < n; ++i) { W x = HVD_A(i), y = widen(b[i]); d[i] = narrow(y < x ? y : x); }
       break;
     case ReduceOp::MAX:
-      for (size_t i = 0; i < n; ++i) d[i] = narrow(std::max(widen(d[i]), widen(s[i])));
+      for (size_t i = 0; i < n; ++i) { W x = HVD_A(i), y = widen(b[i]); d[i] = narrow(y > x ? y : x); }
       break;
     case ReduceOp::PRODUCT:
-      for (size_t i = 0; i < n; ++i) d[i] = narrow(widen(d[i]) * widen(s[i]));
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(HVD_A(i) * widen(b[i]));
       break;
     default:
-      for (size_t i = 0; i < n; ++i) d[i] = narrow(widen(d[i]) + widen(s[i]));
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(HVD_A(i) + widen(b[i]));
       break;
   }
+#undef HVD_A
+}
+
+template <typename W, typename T, typename Widen, typename Narrow>
+HVD_INLINE void Reduce(T* d, const T* a, const T* b, size_t n, ReduceOp op, Widen widen, Narrow narrow) {
+  if (a == d)
+    ReduceLoop<true, W>(d, static_cast<const T*>(nullptr), b, n, op, widen, narrow);
+  else
+    ReduceLoop<false, W>(d, a, b, n, op, widen, narrow);
+}
+
+template <typename T>
+HVD_INLINE void ReduceNative(T* d, const T* a, const T* b, size_t n, ReduceOp op) {
+  Reduce<T>(d, a, b, n, op, [](T x) { return x; }, [](T x) { return static_cast<T>(x); });
 }
 
 template <typename T, typename F>
@@ -76,17 +82,20 @@ HVD_INLINE void ScaleLoop(T* __restrict b, size_t n, F factor) {
   for (size_t i = 0; i < n; ++i) b[i] = static_cast<T>(static_cast<F>(b[i]) * factor);
 }
 
-HVD_MULTIVERSION void ReduceU8(uint8_t* d, const uint8_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
-HVD_MULTIVERSION void ReduceI8(int8_t* d, const int8_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
-HVD_MULTIVERSION void ReduceI32(int32_t* d, const int32_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
-HVD_MULTIVERSION void ReduceI64(int64_t* d, const int64_t* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
-HVD_MULTIVERSION void ReduceF32(float* d, const float* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
-HVD_MULTIVERSION void ReduceF64(double* d, const double* s, size_t n, ReduceOp op) { ReduceLoop(d, s, n, op); }
-HVD_MULTIVERSION void ReduceF16(half_t* d, const half_t* s, size_t n, ReduceOp op) {
-  ReduceWidened(d, s, n, op, [](half_t h) { return F16ToF32(h); }, [](float f) { return F32ToF16(f); });
+#define HVD_NATIVE_REDUCE(fn, T) \
+  HVD_MULTIVERSION void fn(T* d, const T* a, const T* b, size_t n, ReduceOp op) { ReduceNative(d, a, b, n, op); }
+HVD_NATIVE_REDUCE(ReduceU8, uint8_t)
+HVD_NATIVE_REDUCE(ReduceI8, int8_t)
+HVD_NATIVE_REDUCE(ReduceI32, int32_t)
+HVD_NATIVE_REDUCE(ReduceI64, int64_t)
+HVD_NATIVE_REDUCE(ReduceF32, float)
+HVD_NATIVE_REDUCE(ReduceF64, double)
+#undef HVD_NATIVE_REDUCE
+HVD_MULTIVERSION void ReduceF16(half_t* d, const half_t* a, const half_t* b, size_t n, ReduceOp op) {
+  Reduce<float>(d, a, b, n, op, [](half_t h) { return F16ToF32(h); }, [](float f) { return F32ToF16(f); });
 }
-HVD_MULTIVERSION void ReduceBF16(uint16_t* d, const uint16_t* s, size_t n, ReduceOp op) {
-  ReduceWidened(d, s, n, op, [](uint16_t h) { return Bf16ToF32(h); }, [](float f) { return F32ToBf16(f); });
+HVD_MULTIVERSION void ReduceBF16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, ReduceOp op) {
+  Reduce<float>(d, a, b, n, op, [](uint16_t h) { return Bf16ToF32(h); }, [](float f) { return F32ToBf16(f); });
 }
 
 HVD_MULTIVERSION void ScaleF32(float* b, size_t n, float f) { ScaleLoop(b, n, f); }
@@ -100,17 +109,24 @@ HVD_MULTIVERSION void ScaleBF16(uint16_t* b, size_t n, float f) {
 
 }  // namespace
 
-void ReduceInto(void* dst, const void* src, size_t n, DataType dtype, ReduceOp op) {
+void ReduceInto(void* dst, const void* a, const void* b, size_t n, DataType dtype, ReduceOp op) {
+#define HVD_CASE(dt, fn, T) \
+  case DataType::dt: fn(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), n, op); break;
   switch (dtype) {
-    case DataType::UINT8: ReduceU8(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, op); break;
-    case DataType::INT8: ReduceI8(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), n, op); break;
-    case DataType::INT32: ReduceI32(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, op); break;
-    case DataType::INT64: ReduceI64(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, op); break;
-    case DataType::FLOAT16: ReduceF16(static_cast<half_t*>(dst), static_cast<const half_t*>(src), n, op); break;
-    case DataType::BFLOAT16: ReduceBF16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), n, op); break;
-    case DataType::FLOAT32: ReduceF32(static_cast<float*>(dst), static_cast<const float*>(src), n, op); break;
-    case DataType::FLOAT64: ReduceF64(static_cast<double*>(dst), static_cast<const double*>(src), n, op); break;
+    HVD_CASE(UINT8, ReduceU8, uint8_t)
+    HVD_CASE(INT8, ReduceI8, int8_t)
+    HVD_CASE(INT32, ReduceI32, int32_t)
+    HVD_CASE(INT64, ReduceI64, int64_t)
+    HVD_CASE(FLOAT16, ReduceF16, half_t)
+    HVD_CASE(BFLOAT16, ReduceBF16, uint16_t)
+    HVD_CASE(FLOAT32, ReduceF32, float)
+    HVD_CASE(FLOAT64, ReduceF64, double)
   }
+#undef HVD_CASE
+}
+
+void ReduceInto(void* dst, const void* src, size_t n, DataType dtype, ReduceOp op) {
+  ReduceInto(dst, dst, src, n, dtype, op);
 }
 
 void ScaleInPlace(void* buf, size_t n, DataType dtype, double factor) {

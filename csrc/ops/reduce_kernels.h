@@ -10,6 +10,8 @@ namespace hvd {
 
 // dst[i] = dst[i] (op) src[i]; AVERAGE reduces as SUM (the caller scales afterwards).
 void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
+// dst[i] = a[i] (op) b[i]; `a` may be `dst`, `b` must not overlap `dst`.
+void ReduceInto(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op);
 // buf[i] *= factor, computed in double for float64 and integers, float32 for the rest.
 void ScaleInPlace(void* buf, size_t count, DataType dtype, double factor);
 

@@ -7,13 +7,13 @@
 
 namespace hvd {
 
-void Reducescatter(void* work, size_t count, size_t row_elems, DataType dtype, ReduceOp op,
-                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm, void* out) {
+void Reducescatter(const void* src, void* work, size_t count, size_t row_elems, DataType dtype,
+                   ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm, void* out) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   Segments seg = EvenSegments(count, n, row_elems);
-  RingReduceScatter(work, dtype, op, seg, chunk_bytes, scratch, comm);
+  RingReduceScatter(src, work, dtype, op, seg, chunk_bytes, scratch, comm);
   const size_t esize = DataTypeSize(dtype);
   std::memcpy(out, static_cast<char*>(work) + seg.offset[rank] * esize, seg.count[rank] * esize);
 }

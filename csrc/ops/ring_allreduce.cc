@@ -8,8 +8,11 @@
 // Each rank sends and receives 2(n-1)/n * B bytes, the lower bound for allreduce, in 2(n-1)
 // steps. Inside a reduce-scatter step the segment travels in chunks (HOROVOD_RING_CHUNK_BYTES)
 // through two alternating scratch buffers: chunk k+1 is in flight while chunk k is reduced, and
-// each chunk is reduced while it is still in cache.
+// each chunk is reduced while it is still in cache. Out of place (src != dst) costs no extra
+// pass: the first step sends from src, and every reduction writes dst = src (op) received, since
+// each rank reduces each segment exactly once.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "mpi/mpi_context.h"
@@ -29,23 +32,29 @@ constexpr int kAllgatherTag = 200;
 
 }  // namespace
 
-void RingReduceScatter(void* buf, DataType dtype, ReduceOp op, const Segments& seg,
+void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, const Segments& seg,
                        size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
-  if (n == 1) return;
-  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
   const size_t esize = DataTypeSize(dtype);
+  if (n == 1) {
+    if (src != dst) std::memcpy(dst, src, (seg.offset[0] + seg.count[0]) * esize);
+    return;
+  }
+  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
   const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
-  char* base = static_cast<char*>(buf);
+  const char* in = static_cast<const char*>(src);
+  char* out = static_cast<char*>(dst);
   std::vector<MPI_Request> sends;
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = Mod(rank - s - 1, n), recv_idx = Mod(rank - s - 2, n);
     const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
     const size_t nsend = NumChunks(slen, chunk), nrecv = NumChunks(rlen, chunk);
-    char* send_base = base + seg.offset[send_idx] * esize;
-    char* recv_base = base + seg.offset[recv_idx] * esize;
+    // Step 0 sends this rank's own data; later steps forward what the previous step reduced.
+    const char* send_base = (s == 0 ? in : out) + seg.offset[send_idx] * esize;
+    const char* recv_src = in + seg.offset[recv_idx] * esize;
+    char* recv_dst = out + seg.offset[recv_idx] * esize;
     void* tmp[2] = {scratch->Get(0, std::min(rlen, chunk) * esize + 1),
                     scratch->Get(1, std::min(rlen, chunk) * esize + 1)};
     MPI_Request recvs[2];
@@ -62,7 +71,8 @@ void RingReduceScatter(void* buf, DataType dtype, ReduceOp op, const Segments& s
     for (size_t k = 0; k < nrecv; ++k) {
       if (k + 1 < nrecv) post_recv(k + 1);
       HVD_MPI_CHECK(MPI_Wait(&recvs[k & 1], MPI_STATUS_IGNORE));
-      ReduceInto(recv_base + k * chunk * esize, tmp[k & 1], ChunkLen(rlen, chunk, k), dtype, op);
+      ReduceInto(recv_dst + k * chunk * esize, recv_src + k * chunk * esize, tmp[k & 1],
+                 ChunkLen(rlen, chunk, k), dtype, op);
     }
     HVD_MPI_CHECK(MPI_Waitall(static_cast<int>(nsend), sends.data(), MPI_STATUSES_IGNORE));
   }
@@ -83,14 +93,14 @@ void RingAllgather(void* buf, size_t esize, const Segments& seg, MPI_Comm comm) 
   }
 }
 
-void RingAllreduce(void* buf, size_t count, DataType dtype, ReduceOp op, size_t chunk_bytes,
-                   RingScratch* scratch, MPI_Comm comm) {
+void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
   int n;
   MPI_Comm_size(comm, &n);
-  if (n == 1 || count == 0) return;
+  if (count == 0) return;
   Segments seg = EvenSegments(count, n);
-  RingReduceScatter(buf, dtype, op, seg, chunk_bytes, scratch, comm);
-  RingAllgather(buf, DataTypeSize(dtype), seg, comm);
+  RingReduceScatter(src, dst, dtype, op, seg, chunk_bytes, scratch, comm);
+  RingAllgather(dst, DataTypeSize(dtype), seg, comm);
 }
 
 }  // namespace hvd

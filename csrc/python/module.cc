@@ -272,6 +272,6 @@ PYBIND11_MODULE(_core, m) {
     void* data = buf.mutable_data();
     size_t n = static_cast<size_t>(buf.size());
     py::gil_scoped_release nogil;
-    RingAllreduce(data, n, DataType::FLOAT32, ReduceOp::SUM, GetConfig().ring_chunk_bytes, &scratch, comm);
+    RingAllreduce(data, data, n, DataType::FLOAT32, ReduceOp::SUM, GetConfig().ring_chunk_bytes, &scratch, comm);
   });
 }
