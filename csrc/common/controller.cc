@@ -85,7 +85,8 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   bits[0] = ~flags;
   for (auto& kv : pending_hits_)
     if (!invalid_slots_.count(kv.first)) SetBit(&bits, 1, kv.first);
-  mpi_->BitAndAllreduce(&bits, stall_check ? config_.stall_check_time_s : 0);
+  const bool has_work = !pending_hits_.empty() || !to_send_.empty() || want_shutdown;
+  mpi_->BitAndAllreduce(&bits, has_work, stall_check ? config_.stall_check_time_s : 0);
   flags = ~bits[0];
 
   std::vector<Response> fast;

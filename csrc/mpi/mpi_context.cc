@@ -133,12 +133,11 @@ void MpiContext::Finalize() {
   we_initialized_ = false;
 }
 
-void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, double warn_after_s) {
+void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work, double warn_after_s) {
   MPI_Request req;
   HVD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
                                MPI_UINT64_T, MPI_BAND, comm_, &req));
-  // Spin briefly (peers usually arrive within microseconds in steady state), then back off to
-  // short sleeps so an early rank leaves the core to the training computation.
+  const int64_t spin_us = has_work ? 500 : 0;
   int64_t start = NowMicros(), next_warn = start + static_cast<int64_t>(warn_after_s * 1e6);
   int done = 0;
   long sleep_us = 0;
@@ -146,7 +145,7 @@ void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, double warn_after_
     HVD_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
     int64_t now = NowMicros();
-    if (now - start > 50) {
+    if (now - start >= spin_us) {
       sleep_us = sleep_us ? std::min(sleep_us * 2, 200L) : 10;
       SleepMicros(sleep_us);
     }
