@@ -20,6 +20,8 @@ namespace hvd {
     "CPU allreduce: 'ring' (our reduce-scatter + allgather) or 'mpi' (MPI_Allreduce baseline)")  \
   X(ring_chunk_bytes, "HOROVOD_RING_CHUNK_BYTES", int64_t, 1LL << 20,                            \
     "pipelining unit of the ring: a chunk is reduced while the next one is in flight")           \
+  X(small_allreduce_bytes, "HOROVOD_SMALL_ALLREDUCE_BYTES", int64_t, 32LL << 10,                \
+    "allreduces up to this size exchange whole buffers in one step instead of the ring")        \
   X(timeline, "HOROVOD_TIMELINE", std::string, "",                                               \
     "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")           \
   X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false,                             \

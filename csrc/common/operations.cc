@@ -79,15 +79,26 @@ void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const
   }
   if (config_.cpu_operations == "mpi")
     MpiAllreduce(src, dst, count, r.dtype, r.reduce_op, mpi_->comm());
+  else if (IsSmall(count, r.dtype))
+    DirectAllreduce(src, dst, count, r.dtype, r.reduce_op, &scratch_, mpi_->comm());
   else
     RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
                   mpi_->comm());
   Average(dst, count, r);
 }
 
+bool Operations::IsSmall(size_t count, DataType dtype) const {
+  return static_cast<int64_t>(count * DataTypeSize(dtype)) <= config_.small_allreduce_bytes &&
+         mpi_->size <= 64;
+}
+
 Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   const size_t esize = DataTypeSize(r.dtype);
-  const char* algo = config_.cpu_operations == "mpi" ? "MPI_ALLREDUCE" : "RING_ALLREDUCE";
+  size_t total = 0;
+  for (auto n : r.num_elements) total += static_cast<size_t>(n);
+  const char* algo = config_.cpu_operations == "mpi" ? "MPI_ALLREDUCE"
+                     : IsSmall(total, r.dtype)        ? "DIRECT_ALLREDUCE"
+                                                      : "RING_ALLREDUCE";
   if (es.size() == 1) {
     // A lone tensor goes straight from its input to its output: no fusion-buffer copies.
     TensorEntry& e = es[0];
@@ -96,8 +107,6 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
     EndActivity(es);
     return Status();
   }
-  size_t total = 0;
-  for (auto n : r.num_elements) total += static_cast<size_t>(n);
   char* buf = static_cast<char*>(FusionBuffer(total * esize));
   Activity(es, "MEMCPY_IN_FUSION_BUFFER");
   size_t off = 0;

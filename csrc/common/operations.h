@@ -26,6 +26,7 @@ class Operations {
   void Average(void* buf, size_t count, const Response& r);  // postscale and /n for Average
   void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r);
   void* FusionBuffer(size_t bytes);
+  bool IsSmall(size_t count, DataType dtype) const;  // direct exchange instead of the ring
   void Activity(const std::vector<TensorEntry>& es, const char* name);
   void EndActivity(const std::vector<TensorEntry>& es);
 

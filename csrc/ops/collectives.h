@@ -48,6 +48,9 @@ void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, 
 void RingAllgather(void* buf, size_t elem_size, const Segments& seg, MPI_Comm comm);
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                    size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
+// allreduce_small.cc: one-step exchange for small buffers (bytes * n must fit an int).
+void DirectAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                     RingScratch* scratch, MPI_Comm comm);
 // allreduce_mpi.cc: the MPI_Allreduce baseline (HOROVOD_CPU_OPERATIONS=mpi); src may equal dst.
 void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op, MPI_Comm comm);
 // allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.

@@ -57,24 +57,36 @@ void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, 
     char* recv_dst = out + seg.offset[recv_idx] * esize;
     void* tmp[2] = {scratch->Get(0, std::min(rlen, chunk) * esize + 1),
                     scratch->Get(1, std::min(rlen, chunk) * esize + 1)};
+    // At most two chunks in flight each way: enough to overlap transfer and reduction, few
+    // enough that a rendezvous transport (TCP) is not swamped by concurrent large sends.
     MPI_Request recvs[2];
     auto post_recv = [&](size_t k) {
       HVD_MPI_CHECK(MPI_Irecv(tmp[k & 1], static_cast<int>(ChunkLen(rlen, chunk, k) * esize),
                               MPI_BYTE, left, kReduceScatterTag + s, comm, &recvs[k & 1]));
     };
-    post_recv(0);
-    sends.resize(nsend);
-    for (size_t k = 0; k < nsend; ++k)
+    sends.assign(nsend, MPI_REQUEST_NULL);
+    auto post_send = [&](size_t k) {
+      if (k >= nsend) return;
       HVD_MPI_CHECK(MPI_Isend(send_base + k * chunk * esize,
                               static_cast<int>(ChunkLen(slen, chunk, k) * esize), MPI_BYTE, right,
                               kReduceScatterTag + s, comm, &sends[k]));
+    };
+    auto retire_send = [&](size_t k) {  // send k done: its slot goes to send k+2
+      if (k >= nsend) return;
+      HVD_MPI_CHECK(MPI_Wait(&sends[k], MPI_STATUS_IGNORE));
+      post_send(k + 2);
+    };
+    post_recv(0);
+    post_send(0);
+    post_send(1);
     for (size_t k = 0; k < nrecv; ++k) {
       if (k + 1 < nrecv) post_recv(k + 1);
       HVD_MPI_CHECK(MPI_Wait(&recvs[k & 1], MPI_STATUS_IGNORE));
       ReduceInto(recv_dst + k * chunk * esize, recv_src + k * chunk * esize, tmp[k & 1],
                  ChunkLen(rlen, chunk, k), dtype, op);
+      retire_send(k);
     }
-    HVD_MPI_CHECK(MPI_Waitall(static_cast<int>(nsend), sends.data(), MPI_STATUSES_IGNORE));
+    for (size_t k = nrecv; k < nsend; ++k) retire_send(k);
   }
 }
 

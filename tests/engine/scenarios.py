@@ -276,6 +276,7 @@ def sc_timeline():
     for step in range(3):
         hvd.grouped_allreduce([np.ones(100), np.ones(50)], op=hvd.Sum, name="tl")
         hvd.allreduce(np.ones(10), name="tl/single")
+        hvd.allreduce(np.ones(100000), name="tl/big")  # above the direct-exchange size: ring
     hvd.broadcast(np.ones(4), root_rank=0, name="tl/bcast")
     if r == 0:
         time.sleep(0.3)

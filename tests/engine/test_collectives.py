@@ -14,6 +14,11 @@ def test_collective(world, scenario):
     run_ok(world, scenario, env=SMALL_CHUNKS)
 
 
+def test_allreduce_ring_for_small_tensors(world):
+    """Small tensors normally take the one-step direct exchange; force the ring for them too."""
+    run_ok(world, "allreduce", env={"HOROVOD_SMALL_ALLREDUCE_BYTES": "0", **SMALL_CHUNKS})
+
+
 def test_allreduce_mpi_baseline(world):
     """HOROVOD_CPU_OPERATIONS=mpi (MPI_Allreduce) gives the same answers as the ring."""
     run_ok(world, "allreduce", env={"HOROVOD_CPU_OPERATIONS": "mpi"})
