@@ -11,7 +11,8 @@ and the ratios engine/mpi and ring/mpi (> 1: faster than MPI). The ceiling is th
 copy bandwidth of rank 0 (np.copyto of 256 MiB) measured in the same run. Then the latency of
 a 4 KiB allreduce through the engine (median of single timed ops) and the fusion case: 100
 tensors of 40 KiB submitted together vs one tensor of the same total size.
-Each figure is the median of 3 trials; every trial runs `iters` ops back to back.
+Each figure is the median of 5 trials that interleave the methods; a trial runs `iters` ops
+back to back.
 """
 import argparse
 import statistics
@@ -44,9 +45,16 @@ def trial(fn, iters):
     return COMM.allreduce(dt, op=MPI.MAX)
 
 
-def median_time(fn, iters, trials=3):
-    fn()  # warm-up: first-touch of buffers, negotiation of the name
-    return statistics.median(trial(fn, iters) for _ in range(trials))
+def median_times(fns, iters, trials=5):
+    """Median seconds per op of each fn. Trials interleave the fns, so a noisy moment on this
+    shared machine hits every method alike and the ratios stay fair."""
+    for fn in fns:
+        fn()  # warm-up: first-touch of buffers, negotiation of the name
+    samples = [[] for _ in fns]
+    for _ in range(trials):
+        for fn, s in zip(fns, samples):
+            s.append(trial(fn, iters))
+    return [statistics.median(s) for s in samples]
 
 
 def busbw(nbytes, seconds):
@@ -75,12 +83,14 @@ def sweep(sizes):
         x = np.full(nbytes // 4, RANK + 1, np.float32)
         y = np.empty_like(x)
         ring_buf = x.copy()
-        iters = max(3, min(2000, (512 * MIB) // nbytes))
+        iters = max(2, min(1000, (256 * MIB) // nbytes))
         name = f"bench.{nbytes}"
-        t_engine = median_time(lambda: hvd.allreduce(x, op=hvd.Sum, name=name, out=y), iters)
-        assert y[0] == N * (N + 1) / 2, "engine result"
-        t_ring = median_time(lambda: hvd.ring_allreduce_raw(ring_buf), iters)
-        t_mpi = median_time(lambda: COMM.Allreduce(x, y, op=MPI.SUM), iters)
+        y2 = np.empty_like(x)
+        t_engine, t_ring, t_mpi = median_times([
+            lambda: hvd.allreduce(x, op=hvd.Sum, name=name, out=y),
+            lambda: hvd.ring_allreduce_raw(ring_buf),
+            lambda: COMM.Allreduce(x, y2, op=MPI.SUM)], iters)
+        assert y[0] == N * (N + 1) / 2 and y2[0] == y[0], "results"
         label = f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
         say(f"{label:>8} | {t_engine * 1e6:10.1f} {busbw(nbytes, t_engine):6.2f} | "
             f"{t_ring * 1e6:10.1f} {busbw(nbytes, t_ring):6.2f} | "
@@ -109,17 +119,15 @@ def fusion_case(iters=50):
     parts = [np.ones(10 * KIB, np.float32) for _ in range(100)]  # 100 x 40 KiB
     whole = np.ones(100 * 10 * KIB, np.float32)                  # same 4000 KiB in one tensor
     out = np.empty_like(whole)
-    t_grouped = median_time(lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="fuse"), iters)
-
     def async_loop():
         hs = [hvd.allreduce_async(p, op=hvd.Sum, name=f"fuse.async.{i}") for i, p in enumerate(parts)]
         for h in hs:
             hvd.synchronize(h)
 
-    t_async = median_time(async_loop, iters)
-    t_whole = median_time(lambda: hvd.allreduce(whole, op=hvd.Sum, name="fuse.whole", out=out),
-                          iters)
-    return t_grouped, t_async, t_whole
+    return median_times([
+        lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="fuse"),
+        async_loop,
+        lambda: hvd.allreduce(whole, op=hvd.Sum, name="fuse.whole", out=out)], iters)
 
 
 def main():
