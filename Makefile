@@ -1,7 +1,8 @@
 # Horovod: engine, images, cluster. `make help` lists the targets.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-PYTHON ?= python3
+# The venv made by scripts/install-prereqs.sh, if there is one.
+PYTHON ?= $(if $(wildcard build/venv/bin/python),$(CURDIR)/build/venv/bin/python,python3)
 MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 BUILD_DIR ?= build/dev
 
@@ -19,8 +20,8 @@ build: ## compile csrc/ in place (libhorovod_core.so + horovod/_core) for tests 
 	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
 	cmake --build $(BUILD_DIR) -j2
 
-demo: build ## train examples/numpy_linear_regression.py on 2 MPI ranks
-	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 $(PYTHON) examples/numpy_linear_regression.py
+demo: images ## the main job: build what is missing, train the example on 2 ranks in horovod:latest
+	$(DOCKER) run --rm horovod:$(IMAGE_TAG) horovodrun -np 2 python /opt/horovod/examples/numpy_linear_regression.py
 
 test/engine: build ## engine tests under real MPI ranks (np 1, 2 and 3)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/engine
@@ -29,7 +30,102 @@ bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shar
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) scripts/bench_allreduce.py
 
-test: test/engine ## everything CI runs
+test: test/engine test/runner test/images ## everything CI runs
 
 clean: ## remove build outputs
 	rm -rf build horovod/_core*.so horovod/libhorovod_core.so
+
+# ---------------------------------------------------------------------------------------------
+# Images: images/<name>/Dockerfile, a chain of layers each FROM the previous (build arg
+# PARENT_IMAGE); every version comes from versions.env.  docs/images.md explains the choices.
+# ---------------------------------------------------------------------------------------------
+include versions.env
+VERSION_KEYS := $(shell sed -n 's/^\([A-Z0-9_]*\)=.*/\1/p' versions.env)
+
+DOCKER ?= docker
+# This engine has no buildx; the Dockerfiles need nothing beyond the legacy builder.
+export DOCKER_BUILDKIT ?= 0
+FLAVOUR ?= cpu
+IMAGE_TAG ?= $(HOROVOD_VERSION)-$(FLAVOUR)
+# Layers in build order; a GPU flavour slots a `cuda` layer in: IMAGES_gpu := base cuda mpi ...
+IMAGES_cpu := base mpi tensorflow horovod
+IMAGES := $(IMAGES_$(FLAVOUR))
+# Empty: build the Debian root image from Debian packages (debootstrap), no registry needed.
+# Set it (e.g. BASE_IMAGE=debian:bookworm-slim) to use that image, pulled if missing.
+BASE_IMAGE ?=
+ROOTFS_IMAGE ?= horovod/rootfs:$(DEBIAN_SUITE)
+STAGE_DIR ?= build/stage
+STAGE_PORT ?= 8765
+PIP_SOURCE ?= stage
+APT_SOURCE ?= auto
+PIP ?= $(PYTHON) -m pip
+PYTEST_IMAGES ?= $(PYTHON) -m pytest -q -p no:cacheprovider
+
+image_ref = $(if $(filter horovod,$(1)),horovod:$(IMAGE_TAG),horovod/$(1):$(IMAGE_TAG))
+# "mpi:base tensorflow:mpi ...": each layer paired with the one before it.
+_parents := $(join $(IMAGES),$(addprefix :,rootfs $(IMAGES)))
+parent_of = $(patsubst $(1):%,%,$(filter $(1):%,$(_parents)))
+ROOT_REF_FILE := $(STAGE_DIR)/root-image
+parent_ref = $(if $(filter rootfs,$(call parent_of,$(1))),$$(cat $(ROOT_REF_FILE)),$(call image_ref,$(call parent_of,$(1))))
+reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
+EXTRA_TAGS_horovod = -t horovod:latest
+# Labels that change every build go on the last layer only (a parent's new image ID would
+# invalidate the cache of every child).
+LABELS_horovod = --label org.opencontainers.image.revision=$$(git rev-parse --short HEAD 2>/dev/null || echo none)
+BUILDER_horovod = --build-arg BUILDER_IMAGE=$(call image_ref,mpi)
+
+.PHONY: images check-versions stage build/rootfs test/images test/runner clean/images
+.PHONY: $(addprefix build/,$(IMAGES)) $(addprefix test/,$(IMAGES))
+
+images: build/horovod ## build the CPU image chain (horovod:<version>-cpu, horovod:latest)
+
+check-versions: ## fail unless versions.env pins the version in horovod/__init__.py
+	@v=$$(sed -n 's/^__version__ = "\(.*\)"/\1/p' horovod/__init__.py); \
+	  [ "$$v" = "$(HOROVOD_VERSION)" ] || { echo "versions.env HOROVOD_VERSION=$(HOROVOD_VERSION) but horovod/__init__.py says $$v" >&2; exit 1; }
+
+build/rootfs: ## Debian root image: BASE_IMAGE if given (pulled if missing), else debootstrap
+	@mkdir -p $(STAGE_DIR)
+	@if [ -n "$(BASE_IMAGE)" ] && { $(DOCKER) image inspect $(BASE_IMAGE) >/dev/null 2>&1 || $(DOCKER) pull $(BASE_IMAGE); }; then \
+	  echo $(BASE_IMAGE) >$(ROOT_REF_FILE); \
+	else \
+	  [ -z "$(BASE_IMAGE)" ] || echo "$(BASE_IMAGE) unavailable: building $(ROOTFS_IMAGE) with debootstrap" >&2; \
+	  $(DOCKER) image inspect $(ROOTFS_IMAGE) >/dev/null 2>&1 || scripts/build-rootfs-image.sh $(ROOTFS_IMAGE) $(DEBIAN_SUITE); \
+	  echo $(ROOTFS_IMAGE) >$(ROOT_REF_FILE); \
+	fi
+
+stage: build/rootfs ## download wheels (and .debs if containers lack the mirror) into build/stage
+	STAGE_DIR=$(STAGE_DIR) STAGE_PORT=$(STAGE_PORT) PIP_SOURCE=$(PIP_SOURCE) APT_SOURCE=$(APT_SOURCE) \
+	  PIP="$(PIP)" scripts/stage.sh $$(cat $(ROOT_REF_FILE))
+
+build/base: ## layer 1: Debian, python3 venv (/opt/venv), tini, iproute2, procps, mpiuser
+build/mpi: ## layer 2: + Open MPI, mpi4py, numpy, sshd/ssh (keys only, port 2222)
+build/tensorflow: ## layer 3: + tensorflow-cpu
+build/horovod: check-versions ## layer 4: + our package (built in a builder stage), examples/
+$(foreach i,$(IMAGES),$(eval build/$(i): $(if $(filter rootfs,$(call parent_of,$(i))),,build/$(call parent_of,$(i)))))
+# A layer never rebuilds by itself: docker's cache decides, so re-running is cheap.
+$(addprefix build/,$(IMAGES)): build/%: stage
+	scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT) \
+	  $(DOCKER) build --force-rm --network host -f images/$*/Dockerfile -t $(call image_ref,$*) $(EXTRA_TAGS_$*) \
+	    --build-arg PARENT_IMAGE=$(call parent_ref,$*) \
+	    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) \
+	    $(BUILDER_$*) $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
+
+test/base: ## base checks on the base image
+test/mpi: ## base + mpi checks on the mpi image
+test/tensorflow: ## base + mpi + tensorflow checks on the tensorflow image
+test/horovod: ## every check on horovod:<version>-cpu (needs the engine for the selftest)
+$(addprefix test/,$(IMAGES)): test/%: build/%
+	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
+
+test/images: build/horovod ## every image with its own and its ancestors' checks
+	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image all
+
+test/runner: ## horovodrun unit tests (host, no docker)
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/runner
+
+clean/images: ## remove the images (children first; not the rootfs), test containers, builder stages
+	@c=$$($(DOCKER) ps -aq --filter label=io.horovod.test); [ -z "$$c" ] || $(DOCKER) rm -f $$c
+	@n=$$($(DOCKER) network ls -q --filter label=io.horovod.test); [ -z "$$n" ] || $(DOCKER) network rm $$n
+	-$(DOCKER) rmi horovod:latest $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
+	-$(DOCKER) image prune -f --filter label=io.horovod.stage=builder >/dev/null
+clean: clean/images

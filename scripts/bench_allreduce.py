@@ -138,7 +138,7 @@ def main():
     if args.quick:
         sizes = sizes[:6]
     info = hvd.build_info()
-    say(f"# {N} ranks, float32 sum; {MPI.Get_library_version().splitlines()[0]}; "
+    say(f"# {N} ranks, float32 sum; {MPI.Get_library_version().replace(chr(0), '').splitlines()[0]}; "
         f"engine cpu_operations={info['cpu_operations']}")
     ceiling = copy_bandwidth()
     say(f"# ceiling: single-core copy bandwidth (rank 0, np.copyto 256 MiB, best of 5) = {ceiling:.2f} GB/s")

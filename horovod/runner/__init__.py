@@ -1,0 +1,1 @@
+"""horovodrun: launch a training script on N processes (single host, through mpirun)."""

@@ -1,0 +1,75 @@
+"""`horovodrun --check-build`: what this installation was built with, as a table.
+
+Reads build_info() from the engine (which does not initialize MPI), framework versions from
+package metadata (importing TensorFlow would take seconds) and the version pins an image
+records in its environment (see versions.env).
+"""
+import importlib.metadata
+import os
+import platform
+
+# ENV set by the images (images/*/Dockerfile), shown when present.
+IMAGE_PINS = ("HOROVOD_VERSION", "DEBIAN_VERSION", "PYTHON_VERSION", "OPENMPI_VERSION",
+              "MPI4PY_VERSION", "NUMPY_VERSION", "TENSORFLOW_VERSION", "CUDA_VERSION", "NCCL_VERSION")
+
+
+def _dist_version(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _build_info():
+    """(info dict or None, error string or None)."""
+    try:
+        from horovod.common.basics import build_info
+        return build_info(), None
+    except Exception as e:  # engine not compiled, or libmpi missing: still report the rest
+        return None, f"{type(e).__name__}: {e}"
+
+
+def _nccl(code):
+    if not code:
+        return ""
+    return f"{code // 10000}.{code // 100 % 100}.{code % 100}" if code >= 10000 else str(code)
+
+
+def rows(info, error, env=os.environ):
+    """The table as (component, built, details) rows; `built` is True, False or None (n/a)."""
+    from horovod import __version__
+    version = info["horovod_version"] if info else __version__
+    tf = _dist_version("tensorflow-cpu") or _dist_version("tensorflow")
+    out = [("Horovod", None, f"{version} (python {platform.python_version()})")]
+    if info is None:
+        out.append(("engine", False, f"not importable: {error}"))
+    else:
+        out += [
+            ("MPI", bool(info["mpi_built"]), info.get("mpi_library", "").strip()),
+            ("Gloo", bool(info["gloo_built"]), ""),
+            ("NCCL", bool(info["nccl_built"]), _nccl(int(info["nccl_built"]))),
+            ("CUDA", bool(info["cuda_built"]), ""),
+            ("CPU operations", True, info.get("cpu_operations", "")),
+        ]
+    out.append(("TensorFlow", False,
+                f"{tf} installed, frontend not built yet" if tf else "not installed"))
+    mpi4py = _dist_version("mpi4py")
+    out.append(("mpi4py", None, f"{mpi4py} installed" if mpi4py else "not installed"))
+    pins = " ".join(f"{k}={env[k]}" for k in IMAGE_PINS if env.get(k))
+    if pins:
+        out.append(("image pins", None, pins))
+    return out
+
+
+def format_table(table):
+    width = max(len(name) for name, _, _ in table)
+    marks = {True: "[X]", False: "[ ]", None: "   "}
+    return "\n".join(f"{name:<{width}}  {marks[built]}  {details}".rstrip()
+                     for name, built, details in table)
+
+
+def check_build():
+    """Print the table; exit status 0 if the engine is importable, else 1."""
+    info, error = _build_info()
+    print(format_table(rows(info, error)))
+    return 0 if info is not None else 1

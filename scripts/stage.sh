@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# usage: scripts/stage.sh ROOT_IMAGE
+# Prepares $STAGE_DIR for the image builds and writes $STAGE_DIR/build-args, the extra
+# `docker build` flags that point RUN steps at it.  Build containers on this kind of machine reach
+# the Debian mirror but not PyPI over TLS (see docs/images.md), so by default:
+#   PIP_SOURCE=stage  wheels are `pip download`ed on the host (its pip config, mirrors and CA
+#                     apply) and served by scripts/with-stage-server.sh;  =pypi: containers use PyPI.
+#   APT_SOURCE=auto   probe once whether a container can `apt-get update`; if not, stage the .debs;
+#                     =mirror / =stage force one or the other.
+set -euo pipefail
+root_image=${1:?ROOT_IMAGE}
+cd "$(dirname "$0")/.."
+# shellcheck source=../versions.env
+source versions.env
+stage=${STAGE_DIR:-build/stage}
+url=http://127.0.0.1:${STAGE_PORT:-8765}
+pip=${PIP:-python3 -m pip}
+mkdir -p "$stage"
+args=()
+
+# ---- wheels -------------------------------------------------------------------------------------
+wheels=("mpi4py==$MPI4PY_VERSION" "numpy==$NUMPY_VERSION" "tensorflow-cpu==$TENSORFLOW_VERSION"
+        "scikit-build-core==$SCIKIT_BUILD_CORE_VERSION" "pybind11==$PYBIND11_VERSION")
+if [[ ${PIP_SOURCE:-stage} == stage ]]; then
+  key="${wheels[*]}"
+  if [[ $(cat "$stage/wheels/.stamp" 2>/dev/null) != "$key" ]]; then
+    echo "stage: pip download ${wheels[*]}" >&2
+    # Wheels for the image's interpreter and glibc (2.36), whatever the host runs; pip does not
+    # expand --platform to older manylinux tags, so list them all.
+    arch=$(uname -m) platforms=()
+    for v in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${v}_$arch"); done
+    platforms+=(--platform "manylinux2014_$arch" --platform "manylinux2010_$arch" --platform "manylinux1_$arch")
+    # shellcheck disable=SC2086
+    $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
+      --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" "${wheels[@]}"
+    echo "$key" >"$stage/wheels/.stamp"
+  fi
+  args+=(--build-arg PIP_NO_INDEX=1 --build-arg "PIP_FIND_LINKS=$url/wheels/" --build-arg PIP_TRUSTED_HOST=127.0.0.1)
+fi
+
+# ---- Debian packages ----------------------------------------------------------------------------
+apt_source=${APT_SOURCE:-auto}
+if [[ $apt_source == auto ]]; then
+  if [[ ! -s $stage/apt-probe ]]; then
+    if docker run --rm --network host "$root_image" \
+         timeout 120 apt-get -q -o Acquire::Retries=0 update >"$stage/apt-probe.log" 2>&1 \
+       && ! grep -qE '^(W|E): Failed to fetch' "$stage/apt-probe.log"; then
+      echo mirror >"$stage/apt-probe"
+    else
+      echo stage >"$stage/apt-probe"
+    fi
+    echo "stage: build containers use the Debian $(cat "$stage/apt-probe") (log: $stage/apt-probe.log)" >&2
+  fi
+  apt_source=$(cat "$stage/apt-probe")
+fi
+if [[ $apt_source == stage ]]; then
+  # Everything any layer apt-installs (keep in step with images/*/Dockerfile), resolved against
+  # the root image's dpkg status so the closure is exactly what the layers will be missing.
+  debs=(ca-certificates iproute2 procps tini "python3=$PYTHON_DEB_VERSION" python3-venv
+        "openmpi-bin=$OPENMPI_DEB_VERSION" "libopenmpi3=$OPENMPI_DEB_VERSION" openmpi-common
+        openssh-server openssh-client g++ cmake ninja-build "libopenmpi-dev=$OPENMPI_DEB_VERSION"
+        "python3-dev=$PYTHON_DEB_VERSION")
+  key="$root_image ${debs[*]}"
+  if [[ $(cat "$stage/debs/.stamp" 2>/dev/null) != "$key" ]]; then
+    echo "stage: apt-get download of ${#debs[@]} packages and their dependencies" >&2
+    mkdir -p "$stage/debs/partial" "$stage/apt-state"
+    docker run --rm --entrypoint cat "$root_image" /var/lib/dpkg/status >"$stage/apt-state/status"
+    sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    $sudo apt-get -q update
+    $sudo apt-get -q -y --download-only --no-install-recommends \
+      -o Dir::State::status="$PWD/$stage/apt-state/status" \
+      -o Dir::Cache::archives="$PWD/$stage/debs" -o Debug::NoLocking=true \
+      install "${debs[@]}"
+    (cd "$stage/debs" && dpkg-scanpackages --multiversion . >Packages 2>/dev/null)
+    echo "$key" >"$stage/debs/.stamp"
+  fi
+  args+=(--build-arg "APT_MIRROR=$url/debs")
+fi
+
+printf '%s\n' "${args[@]}" >"$stage/build-args"

@@ -1,0 +1,171 @@
+"""Image tests: pytest + testinfra over docker://, containers managed with the Docker SDK.
+
+Every check is marked with the layer that introduced it (`@pytest.mark.layer("mpi")`) and runs
+on that image and on every image built FROM it, so a child re-runs all its parents' checks.
+`--image NAME` picks one image (`make test/NAME`), `--image all` every image of the chain.
+"""
+import os
+import pathlib
+import uuid
+
+import docker
+import pytest
+import testinfra
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHAINS = {"cpu": ["base", "mpi", "tensorflow", "horovod"]}
+TEST_LABEL = {"io.horovod.test": "1"}  # `make clean/images` removes leftovers by this label
+
+
+def load_versions(path=ROOT / "versions.env"):
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            pins[key] = value
+    return pins
+
+
+PINS = load_versions()
+FLAVOUR = os.environ.get("FLAVOUR", "cpu")
+CHAIN = CHAINS[FLAVOUR]
+IMAGE_TAG = os.environ.get("IMAGE_TAG", f"{PINS['HOROVOD_VERSION']}-{FLAVOUR}")
+
+
+def image_ref(name):
+    return f"horovod:{IMAGE_TAG}" if name == "horovod" else f"horovod/{name}:{IMAGE_TAG}"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--image", default="all", choices=CHAIN + ["all"],
+                     help="image (layer) to test with its ancestors' checks, or all")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "layer(name): check added by layer NAME; runs on it and its descendants")
+
+
+def pytest_generate_tests(metafunc):
+    if "image" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("--image")
+        metafunc.parametrize("image", CHAIN if chosen == "all" else [chosen], scope="session")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Keep a check only for images at or below the layer that introduced it."""
+    keep, drop = [], []
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        if cs is None or "image" not in cs.params:
+            keep.append(item)
+            continue
+        marker = item.get_closest_marker("layer")
+        assert marker, f"{item.nodeid}: mark the check with @pytest.mark.layer(...)"
+        applies = CHAIN.index(cs.params["image"]) >= CHAIN.index(marker.args[0])
+        (keep if applies else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def client():
+    return docker.from_env(timeout=600)
+
+
+@pytest.fixture(scope="session")
+def pins():
+    return dict(PINS)
+
+
+@pytest.fixture(scope="session")
+def ref(image):
+    return image_ref(image)
+
+
+@pytest.fixture(scope="session")
+def inspect(client, ref):
+    """The image's config: {'Env': {...}, 'Labels': {...}, 'Entrypoint': [...], ...}."""
+    try:
+        config = dict(client.images.get(ref).attrs["Config"])
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"image {ref} missing: run `make build/<image>` first")
+    config["Env"] = dict(e.split("=", 1) for e in config.get("Env") or [])
+    config["Labels"] = config.get("Labels") or {}
+    return config
+
+
+class Containers:
+    """Starts containers for a test session or a single test and removes them afterwards."""
+
+    def __init__(self, client):
+        self.client, self.started = client, []
+
+    def start(self, ref, command=("sleep", "infinity"), **kwargs):
+        labels = dict(TEST_LABEL, **kwargs.pop("labels", {}))
+        c = self.client.containers.run(ref, list(command), detach=True, labels=labels, **kwargs)
+        self.started.append(c)
+        return c
+
+    def remove_all(self):
+        for c in reversed(self.started):
+            try:
+                c.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+        self.started.clear()
+
+
+@pytest.fixture(scope="session")
+def session_containers(client):
+    containers = Containers(client)
+    yield containers
+    containers.remove_all()
+
+
+@pytest.fixture
+def containers(client):
+    """Per-test containers (for checks that change or inspect a pristine filesystem)."""
+    containers = Containers(client)
+    yield containers
+    containers.remove_all()
+
+
+@pytest.fixture(scope="session")
+def container(session_containers, ref):
+    """One long-lived container per image, shared by the read-only checks."""
+    return session_containers.start(ref)
+
+
+@pytest.fixture(scope="session")
+def host(container):
+    return testinfra.get_host(f"docker://{container.id}")
+
+
+@pytest.fixture(scope="session")
+def user_host(container):
+    return testinfra.get_host(f"docker://mpiuser@{container.id}")
+
+
+@pytest.fixture
+def network(client):
+    net = client.networks.create(f"horovod-test-{uuid.uuid4().hex[:8]}", labels=TEST_LABEL)
+    yield net
+    net.reload()
+    for c in net.containers:  # normally gone already (fixture order), but never leak a network
+        c.remove(force=True)
+    net.remove()
+
+
+def _run_ok(host, command):
+    result = host.run(command)
+    assert result.rc == 0, f"{command!r} exited {result.rc}\n{result.stdout}\n{result.stderr}"
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def run_ok():
+    """run_ok(host, command) -> stdout, failing the test with the output unless it exits 0."""
+    return _run_ok
