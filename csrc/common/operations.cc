@@ -36,8 +36,12 @@ void Operations::Execute(const Response& r) {
   std::vector<TensorEntry> entries(r.names.size());
   for (size_t i = 0; i < r.names.size(); ++i) {
     if (!queue_->Take(r.names[i], &entries[i])) {
-      // Only possible if the engine is failing everything (shutdown raced this response).
+      // Only possible if the engine is failing everything (shutdown raced this response): the
+      // entries taken so far must still complete.
       HVD_LOG(DEBUG, "response for '" << r.names[i] << "' has no local entry");
+      for (size_t j = 0; j < i; ++j)
+        entries[j].done(Status::ShutDown("Horovod is shutting down; '" + r.names[i] +
+                                         "' was no longer pending"));
       return;
     }
   }
