@@ -75,39 +75,48 @@ void Operations::Average(void* buf, size_t count, const Response& r) {
   }
 }
 
-void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r) {
+void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
+                                 AllreduceAlgorithm algo) {
   if (r.prescale != 1.0) {  // scale a copy: the input belongs to the caller
     if (src != dst) std::memcpy(dst, src, count * DataTypeSize(r.dtype));
     ScaleInPlace(dst, count, r.dtype, r.prescale);
     src = dst;
   }
-  if (config_.cpu_operations == "mpi")
-    MpiAllreduce(src, dst, count, r.dtype, r.reduce_op, mpi_->comm());
-  else if (IsSmall(count, r.dtype))
-    DirectAllreduce(src, dst, count, r.dtype, r.reduce_op, &scratch_, mpi_->comm());
-  else
-    RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                  mpi_->comm());
+  switch (algo) {
+    case AllreduceAlgorithm::MPI:
+      MpiAllreduce(src, dst, count, r.dtype, r.reduce_op, mpi_->comm());
+      break;
+    case AllreduceAlgorithm::DIRECT:
+      DirectAllreduce(src, dst, count, r.dtype, r.reduce_op, &scratch_, mpi_->comm());
+      break;
+    case AllreduceAlgorithm::RING:
+      RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                    mpi_->comm());
+      break;
+  }
   Average(dst, count, r);
 }
 
-bool Operations::IsSmall(size_t count, DataType dtype) const {
-  return static_cast<int64_t>(count * DataTypeSize(dtype)) <= config_.small_allreduce_bytes &&
-         mpi_->size <= 64;
+Operations::AllreduceAlgorithm Operations::ChooseAllreduce(size_t count, DataType dtype) const {
+  if (config_.cpu_operations == "mpi") return AllreduceAlgorithm::MPI;
+  const bool small = static_cast<int64_t>(count * DataTypeSize(dtype)) <= config_.small_allreduce_bytes &&
+                     mpi_->size <= 64;
+  return small ? AllreduceAlgorithm::DIRECT : AllreduceAlgorithm::RING;
 }
 
 Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   const size_t esize = DataTypeSize(r.dtype);
   size_t total = 0;
   for (auto n : r.num_elements) total += static_cast<size_t>(n);
-  const char* algo = config_.cpu_operations == "mpi" ? "MPI_ALLREDUCE"
-                     : IsSmall(total, r.dtype)        ? "DIRECT_ALLREDUCE"
-                                                      : "RING_ALLREDUCE";
+  // One decision per response: the timeline label and the dispatch cannot disagree.
+  const AllreduceAlgorithm algo = ChooseAllreduce(total, r.dtype);
+  static const char* const kActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE"};
+  const char* activity = kActivity[static_cast<int>(algo)];
   if (es.size() == 1) {
     // A lone tensor goes straight from its input to its output: no fusion-buffer copies.
     TensorEntry& e = es[0];
-    Activity(es, algo);
-    AllreduceBuffer(e.input, e.output, static_cast<size_t>(r.num_elements[0]), r);
+    Activity(es, activity);
+    AllreduceBuffer(e.input, e.output, total, r, algo);
     EndActivity(es);
     return Status();
   }
@@ -120,8 +129,8 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
     off += bytes;
   }
   EndActivity(es);
-  Activity(es, algo);
-  AllreduceBuffer(buf, buf, total, r);
+  Activity(es, activity);
+  AllreduceBuffer(buf, buf, total, r, algo);
   EndActivity(es);
   Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
   off = 0;

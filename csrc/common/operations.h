@@ -24,9 +24,13 @@ class Operations {
   Status Alltoall(const Response& r, TensorEntry& e);
   Status Reducescatter(const Response& r, TensorEntry& e);
   void Average(void* buf, size_t count, const Response& r);  // postscale and /n for Average
-  void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r);
+  // MPI: HOROVOD_CPU_OPERATIONS=mpi; DIRECT: one-step exchange up to
+  // HOROVOD_SMALL_ALLREDUCE_BYTES; RING: everything else.
+  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING };
+  AllreduceAlgorithm ChooseAllreduce(size_t count, DataType dtype) const;
+  void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
+                       AllreduceAlgorithm algo);
   void* FusionBuffer(size_t bytes);
-  bool IsSmall(size_t count, DataType dtype) const;  // direct exchange instead of the ring
   void Activity(const std::vector<TensorEntry>& es, const char* name);
   void EndActivity(const std::vector<TensorEntry>& es);
 
