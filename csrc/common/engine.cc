@@ -115,26 +115,27 @@ Status Enqueue(std::vector<TensorEntry> entries) {
   const int n = e->topo.size;
   for (const auto& en : entries) {
     const Request& r = en.request;
-    const std::string who = "tensor '" + r.name + "' on rank " + std::to_string(e->topo.rank) + ": ";
+    // Built only for an error: this loop runs for every tensor of every step.
+    auto who = [&] { return "tensor '" + r.name + "' on rank " + std::to_string(e->topo.rank) + ": "; };
     if (r.name.empty()) return Status::InvalidArgument("a tensor name must not be empty");
     if (static_cast<unsigned>(r.dtype) >= kNumDataTypes)
-      return Status::InvalidArgument(who + "unsupported data type");
+      return Status::InvalidArgument(who() + "unsupported data type");
     bool needs_rows = r.type == OpType::ALLGATHER || r.type == OpType::ALLTOALL ||
                       r.type == OpType::REDUCESCATTER;
     if (needs_rows && r.shape.empty())
-      return Status::InvalidArgument(who + OpTypeName(r.type) +
+      return Status::InvalidArgument(who() + OpTypeName(r.type) +
                                      " needs a tensor with at least one dimension, got a scalar");
     if (r.type == OpType::BROADCAST && (r.root < 0 || r.root >= n))
-      return Status::InvalidArgument(who + "broadcast root rank " + std::to_string(r.root) +
+      return Status::InvalidArgument(who() + "broadcast root rank " + std::to_string(r.root) +
                                      " is outside [0, " + std::to_string(n) + ")");
     if (r.type == OpType::ALLTOALL) {
       int64_t total = 0;
       for (auto s : r.splits) {
-        if (s < 0) return Status::InvalidArgument(who + "alltoall splits must not be negative");
+        if (s < 0) return Status::InvalidArgument(who() + "alltoall splits must not be negative");
         total += s;
       }
       if (static_cast<int>(r.splits.size()) != n || total != r.shape[0])
-        return Status::InvalidArgument(who + "alltoall needs one split per rank (" +
+        return Status::InvalidArgument(who() + "alltoall needs one split per rank (" +
                                        std::to_string(n) + ") summing to the first dimension (" +
                                        std::to_string(r.shape[0]) + ")");
     }

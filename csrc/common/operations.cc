@@ -90,9 +90,10 @@ void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const
       DirectAllreduce(src, dst, count, r.dtype, r.reduce_op, &scratch_, mpi_->comm());
       break;
     case AllreduceAlgorithm::RING:
+      // Scales only this rank's segment, before the allgather spreads it.
       RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                    mpi_->comm());
-      break;
+                    mpi_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
+      return;
   }
   Average(dst, count, r);
 }

@@ -1,6 +1,8 @@
 #include "common/tensor_queue.h"
 
 #include <chrono>
+#include <string_view>
+#include <unordered_set>
 
 namespace hvd {
 
@@ -8,11 +10,11 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (closed_) return closed_status_;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const auto& name = entries[i].request.name;
-      bool dup = table_.count(name) > 0;
-      for (size_t j = 0; j < i && !dup; ++j) dup = entries[j].request.name == name;
-      if (dup)
+    std::unordered_set<std::string_view> group;  // a large group checked in linear time
+    group.reserve(entries.size());
+    for (const auto& e : entries) {
+      const auto& name = e.request.name;
+      if (table_.count(name) > 0 || !group.insert(name).second)
         return Status::InvalidArgument("tensor name '" + name +
                                        "' is already in flight on this rank; names of "
                                        "concurrent ops must be unique");

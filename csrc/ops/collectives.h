@@ -46,8 +46,12 @@ void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, siz
 void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, const Segments& seg,
                        size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
 void RingAllgather(void* buf, size_t elem_size, const Segments& seg, MPI_Comm comm);
+// `finish(ptr, count)` runs on this rank's fully reduced segment before the allgather spreads
+// it: scaling there (Average, postscale) costs each rank 1/n of the buffer instead of all of it.
+using SegmentFn = std::function<void(void* data, size_t count)>;
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
+                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                   const SegmentFn& finish = nullptr);
 // allreduce_small.cc: one-step exchange for small buffers (bytes * n must fit an int).
 void DirectAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                      RingScratch* scratch, MPI_Comm comm);

@@ -106,13 +106,17 @@ void RingAllgather(void* buf, size_t esize, const Segments& seg, MPI_Comm comm) 
 }
 
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
-  int n;
+                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                   const SegmentFn& finish) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   if (count == 0) return;
+  const size_t esize = DataTypeSize(dtype);
   Segments seg = EvenSegments(count, n);
   RingReduceScatter(src, dst, dtype, op, seg, chunk_bytes, scratch, comm);
-  RingAllgather(dst, DataTypeSize(dtype), seg, comm);
+  if (finish) finish(static_cast<char*>(dst) + seg.offset[rank] * esize, seg.count[rank]);
+  RingAllgather(dst, esize, seg, comm);
 }
 
 }  // namespace hvd

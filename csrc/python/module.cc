@@ -115,7 +115,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     if (!out.is_none()) {
       auto arr = py::array::ensure(out);
       if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
-          arr.nbytes() != input.nbytes() || !arr.dtype().attr("__eq__")(input.dtype()).cast<bool>())
+          arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i]) != r.dtype)
         throw py::value_error("tensor '" + names[i] + "': out must be a writable C-contiguous "
                               "array of the input's dtype and size");
       e.output = arr.mutable_data();

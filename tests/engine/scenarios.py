@@ -92,13 +92,16 @@ def sc_allreduce():
     inplace = np.full(1000, r + 1, np.int64)
     hvd.allreduce(inplace, op=hvd.Sum, name="ar/inplace", out=inplace)
     assert (inplace == n * (n + 1) // 2).all(), "in-place allreduce"
+    # (33,): the direct exchange scales everything; (20001,): the ring scales each rank's own
+    # segment before the allgather.
     for dt in [d for d in DTYPES if is_float(d)]:
-        x = make(r, (33,), dt)
-        got = hvd.allreduce(x, op=hvd.Average, name=f"ar/scale/{dt.name}", prescale_factor=0.5,
-                            postscale_factor=3.0)
-        want = reference([make(q, (33,), dt).astype(np.float64) * 0.5 for q in range(n)],
-                         "average", dt) * 3.0
-        check(got, want, dt, f"scale {dt}")
+        for shape in ((33,), (20001,)):
+            x = make(r, shape, dt)
+            got = hvd.allreduce(x, op=hvd.Average, name=f"ar/scale/{dt.name}/{shape[0]}",
+                                prescale_factor=0.5, postscale_factor=3.0)
+            want = reference([make(q, shape, dt).astype(np.float64) * 0.5 for q in range(n)],
+                             "average", dt) * 3.0
+            check(got, want, dt, f"scale {dt} {shape}")
     for name, dt, shape, op, h in cases:
         got = hvd.synchronize(h)
         check(got, reference([make(q, shape, dt, op) for q in range(n)], op, dt), dt, name)
@@ -168,6 +171,16 @@ def sc_grouped():
         want = reference([make(q, (i * 10 + 1,), np.dtype(np.float32), salt=i) for q in range(n)],
                          "sum", np.dtype(np.float32))
         check(got, want, np.dtype(np.float32), f"grouped {i}")
+    # Large enough for the ring: fused through the fusion buffer, averaged and postscaled on
+    # each rank's own segment.
+    for dt in (np.dtype(np.float64), np.dtype(np.int32)):
+        shapes = [(700 + 13 * i,) for i in range(12)]
+        xs = [make(r, s, dt, salt=i) for i, s in enumerate(shapes)]
+        outs = hvd.grouped_allreduce(xs, op=hvd.Average, name=f"grp/ring/{dt.name}",
+                                     postscale_factor=2.0 if is_float(dt) else 1.0)
+        for i, got in enumerate(outs):
+            want = reference([make(q, shapes[i], dt, salt=i) for q in range(n)], "average", dt)
+            check(got, want * (2.0 if is_float(dt) else 1.0), dt, f"grouped ring {dt} {i}")
 
 
 def sc_order():
