@@ -259,10 +259,13 @@ def sc_mismatch():
     expect_error(lambda: hvd.allgather(np.float32(1), name="mm/scalar"), ValueError, "scalar")
     expect_error(lambda: hvd.allreduce(np.ones(2, np.complex64), name="mm/cplx"), ValueError,
                  "mm/cplx", "complex64")
-    h = hvd.allreduce_async(np.ones(2), name="mm/dup")
-    expect_error(lambda: hvd.allreduce_async(np.ones(2), name="mm/dup"), ValueError,
-                 "mm/dup", "already in flight")
-    hvd.synchronize(h)
+    # A name only this rank has submitted so far stays in flight until the others submit it.
+    mine = hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}")
+    expect_error(lambda: hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}"), ValueError,
+                 f"mm/dup/{r}", "already in flight")
+    others = [hvd.allreduce_async(np.ones(2), name=f"mm/dup/{q}") for q in range(n) if q != r]
+    for h in [mine] + others:
+        hvd.synchronize(h)
     # The engine keeps working after every error above.
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="mm/after") == n).all()
 
