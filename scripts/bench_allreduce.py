@@ -130,10 +130,38 @@ def fusion_case(iters=50):
         lambda: hvd.allreduce(whole, op=hvd.Sum, name="fuse.whole", out=out)], iters)
 
 
+def cpu_share(nbytes=16 * MIB, iters=100):
+    """Wall time per op and the share of it this process spent on a CPU (user, system), from
+    getrusage around `iters` back-to-back ops: 100 % means the transport is CPU-bound."""
+    import resource
+    x = np.ones(nbytes // 4, np.float32)
+    y = np.empty_like(x)
+    for label, fn in (("ring", lambda: hvd.ring_allreduce_raw(x)),
+                      ("mpi", lambda: COMM.Allreduce(x, y, op=MPI.SUM))):
+        fn()
+        COMM.Barrier()
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        for _ in range(iters):
+            fn()
+        t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        wall, user, sys_ = t1 - t0, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
+        lines = COMM.gather(f"# cpu: rank {RANK} {label} {nbytes // MIB} MiB: {wall / iters * 1e3:.2f} ms/op, "
+                            f"busy {100 * (user + sys_) / wall:.0f}% (user {100 * user / wall:.0f}%, "
+                            f"system {100 * sys_ / wall:.0f}%)")
+        for line in lines or []:
+            say(line)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="4 KiB .. 16 MiB only")
+    ap.add_argument("--cpu", action="store_true",
+                    help="only: CPU share of 16 MiB ring and MPI_Allreduce (is the transport CPU-bound?)")
     args = ap.parse_args()
+    if args.cpu:
+        cpu_share()
+        hvd.shutdown()
+        return
     sizes = [4 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB]
     if args.quick:
         sizes = sizes[:6]
