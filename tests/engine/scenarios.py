@@ -259,10 +259,12 @@ def sc_mismatch():
     expect_error(lambda: hvd.allgather(np.float32(1), name="mm/scalar"), ValueError, "scalar")
     expect_error(lambda: hvd.allreduce(np.ones(2, np.complex64), name="mm/cplx"), ValueError,
                  "mm/cplx", "complex64")
-    # A name only this rank has submitted so far stays in flight until the others submit it.
+    # A name only this rank has submitted stays in flight until the others submit it, which
+    # they do only after the barrier-like allreduce that every rank joins after its check.
     mine = hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}")
     expect_error(lambda: hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}"), ValueError,
                  f"mm/dup/{r}", "already in flight")
+    hvd.allreduce(np.ones(1), name="mm/dup/checked")
     others = [hvd.allreduce_async(np.ones(2), name=f"mm/dup/{q}") for q in range(n) if q != r]
     for h in [mine] + others:
         hvd.synchronize(h)
