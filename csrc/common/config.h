@@ -25,11 +25,13 @@ namespace hvd {
   X(timeline, "HOROVOD_TIMELINE", std::string, "",                                               \
     "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")           \
   X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false,                             \
-    "turn off the stall inspector")                                                              \
+    "turn off the stall inspector and the watchdog of blocked rounds and collectives")          \
   X(stall_check_time_s, "HOROVOD_STALL_CHECK_TIME_SECONDS", double, 60.0,                        \
-    "seconds a tensor may wait for other ranks before rank 0 logs who is missing")               \
+    "seconds a tensor may wait for other ranks before rank 0 logs who is missing, and a "       \
+    "negotiation round or collective may stay blocked before it is logged with its peers")      \
   X(stall_shutdown_time_s, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", double, 0.0,                   \
-    "seconds after which a stalled tensor shuts the engine down on every rank; 0 = never")       \
+    "seconds after which a stalled tensor shuts the engine down on every rank and a blocked "   \
+    "round or collective aborts the job; 0 = never")                                           \
   X(log_level, "HOROVOD_LOG_LEVEL", std::string, "warning",                                      \
     "trace, debug, info, warning or error")                                                      \
   X(mpi_threads_disable, "HOROVOD_MPI_THREADS_DISABLE", bool, false,                             \

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/logging.h"
+#include "common/watchdog.h"
 
 namespace hvd {
 namespace {
@@ -86,7 +87,12 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   for (auto& kv : pending_hits_)
     if (!invalid_slots_.count(kv.first)) SetBit(&bits, 1, kv.first);
   const bool has_work = !pending_hits_.empty() || !to_send_.empty() || want_shutdown;
-  mpi_->BitAndAllreduce(&bits, has_work, stall_check ? config_.stall_check_time_s : 0);
+  // Every rank's background thread joins a round at least once a cycle, so a round that stays
+  // blocked means a peer process is stopped, dead or stuck: the watchdog reports it.
+  WatchSection negotiation;
+  negotiation.what = "negotiation round (all ranks' background threads must join)";
+  WatchScope watch(negotiation);
+  mpi_->BitAndAllreduce(&bits, has_work);
   flags = ~bits[0];
 
   std::vector<Response> fast;

@@ -9,6 +9,7 @@
 
 #include "common/controller.h"
 #include "common/logging.h"
+#include "common/watchdog.h"
 #include "common/operations.h"
 #include "common/timeline.h"
 #include "mpi/mpi_context.h"
@@ -80,6 +81,15 @@ Status Init(MPI_Comm comm) {
   }
   e->controller = std::make_unique<Controller>(&e->mpi, e->config, &e->timeline, &e->queue);
   e->ops = std::make_unique<Operations>(&e->mpi, e->config, &e->timeline, &e->queue);
+  if (!e->config.stall_check_disable) {
+    const bool can_abort = e->mpi.threads_multiple;  // MPI_Abort from the watchdog's thread
+    GlobalWatchdog().Start(e->mpi.rank, e->config.stall_check_time_s,
+                           e->config.stall_shutdown_time_s, [can_abort](const std::string& msg) {
+                             HVD_LOG(ERROR, msg);
+                             if (can_abort) MPI_Abort(MPI_COMM_WORLD, 1);
+                             std::_Exit(1);  // mpirun then ends the other ranks
+                           });
+  }
   e->thread = std::thread(BackgroundLoop, e.get());
   g_engine = e.release();
   g_running = true;
@@ -92,6 +102,7 @@ void Shutdown() {
   g_engine->shutdown_requested = true;
   g_engine->queue.Wake();
   g_engine->thread.join();
+  GlobalWatchdog().Stop();
   g_engine->queue.FailAll(Status::ShutDown("Horovod has been shut down on this rank"));
   g_engine->timeline.Shutdown();
   g_engine->ops.reset();

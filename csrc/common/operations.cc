@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "common/watchdog.h"
 #include "ops/reduce_kernels.h"
 
 namespace hvd {
@@ -20,6 +21,18 @@ void* Operations::FusionBuffer(size_t bytes) {
     fusion_size_ = bytes;
   }
   return fusion_;
+}
+
+WatchSection Operations::Watch(const Response& r, const char* what, bool ring) const {
+  WatchSection w;
+  w.what = what;
+  w.tensor = &r.names[0];
+  w.more_tensors = static_cast<int>(r.names.size()) - 1;
+  if (ring) {  // the ring blocks only on its two neighbours
+    w.recv_from = (mpi_->rank + mpi_->size - 1) % mpi_->size;
+    w.send_to = (mpi_->rank + 1) % mpi_->size;
+  }
+  return w;
 }
 
 void Operations::Activity(const std::vector<TensorEntry>& es, const char* name) {
@@ -113,6 +126,7 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   const AllreduceAlgorithm algo = ChooseAllreduce(total, r.dtype);
   static const char* const kActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE"};
   const char* activity = kActivity[static_cast<int>(algo)];
+  WatchScope watch(Watch(r, activity, algo == AllreduceAlgorithm::RING));
   if (es.size() == 1) {
     // A lone tensor goes straight from its input to its output: no fusion-buffer copies.
     TensorEntry& e = es[0];
@@ -158,6 +172,7 @@ Status Operations::Allgather(const Response& r, TensorEntry& e) {
     discard.resize(rows * row_elems * DataTypeSize(r.dtype) + 1);
     out = discard.data();
   }
+  WatchScope watch(Watch(r, "RING_ALLGATHER", true));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_ALLGATHER");
   hvd::Allgather(e.input, out, row_elems * DataTypeSize(r.dtype), r.first_dims, mpi_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
@@ -167,6 +182,7 @@ Status Operations::Allgather(const Response& r, TensorEntry& e) {
 Status Operations::Broadcast(const Response& r, TensorEntry& e) {
   size_t bytes = static_cast<size_t>(NumElements(e.request.shape)) * DataTypeSize(r.dtype);
   if (mpi_->rank == r.root && e.output != e.input) std::memcpy(e.output, e.input, bytes);
+  WatchScope watch(Watch(r, "MPI_BCAST", false));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "MPI_BCAST");
   hvd::Broadcast(e.output, bytes, r.root, mpi_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
@@ -179,6 +195,7 @@ Status Operations::Alltoall(const Response& r, TensorEntry& e) {
   for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
   std::vector<int64_t> recv_rows;
   Status s;
+  WatchScope watch(Watch(r, "ALLTOALL", false));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "ALLTOALL");
   hvd::Alltoall(e.input, row_elems * DataTypeSize(r.dtype), e.request.splits, &recv_rows,
                 [&](int64_t rows) -> void* {
@@ -215,6 +232,7 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
     ScaleInPlace(work, count, r.dtype, r.prescale);
     src = work;
   }
+  WatchScope watch(Watch(r, "RING_REDUCESCATTER", true));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_REDUCESCATTER");
   hvd::Reducescatter(src, work, count, row_elems, r.dtype, r.reduce_op, config_.ring_chunk_bytes,
                      &scratch_, mpi_->comm(), out);

@@ -6,6 +6,7 @@
 #include "common/message.h"
 #include "common/tensor_queue.h"
 #include "common/timeline.h"
+#include "common/watchdog.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
@@ -31,6 +32,8 @@ class Operations {
   void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
                        AllreduceAlgorithm algo);
   void* FusionBuffer(size_t bytes);
+  // What the watchdog reports if the op blocks: its name, tensor and the peers it waits on.
+  WatchSection Watch(const Response& r, const char* what, bool ring) const;
   void Activity(const std::vector<TensorEntry>& es, const char* name);
   void EndActivity(const std::vector<TensorEntry>& es);
 

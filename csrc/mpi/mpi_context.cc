@@ -133,27 +133,20 @@ void MpiContext::Finalize() {
   we_initialized_ = false;
 }
 
-void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work, double warn_after_s) {
+void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work) {
   MPI_Request req;
   HVD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
                                MPI_UINT64_T, MPI_BAND, comm_, &req));
   const int64_t spin_us = has_work ? 500 : 0;
-  int64_t start = NowMicros(), next_warn = start + static_cast<int64_t>(warn_after_s * 1e6);
+  const int64_t start = NowMicros();
   int done = 0;
   long sleep_us = 0;
   while (true) {
     HVD_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    int64_t now = NowMicros();
-    if (now - start >= spin_us) {
+    if (NowMicros() - start >= spin_us) {
       sleep_us = sleep_us ? std::min(sleep_us * 2, 200L) : 10;
       SleepMicros(sleep_us);
-    }
-    if (warn_after_s > 0 && now > next_warn) {
-      HVD_LOG(WARNING, "rank " << rank << " has waited " << (now - start) / 1000000
-                       << " s for the other ranks' background threads to join a negotiation "
-                          "round; a peer process may be stopped or blocked outside Horovod");
-      next_warn = now + static_cast<int64_t>(warn_after_s * 1e6);
     }
   }
 }

@@ -41,9 +41,9 @@ class MpiContext {
   // Controller transport.
   // Bitwise AND of `bits` across ranks. A rank with work waiting spins a while (peers usually
   // arrive within microseconds in steady state); otherwise, and after that, it polls with short
-  // sleeps so an early rank leaves the core to the training computation. Warns after
-  // `warn_after_s` naming what it waits for.
-  void BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work, double warn_after_s);
+  // sleeps so an early rank leaves the core to the training computation. (The watchdog reports
+  // a round that never completes.)
+  void BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work);
   void BitOrAllreduce(std::vector<uint64_t>* bits);
   // Rank 0 receives every rank's blob (index = rank); others get an empty vector.
   std::vector<std::string> GatherToRoot(const std::string& blob);

@@ -7,6 +7,7 @@ Each scenario checks results against a NumPy reference that every rank can compu
 import hashlib
 import json
 import os
+import signal
 import sys
 import time
 
@@ -341,6 +342,30 @@ def sc_killed():
         time.sleep(0.5)
         os._exit(17)
     hvd.allreduce(np.ones(2), name="never-completes")
+
+
+def sc_stopped_rank():
+    """Rank 1 is stopped (SIGSTOP) in the middle of a large ring allreduce. The others must
+    report the blocked op naming rank 1 and, with a shutdown time set, end the job."""
+    r = hvd.rank()
+    x = np.ones(64 << 20, np.float32)  # 256 MiB: the ring runs for a good while
+    hvd.allreduce(x, op=hvd.Sum, name="stop/big", out=x)
+    h = hvd.allreduce_async(x, op=hvd.Sum, name="stop/big", out=x)
+    if r == 1:
+        time.sleep(0.005)  # negotiated (cached) within microseconds; now inside the ring
+        os.kill(os.getpid(), signal.SIGSTOP)
+    hvd.synchronize(h)
+    hvd.allreduce(np.ones(2), name="stop/after")  # had the stop missed the ring: blocks here
+
+
+def sc_stopped_idle_rank():
+    """Rank 1 is stopped between ops: the others block in a negotiation round, which the
+    watchdog must report and, with a shutdown time set, turn into the end of the job."""
+    hvd.allreduce(np.ones(2), name="idle/warmup")
+    if hvd.rank() == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    time.sleep(0.5)
+    hvd.allreduce(np.ones(2), name="idle/never")
 
 
 def sc_topology():

@@ -33,3 +33,23 @@ def test_killed_rank_aborts_the_job(world):
     text = out + err
     # Open MPI names the lost process as [[jobid,vpid],rank] and gives its exit code.
     assert re.search(r"\[\[\d+,\d+\],1\]", text) and "17" in text, text
+
+
+def test_stopped_rank_is_named_and_the_job_ends(world):
+    # A rank stopped inside a collective leaves its peers blocked in MPI, where no timeout can be
+    # set; the watchdog must name it and, with a shutdown time, abort the job.
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
+    rc, out, err = launch(world, "stopped_rank", env=env, timeout=90)
+    assert rc != 0, out + err
+    blocked = [ln for ln in err.splitlines() if "has been blocked for" in ln]
+    assert blocked, err
+    assert any("RING_ALLREDUCE of tensor 'stop/big'" in ln and "rank 1" in ln for ln in blocked), err
+    assert "Aborting the job" in err, err
+
+
+def test_stopped_idle_rank_blocks_negotiation_and_the_job_ends(world):
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
+    rc, out, err = launch(world, "stopped_idle_rank", env=env, timeout=90)
+    assert rc != 0, out + err
+    assert "negotiation round" in err and "has been blocked for" in err, err
+    assert "Aborting the job" in err, err
