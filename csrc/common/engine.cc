@@ -9,9 +9,9 @@
 
 #include "common/controller.h"
 #include "common/logging.h"
-#include "common/watchdog.h"
 #include "common/operations.h"
 #include "common/timeline.h"
+#include "common/watchdog.h"
 #include "mpi/mpi_context.h"
 
 namespace hvd {
