@@ -348,11 +348,11 @@ def sc_stopped_rank():
     """Rank 1 is stopped (SIGSTOP) in the middle of a large ring allreduce. The others must
     report the blocked op naming rank 1 and, with a shutdown time set, end the job."""
     r = hvd.rank()
-    x = np.ones(64 << 20, np.float32)  # 256 MiB: the ring runs for a good while
+    x = np.ones(128 << 20, np.float32)  # 512 MiB: the ring runs for 70-150 ms here
     hvd.allreduce(x, op=hvd.Sum, name="stop/big", out=x)
     h = hvd.allreduce_async(x, op=hvd.Sum, name="stop/big", out=x)
     if r == 1:
-        time.sleep(0.005)  # negotiated (cached) within microseconds; now inside the ring
+        time.sleep(0.01)  # negotiated (cached) within microseconds; now inside the ring
         os.kill(os.getpid(), signal.SIGSTOP)
     hvd.synchronize(h)
     hvd.allreduce(np.ones(2), name="stop/after")  # had the stop missed the ring: blocks here
