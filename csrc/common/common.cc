@@ -45,6 +45,14 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
   return n;
 }
 
+bool ShapeBytes(const std::vector<int64_t>& shape, DataType t, int64_t* bytes) {
+  int64_t n = static_cast<int64_t>(DataTypeSize(t));
+  for (auto d : shape)
+    if (d < 0 || !CheckedMul(n, d, &n)) return false;
+  *bytes = n;
+  return true;
+}
+
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::ostringstream os;
   os << "[";
@@ -59,6 +67,10 @@ std::string RankList(const std::vector<int>& ranks) {
   for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
   os << "]";
   return os.str();
+}
+
+std::string Ranks(const std::vector<int>& ranks) {
+  return ranks.size() == 1 ? "rank " + std::to_string(ranks[0]) : "ranks " + RankList(ranks);
 }
 
 int64_t NowMicros() {

@@ -22,9 +22,15 @@ const char* ReduceOpName(ReduceOp op);
 const char* OpTypeName(OpType t);  // "ALLREDUCE", ...
 bool IsFloating(DataType t);
 
-int64_t NumElements(const std::vector<int64_t>& shape);
+int64_t NumElements(const std::vector<int64_t>& shape);  // shape already checked by ShapeBytes
+// Overflow-checked arithmetic for sizes computed from user input: false instead of wrapping.
+inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+// Bytes of a tensor; false if a dimension is negative or the size overflows int64.
+bool ShapeBytes(const std::vector<int64_t>& shape, DataType t, int64_t* bytes);
 std::string ShapeString(const std::vector<int64_t>& shape);
 std::string RankList(const std::vector<int>& ranks);  // "[0, 2]"
+std::string Ranks(const std::vector<int>& ranks);     // "rank 1" or "ranks [0, 2]"
 
 // The outcome of an op. An error is a value until a frontend turns it into its own exception.
 class Status {

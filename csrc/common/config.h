@@ -1,54 +1,72 @@
-// Every HOROVOD_* knob the engine reads, declared once with its default and one line of doc.
-// Config::FromEnvironment() reads them at init; `python -m horovod.common.config` (through the
-// bindings) prints this table.
+// Every HOROVOD_* knob the engine reads, declared once with its default, its bounds, whether all
+// ranks must agree on it, and one line of doc. Config::FromEnvironment() parses them strictly at
+// init; `python -c "import horovod.common.basics as b; print(b.config_knobs())"` prints the table.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace hvd {
 
-// X(field, ENV_NAME, type, default, doc)
+// Knobs marked AGREE change message sizes, algorithms, fusion or the cache's bit vector: ranks
+// that differ would exchange mismatched messages (MPI_ERR_TRUNCATE) or wait forever, so Init
+// compares them across ranks and fails on every rank, naming the knob and each rank's value.
+// The stall knobs agree so that every rank's watchdog reports the same blocked section at the
+// same time. LOCAL knobs may differ.
+enum class Scope { LOCAL, AGREE };
+
+// X(field, ENV_NAME, type, default, min, max, scope, doc); min/max bound numeric knobs only.
 #define HVD_CONFIG_KNOBS(X)                                                                      \
-  X(fusion_threshold, "HOROVOD_FUSION_THRESHOLD", int64_t, 128LL << 20,                          \
-    "bytes of ready tensors packed into one fused allreduce; 0 disables fusion")                  \
-  X(cycle_time_ms, "HOROVOD_CYCLE_TIME", double, 1.0,                                            \
-    "ms between negotiation rounds when no new work arrives (new work wakes the loop at once)")  \
-  X(cache_capacity, "HOROVOD_CACHE_CAPACITY", int64_t, 1024,                                     \
-    "responses kept for the steady-state fast path (one bit-vector allreduce); 0 disables it")   \
-  X(cpu_operations, "HOROVOD_CPU_OPERATIONS", std::string, "ring",                               \
-    "CPU allreduce: 'ring' (our reduce-scatter + allgather) or 'mpi' (MPI_Allreduce baseline)")  \
-  X(ring_chunk_bytes, "HOROVOD_RING_CHUNK_BYTES", int64_t, 1LL << 20,                            \
-    "pipelining unit of the ring: a chunk is reduced while the next one is in flight")           \
-  X(small_allreduce_bytes, "HOROVOD_SMALL_ALLREDUCE_BYTES", int64_t, 32LL << 10,                \
-    "allreduces up to this size exchange whole buffers in one step instead of the ring")        \
-  X(timeline, "HOROVOD_TIMELINE", std::string, "",                                               \
-    "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")           \
-  X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false,                             \
-    "turn off the stall inspector and the watchdog of blocked rounds and collectives")          \
-  X(stall_check_time_s, "HOROVOD_STALL_CHECK_TIME_SECONDS", double, 60.0,                        \
-    "seconds a tensor may wait for other ranks before rank 0 logs who is missing, and a "       \
-    "negotiation round or collective may stay blocked before it is logged with its peers")      \
-  X(stall_shutdown_time_s, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", double, 0.0,                   \
-    "seconds after which a stalled tensor shuts the engine down on every rank and a blocked "   \
-    "round or collective aborts the job; 0 = never")                                           \
-  X(log_level, "HOROVOD_LOG_LEVEL", std::string, "warning",                                      \
-    "trace, debug, info, warning or error")                                                      \
-  X(mpi_threads_disable, "HOROVOD_MPI_THREADS_DISABLE", bool, false,                             \
-    "initialize MPI with MPI_THREAD_SERIALIZED instead of MPI_THREAD_MULTIPLE")
+  X(fusion_threshold, "HOROVOD_FUSION_THRESHOLD", int64_t, 128LL << 20, 0, 64LL << 30, AGREE,    \
+    "bytes of ready tensors packed into one fused allreduce; 0 disables fusion")                 \
+  X(cycle_time_ms, "HOROVOD_CYCLE_TIME", double, 1.0, 0, 1000, LOCAL,                           \
+    "ms between negotiation rounds when no new work arrives (new work wakes the loop at once)") \
+  X(cache_capacity, "HOROVOD_CACHE_CAPACITY", int64_t, 1024, 0, 1 << 20, AGREE,                  \
+    "responses kept for the steady-state fast path (one bit-vector allreduce); 0 disables it")  \
+  X(cpu_operations, "HOROVOD_CPU_OPERATIONS", std::string, "ring", 0, 0, AGREE,                  \
+    "CPU allreduce: 'ring' (our reduce-scatter + allgather) or 'mpi' (MPI_Allreduce baseline)") \
+  X(ring_chunk_bytes, "HOROVOD_RING_CHUNK_BYTES", int64_t, 1LL << 20, 64, 1LL << 30, AGREE,      \
+    "pipelining unit of the ring: a chunk is reduced while the next one is in flight")          \
+  X(small_allreduce_bytes, "HOROVOD_SMALL_ALLREDUCE_BYTES", int64_t, 32LL << 10, 0, 16LL << 20,  \
+    AGREE, "allreduces up to this size exchange whole buffers in one step instead of the ring") \
+  X(timeline, "HOROVOD_TIMELINE", std::string, "", 0, 0, LOCAL,                                  \
+    "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")          \
+  X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false, 0, 0, AGREE,                \
+    "turn off the stall inspector and the watchdog of blocked rounds and collectives")         \
+  X(stall_check_time_s, "HOROVOD_STALL_CHECK_TIME_SECONDS", double, 60.0, 0.1, 1e6, AGREE,       \
+    "seconds a tensor may wait for other ranks before rank 0 logs who is missing, and a "      \
+    "negotiation round or collective may make no progress before it is logged with its peers") \
+  X(stall_shutdown_time_s, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", double, 0.0, 0, 1e6, AGREE,    \
+    "seconds after which a stalled tensor shuts the engine down on every rank and a round or " \
+    "collective without progress aborts the job; 0 = never, else at least the check time")    \
+  X(log_level, "HOROVOD_LOG_LEVEL", std::string, "warning", 0, 0, LOCAL,                         \
+    "trace, debug, info, warning or error")                                                     \
+  X(mpi_threads_disable, "HOROVOD_MPI_THREADS_DISABLE", bool, false, 0, 0, LOCAL,                \
+    "initialize MPI with MPI_THREAD_SERIALIZED instead of MPI_THREAD_MULTIPLE (the watchdog "   \
+    "then cannot name the ranks missing from a negotiation round)")
 
 struct Config {
-#define HVD_DECLARE_FIELD(field, env, type, def, doc) type field = def;
+#define HVD_DECLARE_FIELD(field, env, type, def, lo, hi, scope, doc) type field = def;
   HVD_CONFIG_KNOBS(HVD_DECLARE_FIELD)
 #undef HVD_DECLARE_FIELD
 
-  // Reads every knob from the environment; a malformed value is an error naming the variable.
+  // Reads every knob from the environment. A malformed or out-of-range value is an error naming
+  // the variable, its value and what is accepted; the first such error is returned.
   static Config FromEnvironment(std::string* error);
+  // "ENV=value" lines of the AGREE knobs, as parsed (so "1048576" and "1048576 " compare equal).
+  std::string AgreedValues() const;
 
   struct Knob {
     std::string env, default_value, doc;
   };
   static std::vector<Knob> Describe();
 };
+
+// Given every rank's parse error (empty if none) and AgreedValues(), the error every rank
+// raises, identically: bad values with their ranks first, then each knob the ranks disagree on
+// with each rank's value. Empty if the configuration is consistent.
+std::string CheckConfigAcrossRanks(const std::vector<std::string>& errors,
+                                   const std::vector<std::string>& agreed);
 
 }  // namespace hvd

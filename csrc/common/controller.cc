@@ -1,7 +1,9 @@
 #include "common/controller.h"
 
 #include <algorithm>
+#include <climits>
 #include <functional>
+#include <tuple>
 #include <sstream>
 
 #include "common/logging.h"
@@ -48,6 +50,44 @@ std::string Disagreement(const std::string& name, const char* what, const std::v
 std::string TrailingDims(const Request& r) {
   std::vector<int64_t> rest(r.shape.begin() + (r.shape.empty() ? 0 : 1), r.shape.end());
   return "dimensions after the first " + ShapeString(rest);
+}
+
+// Allgather and alltoall outputs are sized from other ranks' first dimensions and splits: the
+// total a rank receives must fit in int64 bytes, or its allocation would wrap to a small buffer.
+// Checked here, where every rank's request is known, so that every rank gets the error.
+std::string CheckReceivedBytes(const std::string& name, const std::vector<Request>& reqs) {
+  const Request& first = reqs[0];
+  int64_t row_bytes = 0;
+  std::vector<int64_t> row(first.shape.begin() + 1, first.shape.end());
+  if (!ShapeBytes(row, first.dtype, &row_bytes)) row_bytes = INT64_MAX;
+  const int n = static_cast<int>(reqs.size());
+  for (int dst = 0; dst < n; ++dst) {
+    int64_t rows = 0, bytes = 0;
+    bool ok = true;
+    for (int src = 0; src < n && ok; ++src) {
+      const Request& r = reqs[src];
+      int64_t part = first.type == OpType::ALLGATHER ? r.shape[0] : r.splits[dst];
+      ok = CheckedAdd(rows, part, &rows);
+    }
+    if (ok) ok = CheckedMul(rows, row_bytes, &bytes);
+    if (!ok) {
+      std::ostringstream os;
+      os << "tensor '" << name << "': the " << OpTypeName(first.type) << " output";
+      if (first.type == OpType::ALLTOALL) os << " of rank " << dst;
+      os << " would hold more bytes than fit in int64 (";
+      if (first.type == OpType::ALLGATHER) {
+        os << "first dimensions:";
+        for (int src = 0; src < n; ++src) os << " rank " << src << " " << reqs[src].shape[0] << (src + 1 < n ? "," : "");
+      } else {
+        os << "rows sent to it:";
+        for (int src = 0; src < n; ++src) os << " rank " << src << " " << reqs[src].splits[dst] << (src + 1 < n ? "," : "");
+      }
+      os << ")";
+      return os.str();
+    }
+    if (first.type == OpType::ALLGATHER) break;  // every rank receives the same total
+  }
+  return "";
 }
 
 }  // namespace
@@ -140,12 +180,23 @@ ResponseList Controller::RunRound(bool want_shutdown) {
     // Cache what was negotiated, identically everywhere, before it runs.
     for (const auto& resp : slow.responses) {
       if (!resp.error.empty()) continue;
+      // One tensor's response, built field by field: copying the fused response per name
+      // would copy all its names each time (quadratic in the group size).
+      Response single;
+      single.type = resp.type;
+      single.dtype = resp.dtype;
+      single.reduce_op = resp.reduce_op;
+      single.root = resp.root;
+      single.prescale = resp.prescale;
+      single.postscale = resp.postscale;
+      single.first_dims = resp.first_dims;  // only single-tensor responses carry them
+      single.names.resize(1);
+      single.num_elements.resize(1);
       for (size_t i = 0; i < resp.names.size(); ++i) {
         const TensorEntry* e = queue_->Peek(resp.names[i]);
         if (!e) continue;
-        Response single = resp;
-        single.names = {resp.names[i]};
-        single.num_elements = {resp.num_elements[i]};
+        single.names[0] = resp.names[i];
+        single.num_elements[0] = resp.num_elements[i];
         int evicted = cache_.Put(single, e->request);
         auto it = evicted >= 0 ? pending_hits_.find(evicted) : pending_hits_.end();
         if (it != pending_hits_.end()) {
@@ -224,6 +275,17 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   resp.names = {name};
   resp.num_elements = {NumElements(first.shape)};
 
+  // A rank's own bad arguments come first: nothing else about its request can be trusted.
+  std::ostringstream invalid;
+  for (size_t r = 0; r < reqs.size(); ++r)
+    if (!reqs[r].invalid.empty())
+      invalid << (invalid.tellp() ? "; " : "") << "on rank " << r << ": " << reqs[r].invalid;
+  if (invalid.tellp()) {
+    resp.error = "Invalid arguments for tensor '" + name + "' " + invalid.str() +
+                 " (the op fails on every rank)";
+    resp.error_is_invalid_argument = true;
+    return resp;
+  }
   std::string err = Disagreement(name, "operations", reqs, [](const Request& r) { return std::string(OpTypeName(r.type)); });
   if (err.empty())
     err = Disagreement(name, "data types", reqs, [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
@@ -241,6 +303,10 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
     err = Disagreement(name, "broadcast root ranks", reqs, [](const Request& r) { return "root " + std::to_string(r.root); });
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
     err = Disagreement(name, "shapes (all dimensions but the first must agree)", reqs, TrailingDims);
+  if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL)) {
+    err = CheckReceivedBytes(name, reqs);
+    resp.error_is_invalid_argument = !err.empty();  // the inputs, not a disagreement
+  }
   if (!err.empty()) {
     resp.error = err;
     return resp;
@@ -251,28 +317,34 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
 }
 
 std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
+  // Next fit per kind, in one pass: each (dtype, op, scale factors) has one open group that a
+  // response joins if it fits under the threshold; otherwise the group closes and a new one
+  // opens. Linear in the number of responses, and deterministic, so every rank fusing the same
+  // fast-path list gets the same groups. Groups run in the order they were opened.
   if (config_.fusion_threshold <= 0 || responses.size() < 2) return responses;
   std::vector<Response> out;
-  std::vector<bool> used(responses.size(), false);
-  for (size_t i = 0; i < responses.size(); ++i) {
-    if (used[i]) continue;
-    Response group = std::move(responses[i]);
-    used[i] = true;
-    if (group.type == OpType::ALLREDUCE && group.error.empty()) {
-      int64_t bytes = group.TotalBytes();
-      for (size_t j = i + 1; j < responses.size(); ++j) {
-        const Response& c = responses[j];
-        if (used[j] || c.type != OpType::ALLREDUCE || !c.error.empty() || c.dtype != group.dtype ||
-            c.reduce_op != group.reduce_op || c.prescale != group.prescale ||
-            c.postscale != group.postscale || bytes + c.TotalBytes() > config_.fusion_threshold)
-          continue;
-        bytes += c.TotalBytes();
-        group.names.push_back(c.names[0]);
-        group.num_elements.push_back(c.num_elements[0]);
-        used[j] = true;
-      }
+  out.reserve(responses.size());
+  std::vector<int64_t> out_bytes;
+  std::map<std::tuple<DataType, ReduceOp, double, double>, size_t> open;  // kind -> index in out
+  for (auto& resp : responses) {
+    if (resp.type != OpType::ALLREDUCE || !resp.error.empty()) {
+      out.push_back(std::move(resp));
+      out_bytes.push_back(0);
+      continue;
     }
-    out.push_back(std::move(group));
+    const int64_t bytes = resp.TotalBytes();
+    const auto kind = std::make_tuple(resp.dtype, resp.reduce_op, resp.prescale, resp.postscale);
+    auto it = open.find(kind);
+    if (it != open.end() && out_bytes[it->second] + bytes <= config_.fusion_threshold) {
+      Response& group = out[it->second];
+      group.names.push_back(std::move(resp.names[0]));
+      group.num_elements.push_back(resp.num_elements[0]);
+      out_bytes[it->second] += bytes;
+      continue;
+    }
+    open[kind] = out.size();
+    out_bytes.push_back(bytes);
+    out.push_back(std::move(resp));
   }
   return out;
 }

@@ -27,6 +27,7 @@ struct Engine {
   std::unique_ptr<Operations> ops;
   std::thread thread;
   std::atomic<bool> shutdown_requested{false};
+  std::string init_error;  // set if Init failed after MPI was initialized
 };
 
 std::mutex g_mu;            // guards g_engine across Init/Shutdown
@@ -61,17 +62,40 @@ void BackgroundLoop(Engine* e) {
 
 Status Init(MPI_Comm comm) {
   std::lock_guard<std::mutex> lk(g_mu);
-  if (g_running) return Status();
+  if (g_running) {
+    // Same communicator (or none given): a no-op. Another one cannot take effect silently.
+    int cmp = MPI_IDENT;
+    if (comm != MPI_COMM_NULL) MPI_Comm_compare(comm, g_engine->mpi.comm(), &cmp);
+    if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT)
+      return Status::InvalidArgument(
+          "Horovod is already running on a communicator of " + std::to_string(g_engine->topo.size) +
+          " ranks; init(comm=...) with another communicator cannot switch it (call it once, "
+          "before any op; Horovod cannot be re-initialized after shutdown)");
+    return Status();
+  }
+  if (g_engine && !g_engine->init_error.empty())
+    return Status::InvalidArgument("Horovod failed to initialize in this process and cannot be "
+                                   "initialized again: " + g_engine->init_error);
   if (g_engine)
     return Status::InvalidArgument("Horovod was shut down in this process and cannot be "
                                    "initialized again (MPI cannot be re-initialized)");
   auto e = std::make_unique<Engine>();
-  std::string err;
-  e->config = Config::FromEnvironment(&err);
-  if (!err.empty()) return Status::InvalidArgument(err);
-  SetLogLevel(e->config.log_level);
+  std::string config_error;
+  e->config = Config::FromEnvironment(&config_error);
+  if (config_error.empty()) SetLogLevel(e->config.log_level);
   Status s = e->mpi.Init(comm, e->config.mpi_threads_disable);
   if (!s.ok()) return s;
+  // Every rank learns every rank's config errors and agreed knobs, so that all fail together
+  // with the same message instead of one rank failing and the others hanging or truncating.
+  const std::string mismatch = CheckConfigAcrossRanks(
+      e->mpi.AllgatherStrings(config_error), e->mpi.AllgatherStrings(e->config.AgreedValues()));
+  if (!mismatch.empty()) {
+    e->mpi.Finalize();
+    e->init_error = mismatch;
+    // Keep the dead engine: a later init() says why instead of re-initializing MPI.
+    g_engine = e.release();
+    return Status::InvalidArgument(mismatch);
+  }
   SetLogRank(e->mpi.rank);
   e->topo = {e->mpi.rank, e->mpi.size, e->mpi.local_rank, e->mpi.local_size,
              e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
@@ -83,12 +107,20 @@ Status Init(MPI_Comm comm) {
   e->ops = std::make_unique<Operations>(&e->mpi, e->config, &e->timeline, &e->queue);
   if (!e->config.stall_check_disable) {
     const bool can_abort = e->mpi.threads_multiple;  // MPI_Abort from the watchdog's thread
-    GlobalWatchdog().Start(e->mpi.rank, e->config.stall_check_time_s,
-                           e->config.stall_shutdown_time_s, [can_abort](const std::string& msg) {
+    RollCall roll_call;
+    if (e->mpi.roll_call_available()) {
+      MpiContext* mpi = &e->mpi;
+      roll_call.announce = [mpi](int64_t seq) { mpi->AnnounceBlocked(seq); };
+      roll_call.poll = [mpi](std::vector<int64_t>* latest) { mpi->PollAnnouncements(latest); };
+    }
+    GlobalWatchdog().Start(e->mpi.rank, e->mpi.size, e->config.stall_check_time_s,
+                           e->config.stall_shutdown_time_s,
+                           [can_abort](const std::string& msg) {
                              HVD_LOG(ERROR, msg);
                              if (can_abort) MPI_Abort(MPI_COMM_WORLD, 1);
                              std::_Exit(1);  // mpirun then ends the other ranks
-                           });
+                           },
+                           std::move(roll_call));
   }
   e->thread = std::thread(BackgroundLoop, e.get());
   g_engine = e.release();
@@ -124,36 +156,46 @@ const Config& GetConfig() {
 
 MPI_Comm RawComm() { return g_running ? g_engine->mpi.raw_comm() : MPI_COMM_NULL; }
 
+namespace {
+
+// Why a request cannot run, or "". Sizes are overflow-checked: they come from user input.
+std::string Validate(const Request& r, int n) {
+  int64_t bytes = 0;
+  if (!ShapeBytes(r.shape, r.dtype, &bytes))
+    return "shape " + ShapeString(r.shape) + " has a negative dimension or more bytes than fit in int64";
+  const bool needs_rows = r.type == OpType::ALLGATHER || r.type == OpType::ALLTOALL ||
+                          r.type == OpType::REDUCESCATTER;
+  if (needs_rows && r.shape.empty())
+    return std::string(OpTypeName(r.type)) + " needs a tensor with at least one dimension, got a scalar";
+  if (r.type == OpType::BROADCAST && (r.root < 0 || r.root >= n))
+    return "broadcast root rank " + std::to_string(r.root) + " is outside [0, " + std::to_string(n) + ")";
+  if (r.type == OpType::ALLTOALL) {
+    // Checked sum: splits near 2^63 must not wrap around to the right total.
+    int64_t total = 0;
+    bool bad = static_cast<int>(r.splits.size()) != n;
+    for (auto sp : r.splits) bad = bad || sp < 0 || !CheckedAdd(total, sp, &total);
+    if (bad || total != r.shape[0])
+      return "alltoall needs one non-negative split per rank (" + std::to_string(n) +
+             ") summing to the first dimension (" + std::to_string(r.shape[0]) + "), got " +
+             ShapeString(r.splits);
+  }
+  return "";
+}
+
+}  // namespace
+
 Status Enqueue(std::vector<TensorEntry> entries) {
   Engine* e = g_engine;
-  if (!e) return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
-  const int n = e->topo.size;
-  for (const auto& en : entries) {
-    const Request& r = en.request;
-    // Built only for an error: this loop runs for every tensor of every step.
-    auto who = [&] { return "tensor '" + r.name + "' on rank " + std::to_string(e->topo.rank) + ": "; };
+  if (!e || !e->controller)  // never initialized, or init failed
+    return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
+  for (auto& en : entries) {
+    Request& r = en.request;
+    // Without a name or a known dtype the request cannot even be negotiated: fail here.
     if (r.name.empty()) return Status::InvalidArgument("a tensor name must not be empty");
     if (static_cast<unsigned>(r.dtype) >= kNumDataTypes)
-      return Status::InvalidArgument(who() + "unsupported data type");
-    bool needs_rows = r.type == OpType::ALLGATHER || r.type == OpType::ALLTOALL ||
-                      r.type == OpType::REDUCESCATTER;
-    if (needs_rows && r.shape.empty())
-      return Status::InvalidArgument(who() + OpTypeName(r.type) +
-                                     " needs a tensor with at least one dimension, got a scalar");
-    if (r.type == OpType::BROADCAST && (r.root < 0 || r.root >= n))
-      return Status::InvalidArgument(who() + "broadcast root rank " + std::to_string(r.root) +
-                                     " is outside [0, " + std::to_string(n) + ")");
-    if (r.type == OpType::ALLTOALL) {
-      int64_t total = 0;
-      for (auto s : r.splits) {
-        if (s < 0) return Status::InvalidArgument(who() + "alltoall splits must not be negative");
-        total += s;
-      }
-      if (static_cast<int>(r.splits.size()) != n || total != r.shape[0])
-        return Status::InvalidArgument(who() + "alltoall needs one split per rank (" +
-                                       std::to_string(n) + ") summing to the first dimension (" +
-                                       std::to_string(r.shape[0]) + ")");
-    }
+      return Status::InvalidArgument("tensor '" + r.name + "': unsupported data type");
+    // Anything else is negotiated as invalid, so that every rank fails with the reason.
+    r.invalid = Validate(r, e->topo.size);
   }
   return e->queue.Add(std::move(entries));
 }

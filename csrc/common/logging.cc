@@ -24,8 +24,13 @@ bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load
 
 void LogMessage(LogLevel level, const std::string& msg) {
   // One fprintf per line so lines of concurrent ranks do not interleave mid-line.
-  std::fprintf(stderr, "[horovod rank %d %s] %s\n", g_rank.load(), kNames[static_cast<int>(level)],
-               msg.c_str());
+  // Before init this process has no rank yet: say nothing rather than "rank -1".
+  const int rank = g_rank.load();
+  if (rank < 0)
+    std::fprintf(stderr, "[horovod %s] %s\n", kNames[static_cast<int>(level)], msg.c_str());
+  else
+    std::fprintf(stderr, "[horovod rank %d %s] %s\n", rank, kNames[static_cast<int>(level)],
+                 msg.c_str());
   std::fflush(stderr);
 }
 

@@ -66,7 +66,7 @@ class Reader {
 bool Request::SameParams(const Request& o) const {
   return type == o.type && dtype == o.dtype && reduce_op == o.reduce_op && root == o.root &&
          prescale == o.prescale && postscale == o.postscale && shape == o.shape &&
-         splits == o.splits && name == o.name;
+         splits == o.splits && name == o.name && invalid.empty() && o.invalid.empty();
 }
 
 int64_t Response::TotalBytes() const {
@@ -82,7 +82,7 @@ std::string Encode(const RequestList& l) {
   for (const auto& r : l.requests) {
     w.Pod(r.rank); w.Pod(r.type); w.Pod(r.dtype); w.Pod(r.reduce_op); w.Pod(r.root);
     w.Pod(r.prescale); w.Pod(r.postscale);
-    w.Str(r.name); w.Vec(r.shape); w.Vec(r.splits);
+    w.Str(r.name); w.Vec(r.shape); w.Vec(r.splits); w.Str(r.invalid);
   }
   return w.Take();
 }
@@ -97,7 +97,7 @@ bool Decode(const char* data, size_t size, RequestList* l) {
   for (auto& r : l->requests) {
     if (!(rd.Pod(&r.rank) && rd.Pod(&r.type) && rd.Pod(&r.dtype) && rd.Pod(&r.reduce_op) &&
           rd.Pod(&r.root) && rd.Pod(&r.prescale) && rd.Pod(&r.postscale) && rd.Str(&r.name) &&
-          rd.Vec(&r.shape) && rd.Vec(&r.splits)))
+          rd.Vec(&r.shape) && rd.Vec(&r.splits) && rd.Str(&r.invalid)))
       return false;
   }
   return rd.Done();
@@ -114,6 +114,7 @@ std::string Encode(const ResponseList& l) {
     w.Pod<uint64_t>(r.names.size());
     for (const auto& n : r.names) w.Str(n);
     w.Vec(r.num_elements); w.Vec(r.first_dims); w.Str(r.error);
+    w.Pod<uint8_t>(r.error_is_invalid_argument);
   }
   return w.Take();
 }
@@ -133,7 +134,11 @@ bool Decode(const char* data, size_t size, ResponseList* l) {
     r.names.resize(nn);
     for (auto& s : r.names)
       if (!rd.Str(&s)) return false;
-    if (!(rd.Vec(&r.num_elements) && rd.Vec(&r.first_dims) && rd.Str(&r.error))) return false;
+    uint8_t invalid_argument = 0;
+    if (!(rd.Vec(&r.num_elements) && rd.Vec(&r.first_dims) && rd.Str(&r.error) &&
+          rd.Pod(&invalid_argument)))
+      return false;
+    r.error_is_invalid_argument = invalid_argument != 0;
   }
   return rd.Done();
 }

@@ -19,6 +19,9 @@ struct Request {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<int64_t> splits;  // alltoall only: rows sent to each rank (local, not compared)
+  // Non-empty: this rank's arguments failed local validation (bad root, splits, shape). The
+  // request is still negotiated so that every rank fails with this text instead of waiting.
+  std::string invalid;
 
   // Same op, same parameters: the test behind the response-cache fast path.
   bool SameParams(const Request& o) const;
@@ -34,6 +37,7 @@ struct Response {
   std::vector<int64_t> num_elements;  // per name, for fusion sizing
   std::vector<int64_t> first_dims;    // allgather: first dimension of every rank
   std::string error;                  // non-empty: the op fails on every rank with this text
+  bool error_is_invalid_argument = false;  // a rank's bad arguments (else ranks disagree)
 
   int64_t TotalBytes() const;
 };

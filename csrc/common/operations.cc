@@ -59,7 +59,8 @@ void Operations::Execute(const Response& r) {
     }
   }
   if (!r.error.empty()) {
-    for (auto& e : entries) e.done(Status::Mismatch(r.error));
+    const Status s = r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
+    for (auto& e : entries) e.done(s);
     return;
   }
   if (timeline_->enabled())
@@ -118,7 +119,35 @@ Operations::AllreduceAlgorithm Operations::ChooseAllreduce(size_t count, DataTyp
   return small ? AllreduceAlgorithm::DIRECT : AllreduceAlgorithm::RING;
 }
 
+Status Operations::AllreduceWidened(const Response& r, std::vector<TensorEntry>& es) {
+  Response wide = r;
+  wide.dtype = DataType::INT64;
+  size_t total = 0;
+  for (auto n : r.num_elements) total += static_cast<size_t>(n);
+  const AllreduceAlgorithm algo = ChooseAllreduce(total, wide.dtype);
+  static const char* const kActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE"};
+  WatchScope watch(Watch(r, kActivity[static_cast<int>(algo)], algo == AllreduceAlgorithm::RING));
+  int64_t* buf = static_cast<int64_t*>(FusionBuffer(total * sizeof(int64_t)));
+  Activity(es, "WIDEN_TO_INT64");
+  size_t off = 0;
+  for (size_t i = 0; i < es.size(); ++i) {
+    WidenToInt64(es[i].input, r.dtype, buf + off, static_cast<size_t>(r.num_elements[i]));
+    off += static_cast<size_t>(r.num_elements[i]);
+  }
+  EndActivity(es);
+  Activity(es, kActivity[static_cast<int>(algo)]);
+  AllreduceBuffer(buf, buf, total, wide, algo);
+  EndActivity(es);
+  off = 0;
+  for (size_t i = 0; i < es.size(); ++i) {
+    NarrowFromInt64(buf + off, r.dtype, es[i].output, static_cast<size_t>(r.num_elements[i]));
+    off += static_cast<size_t>(r.num_elements[i]);
+  }
+  return Status();
+}
+
 Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
+  if (AveragesWidened(r.dtype, r.reduce_op)) return AllreduceWidened(r, es);
   const size_t esize = DataTypeSize(r.dtype);
   size_t total = 0;
   for (auto n : r.num_elements) total += static_cast<size_t>(n);
@@ -168,10 +197,8 @@ Status Operations::Allgather(const Response& r, TensorEntry& e) {
   void* out = nullptr;
   Status s = e.allocate_output(shape, &out);
   std::vector<char> discard;
-  if (!s.ok()) {  // still take part, so that no peer blocks
-    discard.resize(rows * row_elems * DataTypeSize(r.dtype) + 1);
-    out = discard.data();
-  }
+  if (!s.ok())  // still take part, so that no peer blocks (sizes were checked at negotiation)
+    out = DiscardBuffer(&discard, rows * row_elems * DataTypeSize(r.dtype), "ALLGATHER output");
   WatchScope watch(Watch(r, "RING_ALLGATHER", true));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_ALLGATHER");
   hvd::Allgather(e.input, out, row_elems * DataTypeSize(r.dtype), r.first_dims, mpi_->comm());
@@ -212,32 +239,44 @@ Status Operations::Alltoall(const Response& r, TensorEntry& e) {
 
 Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
   std::vector<int64_t> shape = e.request.shape;
-  const size_t esize = DataTypeSize(r.dtype);
   const size_t count = static_cast<size_t>(NumElements(shape));
   size_t row_elems = 1;
   for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
-  Segments seg = EvenSegments(count, mpi_->size, row_elems);
-  shape[0] = static_cast<int64_t>(row_elems ? seg.count[mpi_->rank] / row_elems : 0);
+  // Rows per rank from the first dimension itself: with rows of zero elements the element
+  // segments are all empty, but the output still has its share of rows.
+  const int n = mpi_->size, rank = mpi_->rank;
+  const int64_t rows = shape[0];
+  shape[0] = rows / n + (rank < rows % n ? 1 : 0);
+  const size_t mine = static_cast<size_t>(shape[0]) * row_elems;
   void* out = nullptr;
   Status s = e.allocate_output(shape, &out);
-  std::vector<char> discard;
-  if (!s.ok()) {
-    discard.resize(seg.count[mpi_->rank] * esize + 1);
-    out = discard.data();
-  }
+  // Integer Average goes through int64 (no wrap before the division), like allreduce.
+  const bool widen = AveragesWidened(r.dtype, r.reduce_op);
+  Response wide = r;
+  if (widen) wide.dtype = DataType::INT64;
+  const size_t esize = DataTypeSize(wide.dtype);
+  std::vector<char> discard, narrow;
+  void* result = out;
+  if (!s.ok()) result = DiscardBuffer(&discard, mine * esize, "REDUCESCATTER output");
+  else if (widen) result = DiscardBuffer(&narrow, mine * esize, "REDUCESCATTER int64 output");
   void* work = FusionBuffer(count * esize);
   const void* src = e.input;
+  if (widen) {
+    WidenToInt64(e.input, r.dtype, static_cast<int64_t*>(work), count);
+    src = work;
+  }
   if (r.prescale != 1.0) {
-    std::memcpy(work, e.input, count * esize);
-    ScaleInPlace(work, count, r.dtype, r.prescale);
+    if (src != work) std::memcpy(work, e.input, count * esize);
+    ScaleInPlace(work, count, wide.dtype, r.prescale);
     src = work;
   }
   WatchScope watch(Watch(r, "RING_REDUCESCATTER", true));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_REDUCESCATTER");
-  hvd::Reducescatter(src, work, count, row_elems, r.dtype, r.reduce_op, config_.ring_chunk_bytes,
-                     &scratch_, mpi_->comm(), out);
+  hvd::Reducescatter(src, work, count, row_elems, wide.dtype, r.reduce_op, config_.ring_chunk_bytes,
+                     &scratch_, mpi_->comm(), result);
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
-  Average(out, seg.count[mpi_->rank], r);
+  Average(result, mine, wide);
+  if (s.ok() && widen) NarrowFromInt64(static_cast<int64_t*>(result), r.dtype, out, mine);
   return s;
 }
 

@@ -20,6 +20,7 @@ class Operations {
 
  private:
   Status Allreduce(const Response& r, std::vector<TensorEntry>& entries);
+  Status AllreduceWidened(const Response& r, std::vector<TensorEntry>& entries);  // integer Average
   Status Allgather(const Response& r, TensorEntry& e);
   Status Broadcast(const Response& r, TensorEntry& e);
   Status Alltoall(const Response& r, TensorEntry& e);

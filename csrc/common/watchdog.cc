@@ -1,5 +1,7 @@
 #include "common/watchdog.h"
 
+#include <algorithm>
+#include <iomanip>
 #include <sstream>
 
 #include "common/common.h"
@@ -12,13 +14,17 @@ Watchdog& GlobalWatchdog() {
   return w;
 }
 
-void Watchdog::Start(int rank, double warn_s, double abort_s, AbortFn abort) {
+void Watchdog::Start(int rank, int size, double warn_s, double abort_s, AbortFn abort,
+                     RollCall roll_call) {
   std::lock_guard<std::mutex> lk(mu_);
   if (running_ || warn_s <= 0) return;
   rank_ = rank;
+  size_ = size;
   warn_s_ = warn_s;
   abort_s_ = abort_s;
   abort_ = std::move(abort);
+  roll_call_ = std::move(roll_call);
+  peers_blocked_in_.assign(size, -1);
   stop_ = false;
   running_ = true;
   thread_ = std::thread(&Watchdog::Run, this);
@@ -39,9 +45,12 @@ void Watchdog::Stop() {
 void Watchdog::Enter(const WatchSection& section) {
   std::lock_guard<std::mutex> lk(mu_);
   section_ = section;
+  ++seq_;
   since_us_ = NowMicros();
   last_report_us_ = since_us_;
+  seen_progress_ = progress_.load(std::memory_order_relaxed);
   active_ = true;
+  announced_ = false;
 }
 
 void Watchdog::Leave() {
@@ -56,16 +65,32 @@ std::string Watchdog::Describe(int64_t blocked_us) const {
     os << " of tensor '" << *section_.tensor << "'";
     if (section_.more_tensors) os << " (and " << section_.more_tensors << " fused with it)";
   }
-  os << " has been blocked for " << blocked_us / 1000000 << " s waiting for ";
+  os << " has been blocked for " << std::fixed << std::setprecision(1) << blocked_us / 1e6
+     << " s with no progress, waiting for ";
+  // Roll call: peers that said they are blocked in this very section are here too.
+  std::vector<int> absent, present;
+  if (roll_call_.poll) {
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) (peers_blocked_in_[r] == seq_ ? present : absent).push_back(r);
+  }
   const char* culprit = "one of them";
-  if (section_.recv_from < 0) {
-    os << "every rank";
-  } else if (section_.recv_from == section_.send_to) {
-    os << "rank " << section_.recv_from;
-    culprit = "that process";
+  if (!absent.empty()) {
+    // Silent: not blocked here by its own account, so it never arrived or cannot even say so.
+    os << Ranks(absent) << " (silent: not blocked in this section by " << (absent.size() > 1 ? "their" : "its")
+       << " own account";
+    if (!present.empty()) os << "; " << Ranks(present) << (present.size() > 1 ? " are" : " is") << " blocked in it too";
+    os << ")";
+    culprit = absent.size() > 1 ? "those processes" : "that process";
+  } else if (section_.recv_from >= 0) {
+    if (section_.recv_from == section_.send_to) {
+      os << "rank " << section_.recv_from;
+      culprit = "that process";
+    } else {
+      os << "rank " << section_.recv_from << " (receiving from it) or rank " << section_.send_to
+         << " (sending to it)";
+    }
   } else {
-    os << "rank " << section_.recv_from << " (receiving from it) or rank " << section_.send_to
-       << " (sending to it)";
+    os << "every rank";
   }
   os << "; " << culprit << " may be stopped, dead, or stuck outside Horovod";
   return os.str();
@@ -74,7 +99,10 @@ std::string Watchdog::Describe(int64_t blocked_us) const {
 void Watchdog::Run() {
   const int64_t warn_us = static_cast<int64_t>(warn_s_ * 1e6);
   const int64_t abort_us = static_cast<int64_t>(abort_s_ * 1e6);
-  constexpr int64_t kTickUs = 500000;
+  // Announce well before reporting, so that every live peer's announcement has arrived when
+  // this rank names the absent ones; a tick of 100 ms keeps that margin for a 1 s check time.
+  const int64_t announce_us = warn_us / 4;
+  constexpr int64_t kTickUs = 100000;
   std::unique_lock<std::mutex> lk(mu_);
   int64_t last_tick = NowMicros();
   while (!stop_) {
@@ -82,10 +110,27 @@ void Watchdog::Run() {
     const int64_t now = NowMicros();
     // A tick far later than asked means this process itself was stopped (SIGSTOP, a debugger,
     // a frozen VM): the time it lost says nothing about its peers, so measuring restarts.
-    if (now - last_tick > 4 * kTickUs) since_us_ = last_report_us_ = now;
+    if (now - last_tick > 10 * kTickUs) since_us_ = last_report_us_ = now;
     last_tick = now;
     if (stop_ || !active_) continue;
+    const uint64_t progress = progress_.load(std::memory_order_relaxed);
+    if (progress != seen_progress_) {  // data moved: not blocked, whatever the op's length
+      seen_progress_ = progress;
+      since_us_ = last_report_us_ = now;
+      continue;
+    }
     const int64_t blocked = now - since_us_;
+    if (roll_call_.announce && blocked >= announce_us) {
+      // MPI calls without the lock: the background thread must never wait on them.
+      const bool announce = !announced_;
+      const int64_t seq = seq_;
+      announced_ = true;
+      lk.unlock();
+      if (announce) roll_call_.announce(seq);
+      roll_call_.poll(&peers_blocked_in_);  // this thread's alone
+      lk.lock();
+      if (stop_ || !active_ || seq != seq_) continue;  // the section ended meanwhile
+    }
     if (abort_us > 0 && blocked >= abort_us) {
       std::ostringstream os;
       os << Describe(blocked) << ". Aborting the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="

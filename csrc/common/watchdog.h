@@ -1,17 +1,26 @@
 // Bounds the background thread's blocking sections: negotiation rounds and collectives, which
-// wait inside MPI where no timeout can be set. A section running longer than the stall check
-// time is reported with what it waits for (the op, the tensor, the ranks it exchanges with),
-// again every period; with a shutdown time set, a section running that long ends the job: a
-// blocked MPI transfer cannot be unwound, so failing the ops and carrying on is not possible.
-// A thread of its own looks twice a second; entering a section costs the background thread one
-// uncontended lock and a few stores, and text is built only when something is reported.
+// wait inside MPI where no timeout can be set. "Blocked" means no progress: a section that moves
+// no data (collectives call WatchProgress() as pieces complete) for the stall check time is
+// reported with what it waits for (the op, the tensor, and the ranks that have not reached it),
+// again every period; with a shutdown time set, a section without progress that long ends the
+// job: a blocked MPI transfer cannot be unwound, so failing the ops and carrying on is not
+// possible. A long operation that keeps moving data is never reported.
+//
+// Naming the missing ranks: every rank enters the same sections in the same order (negotiation
+// rounds and the collectives they decide), so a section's sequence number is the same
+// everywhere. A rank whose section is blocked tells every peer "I am blocked in section s"
+// (a roll call on a communicator of its own); the peers that never say so are the ones that
+// have not reached it or are stopped. Only blocked ranks send anything: the steady state costs
+// one uncontended lock and a few stores per section, and text is built only when reporting.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace hvd {
 
@@ -22,14 +31,21 @@ struct WatchSection {
   int recv_from = -1, send_to = -1;     // ring neighbours; -1: every rank
 };
 
+// The roll call's transport (MPI); absent when MPI cannot be called from a second thread.
+struct RollCall {
+  std::function<void(int64_t seq)> announce;
+  std::function<void(std::vector<int64_t>* latest)> poll;  // latest[rank]: highest seq heard
+};
+
 class Watchdog {
  public:
   using AbortFn = std::function<void(const std::string& message)>;
   // warn_s <= 0 disables the watchdog; abort_s <= 0 means report only.
-  void Start(int rank, double warn_s, double abort_s, AbortFn abort);
+  void Start(int rank, int size, double warn_s, double abort_s, AbortFn abort, RollCall roll_call);
   void Stop();
   void Enter(const WatchSection& section);  // background thread
   void Leave();
+  void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void Run();
@@ -38,16 +54,24 @@ class Watchdog {
   std::mutex mu_;
   std::condition_variable cv_;
   std::thread thread_;
-  bool running_ = false, stop_ = false, active_ = false;
+  bool running_ = false, stop_ = false, active_ = false, announced_ = false;
   WatchSection section_;
+  int64_t seq_ = -1;  // sections entered so far - 1: identical on every rank
   int64_t since_us_ = 0, last_report_us_ = 0;
-  int rank_ = 0;
+  std::atomic<uint64_t> progress_{0};
+  uint64_t seen_progress_ = 0;
+  int rank_ = 0, size_ = 1;
   double warn_s_ = 0, abort_s_ = 0;
   AbortFn abort_;
+  RollCall roll_call_;
+  std::vector<int64_t> peers_blocked_in_;  // per rank: latest section it said it is blocked in
 };
 
 // The process's watchdog (one engine per process).
 Watchdog& GlobalWatchdog();
+
+// Collectives call this whenever a piece of data has moved: the section is not blocked.
+inline void WatchProgress() { GlobalWatchdog().Progress(); }
 
 class WatchScope {
  public:

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -97,15 +98,16 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
     MPI_Query_thread(&provided);
   }
   threads_multiple = provided >= MPI_THREAD_MULTIPLE;
+  HVD_MPI_CHECK(MPI_Comm_dup(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, &comm_));
+  HVD_MPI_CHECK(MPI_Comm_dup(comm_, &raw_comm_));
+  MPI_Comm_rank(comm_, &rank);
+  MPI_Comm_size(comm_, &size);
+  SetLogRank(rank);  // every line from here on says which rank wrote it
   if (provided < MPI_THREAD_SERIALIZED) {
     // The background thread calls MPI while the main thread runs user code.
     HVD_LOG(WARNING, "MPI provides thread level " << provided
                      << " (< MPI_THREAD_SERIALIZED); do not call MPI from other threads");
   }
-  HVD_MPI_CHECK(MPI_Comm_dup(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, &comm_));
-  HVD_MPI_CHECK(MPI_Comm_dup(comm_, &raw_comm_));
-  MPI_Comm_rank(comm_, &rank);
-  MPI_Comm_size(comm_, &size);
   HVD_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
   MPI_Comm_rank(local_comm_, &local_rank);
   MPI_Comm_size(local_comm_, &local_size);
@@ -116,6 +118,10 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
   MPI_Allreduce(MPI_IN_PLACE, &min_local, 1, MPI_INT, MPI_MIN, comm_);
   MPI_Allreduce(MPI_IN_PLACE, &max_local, 1, MPI_INT, MPI_MAX, comm_);
   homogeneous = min_local == max_local;
+  if (threads_multiple) {
+    HVD_MPI_CHECK(MPI_Comm_dup(comm_, &diag_comm_));
+    MPI_Comm_set_errhandler(diag_comm_, MPI_ERRORS_RETURN);  // a dead peer must not abort us
+  }
   if (!g_half_ops_created) {
     CreateHalfOps<DataType::FLOAT16>(g_half_ops[0]);
     CreateHalfOps<DataType::BFLOAT16>(g_half_ops[1]);
@@ -125,12 +131,13 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
 }
 
 void MpiContext::Finalize() {
-  for (MPI_Comm* c : {&cross_comm_, &local_comm_, &raw_comm_, &comm_})
+  for (MPI_Comm* c : {&diag_comm_, &cross_comm_, &local_comm_, &raw_comm_, &comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (we_initialized_ && !finalized) MPI_Finalize();
   we_initialized_ = false;
+  announce_bufs_.clear();
 }
 
 void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work) {
@@ -173,6 +180,51 @@ std::vector<std::string> MpiContext::GatherToRoot(const std::string& blob) {
   if (rank == 0)
     for (int r = 0; r < size; ++r) out.emplace_back(all.substr(displs[r], lens[r]));
   return out;
+}
+
+std::vector<std::string> MpiContext::AllgatherStrings(const std::string& blob) {
+  int len = static_cast<int>(blob.size());
+  std::vector<int> lens(size), displs(size);
+  HVD_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_));
+  int total = 0;
+  for (int r = 0; r < size; ++r) { displs[r] = total; total += lens[r]; }
+  std::string all(total, '\0');
+  HVD_MPI_CHECK(MPI_Allgatherv(blob.data(), len, MPI_BYTE, &all[0], lens.data(), displs.data(),
+                               MPI_BYTE, comm_));
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r) out.emplace_back(all.substr(displs[r], lens[r]));
+  return out;
+}
+
+constexpr int kRollCallTag = 900;
+
+void MpiContext::AnnounceBlocked(int64_t seq) {
+  if (diag_comm_ == MPI_COMM_NULL) return;
+  announce_bufs_.push_back(std::make_unique<int64_t>(seq));
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    MPI_Request req;
+    // Eight bytes go eagerly; the request is freed, the buffer stays alive until Finalize.
+    if (MPI_Isend(announce_bufs_.back().get(), 1, MPI_INT64_T, r, kRollCallTag, diag_comm_, &req) ==
+        MPI_SUCCESS)
+      MPI_Request_free(&req);
+  }
+}
+
+void MpiContext::PollAnnouncements(std::vector<int64_t>* latest) {
+  if (diag_comm_ == MPI_COMM_NULL) return;
+  latest->resize(size, -1);
+  while (true) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, diag_comm_, &flag, &st) != MPI_SUCCESS || !flag)
+      return;
+    int64_t seq = -1;
+    if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kRollCallTag, diag_comm_, MPI_STATUS_IGNORE) !=
+        MPI_SUCCESS)
+      return;
+    (*latest)[st.MPI_SOURCE] = std::max((*latest)[st.MPI_SOURCE], seq);
+  }
 }
 
 void MpiContext::BroadcastFromRoot(std::string* blob) {

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,22 @@ class MpiContext {
   // Rank 0 receives every rank's blob (index = rank); others get an empty vector.
   std::vector<std::string> GatherToRoot(const std::string& blob);
   void BroadcastFromRoot(std::string* blob);
+  // Every rank's blob (index = rank), on every rank. Init only (config agreement).
+  std::vector<std::string> AllgatherStrings(const std::string& blob);
+
+  // Roll call of the watchdog (its own thread, so only with MPI_THREAD_MULTIPLE), on a
+  // communicator of its own whose errors are ignored: a rank blocked in watched section `seq`
+  // tells every peer so; a peer that never says so has not reached the section, or is stopped.
+  bool roll_call_available() const { return diag_comm_ != MPI_COMM_NULL; }
+  void AnnounceBlocked(int64_t seq);
+  // Receives every announcement that has arrived; latest[r] becomes the highest seq from r.
+  void PollAnnouncements(std::vector<int64_t>* latest);
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL, raw_comm_ = MPI_COMM_NULL;
   MPI_Comm local_comm_ = MPI_COMM_NULL, cross_comm_ = MPI_COMM_NULL;
+  MPI_Comm diag_comm_ = MPI_COMM_NULL;
+  std::vector<std::unique_ptr<int64_t>> announce_bufs_;  // live until Finalize (Isend buffers)
   bool we_initialized_ = false;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "common/watchdog.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
@@ -19,6 +20,7 @@ void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, Redu
     char* d = static_cast<char*>(dst) + done * esize;
     const void* s = src == dst ? MPI_IN_PLACE : static_cast<const char*>(src) + done * esize;
     HVD_MPI_CHECK(MPI_Allreduce(s, d, n, MpiDataType(dtype), MpiReduceOp(dtype, op), comm));
+    WatchProgress();
   }
 }
 

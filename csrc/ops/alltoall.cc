@@ -19,18 +19,18 @@ bool Alltoall(const void* in, size_t row_bytes, const std::vector<int64_t>& send
   recv_rows->assign(n, 0);
   HVD_MPI_CHECK(MPI_Alltoall(send_rows.data(), 1, MPI_INT64_T, recv_rows->data(), 1,
                              MPI_INT64_T, comm));
+  // Sizes were checked for overflow at negotiation (sum of splits, received bytes).
   std::vector<size_t> soff(n + 1, 0), roff(n + 1, 0);
+  int64_t total_rows = 0;
   for (int r = 0; r < n; ++r) {
     soff[r + 1] = soff[r] + send_rows[r] * row_bytes;
     roff[r + 1] = roff[r] + (*recv_rows)[r] * row_bytes;
+    total_rows += (*recv_rows)[r];  // counted in rows: rows of zero bytes still count
   }
-  char* out = static_cast<char*>(alloc(static_cast<int64_t>(roff[n] / (row_bytes ? row_bytes : 1))));
+  char* out = static_cast<char*>(alloc(total_rows));
   std::vector<char> discard;
   bool ok = out != nullptr;
-  if (!ok) {
-    discard.resize(roff[n] + 1);
-    out = discard.data();
-  }
+  if (!ok) out = static_cast<char*>(DiscardBuffer(&discard, roff[n], "ALLTOALL output"));
   const char* src = static_cast<const char*>(in);
   std::memcpy(out + roff[rank], src + soff[rank], soff[rank + 1] - soff[rank]);
   for (int s = 1; s < n; ++s) {

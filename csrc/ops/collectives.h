@@ -33,6 +33,11 @@ class RingScratch {
   size_t size_[2] = {0, 0};
 };
 
+// Where a rank whose output allocation failed still receives, so that its peers never block.
+// If even that memory is missing the job cannot go on: the process ends naming `what` and the
+// size (a failed transfer cannot be unwound).
+void* DiscardBuffer(std::vector<char>* storage, size_t bytes, const char* what);
+
 // Persistent, huge-page advised host memory that grows on demand and is never shrunk.
 void* AlignedAlloc(size_t bytes);
 void AlignedFree(void* p);

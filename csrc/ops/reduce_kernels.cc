@@ -154,6 +154,33 @@ void DivideIntegers(void* buf, size_t n, DataType dtype, int64_t d) {
   }
 }
 
+bool AveragesWidened(DataType dtype, ReduceOp op) {
+  return op == ReduceOp::AVERAGE &&
+         (dtype == DataType::UINT8 || dtype == DataType::INT8 || dtype == DataType::INT32);
+}
+
+void WidenToInt64(const void* src, DataType dtype, int64_t* dst, size_t n) {
+  auto widen = [&](const auto* s) { for (size_t i = 0; i < n; ++i) dst[i] = s[i]; };
+  switch (dtype) {
+    case DataType::UINT8: widen(static_cast<const uint8_t*>(src)); break;
+    case DataType::INT8: widen(static_cast<const int8_t*>(src)); break;
+    case DataType::INT32: widen(static_cast<const int32_t*>(src)); break;
+    default: std::memcpy(dst, src, n * sizeof(int64_t)); break;
+  }
+}
+
+void NarrowFromInt64(const int64_t* src, DataType dtype, void* dst, size_t n) {
+  auto narrow = [&](auto* d) {
+    for (size_t i = 0; i < n; ++i) d[i] = static_cast<std::remove_reference_t<decltype(*d)>>(src[i]);
+  };
+  switch (dtype) {
+    case DataType::UINT8: narrow(static_cast<uint8_t*>(dst)); break;
+    case DataType::INT8: narrow(static_cast<int8_t*>(dst)); break;
+    case DataType::INT32: narrow(static_cast<int32_t*>(dst)); break;
+    default: std::memcpy(dst, src, n * sizeof(int64_t)); break;
+  }
+}
+
 float HalfToFloat(uint16_t h) { half_t x; std::memcpy(&x, &h, 2); return F16ToF32(x); }
 uint16_t FloatToHalf(float f) { half_t x = F32ToF16(f); uint16_t h; std::memcpy(&h, &x, 2); return h; }
 float BFloat16ToFloat(uint16_t h) { return Bf16ToF32(h); }

@@ -18,6 +18,12 @@ void ScaleInPlace(void* buf, size_t count, DataType dtype, double factor);
 // Integer Average: buf[i] /= divisor, truncating toward zero like C. No-op for floating types.
 void DivideIntegers(void* buf, size_t count, DataType dtype, int64_t divisor);
 
+// Integer Average reduces in int64 so that uint8/int8/int32 sums cannot wrap before the
+// division: widen the inputs, reduce, divide, narrow the (in-range) averages back.
+bool AveragesWidened(DataType dtype, ReduceOp op);
+void WidenToInt64(const void* src, DataType dtype, int64_t* dst, size_t count);
+void NarrowFromInt64(const int64_t* src, DataType dtype, void* dst, size_t count);
+
 float HalfToFloat(uint16_t h);
 uint16_t FloatToHalf(float f);
 float BFloat16ToFloat(uint16_t h);

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/watchdog.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 #include "ops/reduce_kernels.h"
@@ -82,6 +83,7 @@ void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, 
     for (size_t k = 0; k < nrecv; ++k) {
       if (k + 1 < nrecv) post_recv(k + 1);
       HVD_MPI_CHECK(MPI_Wait(&recvs[k & 1], MPI_STATUS_IGNORE));
+      WatchProgress();
       ReduceInto(recv_dst + k * chunk * esize, recv_src + k * chunk * esize, tmp[k & 1],
                  ChunkLen(rlen, chunk, k), dtype, op);
       retire_send(k);

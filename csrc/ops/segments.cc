@@ -2,9 +2,12 @@
 #include <sys/mman.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
+#include "common/watchdog.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
@@ -21,6 +24,18 @@ Segments EvenSegments(size_t count, int n, size_t granule) {
     off += len;
   }
   return s;
+}
+
+void* DiscardBuffer(std::vector<char>* storage, size_t bytes, const char* what) {
+  try {
+    storage->resize(bytes + 1);
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "[horovod] FATAL: cannot allocate %zu bytes for the %s, not even to "
+                 "receive and drop it; ending the job\n", bytes, what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::abort();
+  }
+  return storage->data();
 }
 
 void* AlignedAlloc(size_t bytes) {
@@ -51,8 +66,11 @@ void* RingScratch::Get(int which, size_t bytes) {
 void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
                    int src, int tag, MPI_Comm comm) {
   // Each direction is cut into the same pieces on both ends (the receiver's recv_bytes equals
-  // the sender's send_bytes), and every piece is its own message, so the counts always match.
-  constexpr size_t kPiece = size_t(1) << 30;
+  // the sender's send_bytes), and every piece is its own message, so the counts always match
+  // and byte counts above INT_MAX work. All pieces are posted at once (no pipeline bubbles);
+  // each one that completes tells the watchdog that data moves, so a transfer of gigabytes over
+  // a slow link is not mistaken for a blocked one.
+  constexpr size_t kPiece = size_t(64) << 20;
   std::vector<MPI_Request> reqs;
   size_t r = 0;
   do {
@@ -68,7 +86,16 @@ void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, siz
     HVD_MPI_CHECK(MPI_Isend(static_cast<const char*>(send) + s, n, MPI_BYTE, dst, tag, comm, &reqs.back()));
     s += n;
   } while (s < send_bytes);
-  HVD_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+  if (reqs.size() == 2) {  // the common case: one piece each way
+    HVD_MPI_CHECK(MPI_Waitall(2, reqs.data(), MPI_STATUSES_IGNORE));
+    WatchProgress();
+    return;
+  }
+  for (size_t left = reqs.size(); left > 0; --left) {
+    int index;
+    HVD_MPI_CHECK(MPI_Waitany(static_cast<int>(reqs.size()), reqs.data(), &index, MPI_STATUS_IGNORE));
+    WatchProgress();
+  }
 }
 
 }  // namespace hvd
