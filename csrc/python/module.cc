@@ -67,7 +67,13 @@ std::shared_ptr<Handle> FindHandle(int64_t h) {
   return it->second;
 }
 
-DataType DataTypeOf(const py::dtype& dt, const std::string& name) {
+DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* what) {
+  // The kernels read native values: a byte-swapped array would be reduced as garbage.
+  if (!dt.attr("isnative").cast<bool>())
+    throw py::value_error("tensor '" + name + "': " + what + " dtype " +
+                          py::str(dt).cast<std::string>() +
+                          " is not in this machine's byte order; convert it first, e.g. with "
+                          "a.astype(a.dtype.newbyteorder('='))");
   const char kind = dt.kind();
   const auto size = dt.itemsize();
   if (kind == 'u' && size == 1) return DataType::UINT8;
@@ -78,7 +84,8 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name) {
   if (kind == 'f' && size == 4) return DataType::FLOAT32;
   if (kind == 'f' && size == 8) return DataType::FLOAT64;
   if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16") return DataType::BFLOAT16;
-  throw py::value_error("tensor '" + name + "': dtype " + py::str(dt).cast<std::string>() +
+  throw py::value_error("tensor '" + name + "': " + what + " dtype " +
+                        py::str(dt).cast<std::string>() +
                         " is not supported; use uint8, int8, int32, int64, float16, bfloat16, "
                         "float32 or float64");
 }
@@ -102,7 +109,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     Request& r = e.request;
     r.type = static_cast<OpType>(op_type);
     r.name = names[i];
-    r.dtype = DataTypeOf(input.dtype(), names[i]);
+    r.dtype = DataTypeOf(input.dtype(), names[i], "input");
     r.reduce_op = static_cast<ReduceOp>(reduce_op);
     r.root = root;
     r.prescale = prescale;
@@ -115,7 +122,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     if (!out.is_none()) {
       auto arr = py::array::ensure(out);
       if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
-          arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i]) != r.dtype)
+          arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i], "out") != r.dtype)
         throw py::value_error("tensor '" + names[i] + "': out must be a writable C-contiguous "
                               "array of the input's dtype and size");
       e.output = arr.mutable_data();

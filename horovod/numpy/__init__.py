@@ -37,14 +37,24 @@ def _name(kind, name):
     return name if name is not None else f"{_KIND_NAMES[kind]}.noname.{next(_counters[_KIND_NAMES[kind]])}"
 
 
+def _array(name, tensor):
+    """`tensor` as an ndarray in native byte order: the engine reduces native values, so a
+    byte-swapped input is converted (the result comes back native)."""
+    a = np.asarray(tensor)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
 def _submit(kind, names, tensors, outputs=None, op=Sum, root=0, prescale=1.0, postscale=1.0,
             splits=(), grouped=False):
+    name = names[0] if names else ""
     if op not in _REDUCE_OPS:
         if op == _b.Adasum:
-            raise ValueError(f"tensor '{names[0]}': Adasum is not implemented in this Horovod")
-        raise ValueError(f"tensor '{names[0]}': unknown reduce op {op!r}")
-    hid = _b._lib().enqueue(kind, names, list(tensors), outputs, int(op), int(root),
-                            float(prescale), float(postscale), [int(s) for s in splits])
+            raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
+        raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
+    hid = _b._lib().enqueue(kind, names, tensors, outputs, int(op), int(root), float(prescale),
+                            float(postscale), [int(s) for s in splits])
     return Handle(hid, kind, grouped)
 
 
@@ -65,18 +75,16 @@ def synchronize(handle, timeout=None):
     return out
 
 
-def _like(tensor, out):
+def _like(name, t, out):
     """The output array of a same-shape op: `out` if given, else a new one."""
-    if out is not None:
-        return out
-    t = np.asarray(tensor)
-    return np.empty(t.shape, t.dtype)
+    return out if out is not None else np.empty(t.shape, t.dtype)
 
 
 def allreduce_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0,
                     out=None):
     name = _name(_ALLREDUCE, name)
-    return _submit(_ALLREDUCE, [name], [tensor], [_like(tensor, out)], op, 0, prescale_factor,
+    t = _array(name, tensor)
+    return _submit(_ALLREDUCE, [name], [t], [_like(name, t, out)], op, 0, prescale_factor,
                    postscale_factor)
 
 
@@ -90,9 +98,10 @@ def grouped_allreduce_async(tensors, op=Average, name=None, prescale_factor=1.0,
                             postscale_factor=1.0):
     base = _name(_ALLREDUCE, name)
     tensors = list(tensors)
-    return _submit(_ALLREDUCE, [f"{base}.{i}" for i in range(len(tensors))], tensors,
-                   [_like(t, None) for t in tensors], op, 0, prescale_factor, postscale_factor,
-                   grouped=True)
+    names = [f"{base}.{i}" for i in range(len(tensors))]
+    ts = [_array(n, t) for n, t in zip(names, tensors)]
+    return _submit(_ALLREDUCE, names, ts, [np.empty(t.shape, t.dtype) for t in ts], op, 0,
+                   prescale_factor, postscale_factor, grouped=True)
 
 
 def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
@@ -102,7 +111,8 @@ def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, posts
 
 
 def allgather_async(tensor, name=None):
-    return _submit(_ALLGATHER, [_name(_ALLGATHER, name)], [tensor])
+    name = _name(_ALLGATHER, name)
+    return _submit(_ALLGATHER, [name], [_array(name, tensor)])
 
 
 def allgather(tensor, name=None):
@@ -112,7 +122,8 @@ def allgather(tensor, name=None):
 
 def broadcast_async(tensor, root_rank, name=None, out=None):
     name = _name(_BROADCAST, name)
-    return _submit(_BROADCAST, [name], [tensor], [_like(tensor, out)], Sum, root_rank)
+    t = _array(name, tensor)
+    return _submit(_BROADCAST, [name], [t], [_like(name, t, out)], Sum, root_rank)
 
 
 def broadcast(tensor, root_rank, name=None, out=None):
@@ -122,7 +133,7 @@ def broadcast(tensor, root_rank, name=None, out=None):
 
 def alltoall_async(tensor, splits=None, name=None):
     name = _name(_ALLTOALL, name)
-    t = np.asarray(tensor)
+    t = _array(name, tensor)
     if splits is None:
         if t.ndim == 0:
             raise ValueError(f"tensor '{name}': alltoall needs at least one dimension")
@@ -138,8 +149,9 @@ def alltoall(tensor, splits=None, name=None):
 
 
 def reducescatter_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    return _submit(_REDUCESCATTER, [_name(_REDUCESCATTER, name)], [tensor], None, op, 0,
-                   prescale_factor, postscale_factor)
+    name = _name(_REDUCESCATTER, name)
+    return _submit(_REDUCESCATTER, [name], [_array(name, tensor)], None, op, 0, prescale_factor,
+                   postscale_factor)
 
 
 def reducescatter(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):

@@ -1,0 +1,101 @@
+"""Frontend scenarios (horovod.numpy and its bindings), run on every rank under mpirun by
+test_frontend.py. Same protocol as scenarios.py: each prints "OK <scenario> rank=<r>"."""
+import os
+import sys
+
+import numpy as np
+
+import horovod.numpy as hvd
+from scenarios import DTYPES, check, make, reference
+
+
+def expect_named(fn, *needles):
+    """A local argument error (TypeError or ValueError, not pybind's generic signature dump)
+    whose message contains every needle, typically the tensor's name."""
+    try:
+        fn()
+    except (TypeError, ValueError) as e:
+        msg = str(e)
+        assert "incompatible function arguments" not in msg, msg
+        for needle in needles:
+            assert needle in msg, f"error {msg!r} lacks {needle!r}"
+        return msg
+    raise AssertionError(f"expected an error containing {needles}")
+
+
+def swapped(a):
+    """`a` with the same values in the non-native byte order."""
+    a = np.asarray(a)
+    return a.astype(a.dtype.newbyteorder("S"))
+
+
+def sc_byteorder():
+    """Non-native byte order inputs are reduced by value; results come back native."""
+    r, n = hvd.rank(), hvd.size()
+    multi = [dt for dt in DTYPES if dt.itemsize > 1 and dt.kind in "iuf"]
+    # The reported cases, written as big-endian literals.
+    got = hvd.allreduce(np.array([1.0, 2.0], ">f8"), op=hvd.Sum, name="bo/f8")
+    assert got.dtype == np.float64 and got.tolist() == [n * 1.0, n * 2.0], got
+    got = hvd.allreduce(np.array([255, 1], ">i4"), op=hvd.Sum, name="bo/i4")
+    assert got.dtype == np.int32 and got.tolist() == [255 * n, n], got
+    for dt in multi:
+        for shape in ((5,), (100003,)):  # direct exchange and ring
+            x = swapped(make(r, shape, dt))
+            keep = x.copy()
+            got = hvd.synchronize(hvd.allreduce_async(x, op=hvd.Sum,
+                                                      name=f"bo/ar/{dt.name}/{shape[0]}"))
+            check(got, reference([make(q, shape, dt) for q in range(n)], "sum", dt), dt,
+                  f"allreduce {dt} {shape}")
+            assert np.array_equal(x, keep) and x.dtype == keep.dtype, "input changed"
+        for root in range(n):
+            got = hvd.broadcast(swapped(make(r, (7, 3), dt)), root_rank=root,
+                                name=f"bo/bc/{dt.name}/{root}")
+            check(got, make(root, (7, 3), dt).astype(np.float64), dt, f"broadcast {dt}")
+        got = hvd.allgather(swapped(make(r, (r + 1, 2), dt)), name=f"bo/ag/{dt.name}")
+        want = np.concatenate([make(q, (q + 1, 2), dt) for q in range(n)])
+        check(got, want.astype(np.float64), dt, f"allgather {dt}")
+        splits = [(r + d) % 3 for d in range(n)]
+        got, recv = hvd.alltoall(swapped(make(r, (sum(splits),), dt)),
+                                 splits=swapped(np.array(splits, np.int64)),
+                                 name=f"bo/a2a/{dt.name}")
+        parts = []
+        for q in range(n):
+            sq = [(q + d) % 3 for d in range(n)]
+            parts.append(make(q, (sum(sq),), dt)[sum(sq[:r]):sum(sq[:r + 1])])
+        check(got, np.concatenate(parts).astype(np.float64), dt, f"alltoall {dt}")
+        shape = (2 * n + 1, 3)
+        got = hvd.reducescatter(swapped(make(r, shape, dt)), op=hvd.Sum, name=f"bo/rs/{dt.name}")
+        full = reference([make(q, shape, dt) for q in range(n)], "sum", dt)
+        rows = [shape[0] // n + (1 if q < shape[0] % n else 0) for q in range(n)]
+        check(got, full[sum(rows[:r]):sum(rows[:r + 1])], dt, f"reducescatter {dt}")
+    # A group mixing both byte orders, including a ring-sized member.
+    shapes = [(3,), (40000,), (5, 2)]
+    xs = [make(r, s, np.dtype(np.float64), salt=i) for i, s in enumerate(shapes)]
+    outs = hvd.grouped_allreduce([xs[0], swapped(xs[1]), swapped(xs[2])], op=hvd.Sum,
+                                 name="bo/grp")
+    for i, got in enumerate(outs):
+        want = reference([make(q, shapes[i], np.dtype(np.float64), salt=i) for q in range(n)],
+                         "sum", np.dtype(np.float64))
+        check(got, want, np.dtype(np.float64), f"grouped {i}")
+    # An output cannot be converted behind the caller's back: the binding refuses it.
+    x = np.ones(4)
+    expect_named(lambda: hvd.allreduce(x, name="bo/out", out=swapped(np.zeros(4))),
+                 "bo/out", "byte order")
+    big = swapped(np.ones(4))
+    expect_named(lambda: hvd.allreduce(big, name="bo/inplace", out=big), "bo/inplace",
+                 "byte order")
+    # The binding's own check, for a caller that skips the frontend's conversion.
+    lib = hvd._b._lib()
+    expect_named(lambda: lib.enqueue(0, ["bo/raw"], [swapped(np.ones(3))], None, 0, 0, 1.0, 1.0,
+                                     []), "bo/raw", "byte order")
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="bo/after") == n).all()
+
+
+SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    hvd.init()
+    SCENARIOS[name]()
+    print(f"OK {name} rank={os.environ.get('OMPI_COMM_WORLD_RANK', hvd.rank())}", flush=True)
+    hvd.shutdown()
