@@ -117,17 +117,25 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     r.splits = splits;
     r.rank = rank;
     r.shape.assign(input.shape(), input.shape() + input.ndim());
-    e.input = input.data();
     py::object out = outputs.is_none() ? py::object(py::none()) : py::list(outputs)[i];
     if (!out.is_none()) {
-      auto arr = py::array::ensure(out);
+      auto arr = py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out)
+                                                : py::array();
       if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
           arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i], "out") != r.dtype)
         throw py::value_error("tensor '" + names[i] + "': out must be a writable C-contiguous "
-                              "array of the input's dtype and size");
-      e.output = arr.mutable_data();
+                              "NumPy array of the input's dtype and size");
+      const char* in = static_cast<const char*>(input.data());
+      char* o = static_cast<char*>(arr.mutable_data());
+      const size_t nb = static_cast<size_t>(input.nbytes());
+      // The engine supports only exact aliasing: with a shifted overlap it would read input
+      // it has already overwritten. Reduce from a private copy instead.
+      if (o != in && o < in + nb && in < o + nb)
+        input = py::array(input.dtype(), r.shape, in);  // copies: no base object given
+      e.output = o;
       slot.output = arr;
     }
+    e.input = input.data();
     slot.input = input;
     slot.dtype = input.dtype();
     slot.name = names[i];

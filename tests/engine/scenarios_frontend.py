@@ -91,6 +91,37 @@ def sc_byteorder():
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="bo/after") == n).all()
 
 
+def sc_overlap():
+    """out= partially overlapping the input gives the right result; exact aliasing is in place."""
+    r, n = hvd.rank(), hvd.size()
+    ranks_sum = n * (n - 1) / 2
+    for N in (10, 200000):  # 80 B: direct exchange; 1.6 MB: ring
+        y = np.arange(N + 1.0) + r
+        out = y[1:]
+        got = hvd.allreduce(y[:N], op=hvd.Sum, out=out, name=f"ov/after/{N}")
+        assert got is out
+        bad = np.count_nonzero(y[1:] != n * np.arange(N) + ranks_sum)
+        assert bad == 0, f"N={N}, out after the input: {bad} wrong"
+        y = np.arange(N + 1.0) + r
+        hvd.synchronize(hvd.allreduce_async(y[1:], op=hvd.Sum, out=y[:N], name=f"ov/before/{N}"))
+        bad = np.count_nonzero(y[:N] != n * np.arange(1, N + 1) + ranks_sum)
+        assert bad == 0, f"N={N}, out before the input: {bad} wrong"
+        # Same memory through two view objects: exact aliasing, reduced in place.
+        y = np.arange(N + 1.0) + r
+        hvd.allreduce(y[:N], op=hvd.Sum, out=y[:N], name=f"ov/same/{N}")
+        assert np.array_equal(y[:N], n * np.arange(N) + ranks_sum) and y[N] == N + r
+        x = np.arange(N, dtype=np.int64) + r
+        assert hvd.allreduce(x, op=hvd.Sum, out=x, name=f"ov/inplace/{N}") is x
+        assert np.array_equal(x, n * np.arange(N) + int(ranks_sum))
+        for root in range(n):
+            y = np.arange(N + 1.0) * (r + 1)
+            hvd.broadcast(y[:N], root_rank=root, out=y[1:], name=f"ov/bc/{N}/{root}")
+            assert np.array_equal(y[1:], np.arange(N) * (root + 1.0)), f"broadcast N={N}"
+            y = np.arange(N + 1.0) * (r + 1)
+            hvd.broadcast(y[1:], root_rank=root, out=y[:N], name=f"ov/bcb/{N}/{root}")
+            assert np.array_equal(y[:N], np.arange(1, N + 1) * (root + 1.0)), f"bcast N={N}"
+
+
 SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
 
 if __name__ == "__main__":

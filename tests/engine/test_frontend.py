@@ -8,3 +8,7 @@ SCRIPT = Path(__file__).with_name("scenarios_frontend.py")
 
 def test_non_native_byte_order_is_reduced_by_value(world):
     run_ok(world, "byteorder", script=SCRIPT)
+
+
+def test_out_overlapping_the_input(world):
+    run_ok(world, "overlap", script=SCRIPT)
