@@ -30,9 +30,11 @@ struct Slot {
 };
 
 struct Handle {
+  int64_t id = 0;
   std::mutex mu;
   std::condition_variable cv;
   size_t pending = 0;
+  bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
   Status status;  // the first error of the group
   std::vector<Slot> slots;
   ~Handle() {
@@ -40,9 +42,28 @@ struct Handle {
   }
 };
 
-std::mutex g_handles_mu;
-std::unordered_map<int64_t, std::shared_ptr<Handle>> g_handles;
+std::mutex g_handles_mu;  // guards the three below; never held while Python objects die
+// Never destroyed: handles left at exit hold Python objects, which must not be released after
+// the interpreter has finalized.
+auto& g_handles = *new std::unordered_map<int64_t, std::shared_ptr<Handle>>;
 int64_t g_next_handle = 1;
+std::vector<int64_t> g_reap;  // abandoned handles whose ops have finished
+
+// Frees the handles queued by done(). Their slots hold Python objects, so this runs with the
+// GIL, at the start of every handle-related binding call.
+void ReapAbandoned() {
+  std::vector<std::shared_ptr<Handle>> dead;
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    for (int64_t id : g_reap) {
+      auto it = g_handles.find(id);
+      if (it == g_handles.end()) continue;
+      dead.push_back(std::move(it->second));
+      g_handles.erase(it);
+    }
+    g_reap.clear();
+  }
+}  // `dead` released here, outside the lock
 
 [[noreturn]] void Raise(const Status& s) {
   if (s.code() == Status::INVALID_ARGUMENT) throw py::value_error(s.message());
@@ -61,6 +82,7 @@ MPI_Comm CommFromHandle(uintptr_t h) {
 }
 
 std::shared_ptr<Handle> FindHandle(int64_t h) {
+  ReapAbandoned();
   std::lock_guard<std::mutex> lk(g_handles_mu);
   auto it = g_handles.find(h);
   if (it == g_handles.end()) throw py::value_error("unknown or already synchronized handle " + std::to_string(h));
@@ -152,16 +174,28 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     e.received_splits = &slot.received_splits;
     Handle* hp = h.get();
     e.done = [hp](const Status& s) {  // background thread: no Python objects here
-      std::lock_guard<std::mutex> lk(hp->mu);
-      if (!s.ok() && hp->status.ok()) hp->status = s;
-      if (--hp->pending == 0) hp->cv.notify_all();
+      int64_t reap = 0;
+      {
+        std::lock_guard<std::mutex> lk(hp->mu);
+        if (!s.ok() && hp->status.ok()) hp->status = s;
+        if (--hp->pending == 0) {
+          if (hp->abandoned) reap = hp->id;
+          else hp->cv.notify_all();
+        }
+      }
+      // Once queued, hp may be freed at any time: it is not touched past this point.
+      if (reap) {
+        std::lock_guard<std::mutex> lk(g_handles_mu);
+        g_reap.push_back(reap);
+      }
     };
   }
   h->pending = n;
+  ReapAbandoned();
   int64_t id;
   {
     std::lock_guard<std::mutex> lk(g_handles_mu);
-    id = g_next_handle++;
+    id = h->id = g_next_handle++;
     g_handles[id] = h;  // registered first: done() may run before Enqueue returns
   }
   Status s;
@@ -229,6 +263,29 @@ py::list Wait(int64_t id, double timeout_s) {
   return results;
 }
 
+// Python collected a handle it never synchronized: free it now if its ops are done, else once
+// done() queues it. Unknown ids (already synchronized or released) are ignored.
+void Release(int64_t id) {
+  ReapAbandoned();
+  std::shared_ptr<Handle> h;
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    auto it = g_handles.find(id);
+    if (it == g_handles.end()) return;
+    h = it->second;
+  }
+  bool finished;
+  {
+    std::lock_guard<std::mutex> lk(h->mu);
+    finished = h->pending == 0;
+    h->abandoned = !finished;
+  }
+  if (finished) {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    g_handles.erase(id);
+  }
+}  // `h` released here, with the GIL
+
 py::dict BuildInfo() {
   py::dict d;
   d["mpi_built"] = true;
@@ -253,8 +310,11 @@ PYBIND11_MODULE(_core, m) {
     if (!s.ok()) Raise(s);
   }, py::arg("comm") = 0);
   m.def("shutdown", [] {
-    py::gil_scoped_release nogil;
-    Shutdown();
+    {
+      py::gil_scoped_release nogil;
+      Shutdown();
+    }
+    ReapAbandoned();  // Shutdown failed every pending op: abandoned ones can go now
   });
   m.def("is_initialized", &IsInitialized);
   m.def("topology", [] {
@@ -275,6 +335,12 @@ PYBIND11_MODULE(_core, m) {
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
         py::arg("postscale"), py::arg("splits"));
   m.def("poll", &Poll);
+  m.def("release", &Release);
+  m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet
+    ReapAbandoned();
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    return g_handles.size();
+  });
   m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
   m.def("ring_allreduce_raw", [](py::array buf) {
     // The bare ring on a separate communicator, bypassing queue and negotiation: the benchmark's

@@ -24,11 +24,26 @@ _REDUCE_OPS = (Sum, Average, Min, Max, Product)
 
 
 class Handle:
-    """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done."""
-    __slots__ = ("_id", "_kind", "_grouped")
+    """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done.
+    Dropping it unsynchronized is allowed: its buffers are freed once the op is done."""
+    __slots__ = ("_id", "_kind", "_grouped", "_name")
 
-    def __init__(self, id_, kind, grouped=False):
-        self._id, self._kind, self._grouped = id_, kind, grouped
+    def __init__(self, id_, kind, name, grouped=False):
+        self._id, self._kind, self._name, self._grouped = id_, kind, name, grouped
+
+    def __del__(self):
+        # Also runs at interpreter exit, when module globals may be gone: never raise.
+        try:
+            if self._id is not None:
+                _b._core.release(self._id)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _live_id(self):
+        if self._id is None:
+            what = f"tensor '{self._name}'" + (" and its group" if self._grouped else "")
+            raise ValueError(f"handle of {what} was already synchronized")
+        return self._id
 
 
 def _name(kind, name):
@@ -55,18 +70,19 @@ def _submit(kind, names, tensors, outputs=None, op=Sum, root=0, prescale=1.0, po
         raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
     hid = _b._lib().enqueue(kind, names, tensors, outputs, int(op), int(root), float(prescale),
                             float(postscale), [int(s) for s in splits])
-    return Handle(hid, kind, grouped)
+    return Handle(hid, kind, name, grouped)
 
 
 def poll(handle):
     """True once the op has finished (successfully or not)."""
-    return _b._lib().poll(handle._id)
+    return _b._lib().poll(handle._live_id())
 
 
 def synchronize(handle, timeout=None):
     """Waits for the op and returns its result; raises its error (HorovodMismatchError,
     HorovodShutdownError, ...). `timeout` in seconds raises TimeoutError naming the tensor."""
-    results = _b._lib().wait(handle._id, -1.0 if timeout is None else float(timeout))
+    results = _b._lib().wait(handle._live_id(), -1.0 if timeout is None else float(timeout))
+    handle._id = None  # the binding has released it
     if handle._grouped:
         return [r[0] for r in results]
     out, splits = results[0]

@@ -1,7 +1,7 @@
 """Frontend scenarios (horovod.numpy and its bindings), run on every rank under mpirun by
 test_frontend.py. Same protocol as scenarios.py: each prints "OK <scenario> rank=<r>"."""
-import os
 import sys
+import time
 
 import numpy as np
 
@@ -122,11 +122,83 @@ def sc_overlap():
             assert np.array_equal(y[:N], np.arange(1, N + 1) * (root + 1.0)), f"bcast N={N}"
 
 
+def rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def wait_for(cond, what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def sc_dropped_handles():
+    """Handles dropped without synchronize() release their buffers once their op is done."""
+    r, n = hvd.rank(), hvd.size()
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+    lib = hvd._b._lib()
+    elems = 5000  # 40 KB of float64
+    for i in range(200):  # warm up allocator and engine before the baseline
+        hvd.allreduce_async(np.ones(elems), op=hvd.Sum, name=f"dh/warm/{i}")
+    hvd.allreduce(np.ones(1), name="dh/warm")
+    wait_for(lambda: lib.live_handles() == 0, "warm-up handles to be released")
+    base = rss_mb()
+    kept, outs = [], []
+    # Every 100th op is waited for, which bounds the ops in flight: a dropped op's arrays must
+    # live until it is done, so an unbounded burst peaks at count x 80 KB whatever is freed.
+    for i in range(count):
+        x = np.full(elems, float(i + r))
+        if i % 500 == 0:  # kept and synchronized at the end
+            kept.append((i, hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")))
+        elif i % 250 == 0:  # dropped, but its out= array kept: the input lived long enough
+            outs.append((i, np.zeros(elems)))
+            hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}", out=outs[-1][1])
+        elif i % 100 == 0:  # dropped once done
+            h = hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")
+            wait_for(lambda: hvd.poll(h), f"dh/{i}")
+            del h
+        elif i % 90 == 0:  # a dropped group
+            hvd.grouped_allreduce_async([x, x[:10]], op=hvd.Sum, name=f"dh/{i}")
+        else:  # dropped while pending
+            hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")
+        del x
+    ranks_sum = n * (n - 1) / 2
+    for i, h in kept:
+        got = hvd.synchronize(h)
+        assert np.array_equal(got, np.full(elems, n * i + ranks_sum)), f"kept dh/{i}: {got[:3]}"
+    wait_for(lambda: lib.live_handles() == 0, "dropped handles to be released")
+    for i, out in outs:
+        assert np.array_equal(out, np.full(elems, n * i + ranks_sum)), f"dropped dh/{i}: {out[:3]}"
+    grown = rss_mb() - base
+    print(f"RSS rank={r} base={base:.1f} MB grown={grown:.1f} MB over {count} dropped handles",
+          flush=True)
+    assert grown < 50, f"RSS grew {grown:.1f} MB over {count} dropped 40 KB allreduces"
+    # A synchronized handle is released by synchronize() alone: a second call is a clear error,
+    # and collecting it frees nothing twice.
+    expect_named(lambda: hvd.synchronize(h), f"'dh/{kept[-1][0]}'", "already synchronized")
+    del h, kept
+    assert lib.live_handles() == 0
+    # Handles still pending at shutdown (names no other rank submits) and dropped: shutdown
+    # fails their ops, which must free them without breaking the exit. The barrier keeps any
+    # rank from shutting down before every rank has submitted.
+    for i in range(20):
+        hvd.allreduce_async(np.ones(elems), name=f"dh/tail/{r}/{i}")
+    hvd.allreduce(np.ones(1), name="dh/end")
+    hvd.shutdown()
+    assert lib.live_handles() == 0, "shutdown left abandoned handles behind"
+
+
 SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
 
 if __name__ == "__main__":
     name = sys.argv[1]
     hvd.init()
+    rank = hvd.rank()  # a scenario may shut down
     SCENARIOS[name]()
-    print(f"OK {name} rank={os.environ.get('OMPI_COMM_WORLD_RANK', hvd.rank())}", flush=True)
+    print(f"OK {name} rank={rank}", flush=True)
     hvd.shutdown()

@@ -1,4 +1,5 @@
 """The NumPy frontend and its bindings under real MPI ranks (scenarios_frontend.py)."""
+import re
 from pathlib import Path
 
 from conftest import run_ok
@@ -12,3 +13,9 @@ def test_non_native_byte_order_is_reduced_by_value(world):
 
 def test_out_overlapping_the_input(world):
     run_ok(world, "overlap", script=SCRIPT)
+
+
+def test_dropped_handles_release_their_buffers():
+    out, _ = run_ok(2, "dropped_handles", "5000", script=SCRIPT, timeout=300)
+    grown = [float(g) for g in re.findall(r"grown=(-?[\d.]+) MB", out)]
+    assert len(grown) == 2 and max(grown) < 50, out
