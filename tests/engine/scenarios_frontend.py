@@ -193,6 +193,64 @@ def sc_dropped_handles():
     assert lib.live_handles() == 0, "shutdown left abandoned handles behind"
 
 
+def sc_bad_args():
+    """Every bad argument is a local TypeError/ValueError naming the tensor, on every rank."""
+    r, n = hvd.rank(), hvd.size()
+    x = np.ones(4)
+    obj = np.array([object(), object()])
+    cases = {
+        "ba/root-float": lambda nm: hvd.broadcast(x, root_rank=1.5, name=nm),
+        "ba/root-npfloat": lambda nm: hvd.broadcast(x, root_rank=np.float64(0), name=nm),
+        "ba/root-str": lambda nm: hvd.broadcast(x, root_rank="0", name=nm),
+        "ba/root-huge": lambda nm: hvd.broadcast(x, root_rank=2**40, name=nm),
+        "ba/pre": lambda nm: hvd.allreduce(x, name=nm, prescale_factor="x"),
+        "ba/pre-str-number": lambda nm: hvd.allreduce(x, name=nm, prescale_factor="2"),
+        "ba/post": lambda nm: hvd.allreduce(x, name=nm, postscale_factor=None),
+        "ba/grp-pre": lambda nm: hvd.grouped_allreduce([x, x], name=nm, prescale_factor="x"),
+        "ba/rs-post": lambda nm: hvd.reducescatter(x, name=nm, postscale_factor=[1.0, 2.0]),
+        "ba/split-float": lambda nm: hvd.alltoall(x, splits=[1.5] + [2.5] + [0] * (n - 2),
+                                                  name=nm),
+        "ba/split-2**64": lambda nm: hvd.alltoall(x, splits=[2**64] + [0] * (n - 1), name=nm),
+        "ba/split-neg": lambda nm: hvd.alltoall(x, splits=[-2**63 - 1] + [0] * (n - 1), name=nm),
+        "ba/split-str": lambda nm: hvd.alltoall(x, splits=["a"] * n, name=nm),
+        "ba/split-none": lambda nm: hvd.alltoall(x, splits=[None] * n, name=nm),
+        "ba/split-ragged": lambda nm: hvd.alltoall(x, splits=[[1], [1, 2]], name=nm),
+        "ba/split-npfloat": lambda nm: hvd.alltoall(x, splits=np.full(n, 1.0), name=nm),
+        "ba/obj": lambda nm: hvd.allreduce(obj, name=nm),
+        "ba/strs": lambda nm: hvd.allreduce(["a", "b"], name=nm),
+        "ba/ragged": lambda nm: hvd.allreduce([[1.0], [1.0, 2.0]], name=nm),
+        "ba/obj-ag": lambda nm: hvd.allgather(obj, name=nm),
+        "ba/strs-ag": lambda nm: hvd.allgather(["a", "b"], name=nm),
+        "ba/obj-bc": lambda nm: hvd.broadcast(obj, root_rank=0, name=nm),
+        "ba/obj-a2a": lambda nm: hvd.alltoall(obj, name=nm),
+        "ba/ragged-a2a": lambda nm: hvd.alltoall([[1.0], [1.0, 2.0]], name=nm),
+        "ba/obj-rs": lambda nm: hvd.reducescatter(obj, name=nm),
+        "ba/obj-grp": lambda nm: hvd.grouped_allreduce([x, obj], name=nm),
+        "ba/out-list": lambda nm: hvd.allreduce(x, name=nm, out=[0.0] * 4),
+        "ba/out-strided": lambda nm: hvd.allreduce(x, name=nm, out=np.zeros(8)[::2]),
+        "ba/out-size": lambda nm: hvd.allreduce(x, name=nm, out=np.zeros(3)),
+        "ba/out-dtype": lambda nm: hvd.allreduce(x, name=nm, out=np.zeros(4, np.float32)),
+    }
+    for nm, fn in cases.items():
+        expect_named(lambda: fn(nm), f"'{nm}")
+    for bad in (5, b"ba/bytes", 1.5):
+        expect_named(lambda: hvd.allreduce(x, name=bad), "name", repr(bad))
+        expect_named(lambda: hvd.grouped_allreduce([x], name=bad), "name", repr(bad))
+    # Legal spellings: numpy integers and floats, ints as scale factors, int64-sized splits.
+    got = hvd.broadcast(np.full(2, r + 1.0), root_rank=np.int64(n - 1), name="ba/ok/root")
+    assert (got == n).all(), got
+    got = hvd.allreduce(np.ones(2), op=hvd.Sum, name="ba/ok/scale", prescale_factor=np.float32(2),
+                        postscale_factor=3)
+    assert (got == 6 * n).all(), got
+    got, recv = hvd.alltoall(np.arange(n, dtype=np.float32), splits=np.ones(n, np.uint8),
+                             name="ba/ok/splits")
+    assert list(recv) == [1] * n and got.tolist() == [float(r)] * n, (got, recv)
+    assert hvd._splits("ba/ok/max", [2**63 - 1, -1]) == [2**63 - 1, -1]
+    assert hvd._splits("ba/ok/2d", np.ones((1, n), np.int32)) == [1] * n
+    # The engine is unaffected by all of the above.
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="ba/after") == n).all()
+
+
 SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
 
 if __name__ == "__main__":

@@ -19,3 +19,8 @@ def test_dropped_handles_release_their_buffers():
     out, _ = run_ok(2, "dropped_handles", "5000", script=SCRIPT, timeout=300)
     grown = [float(g) for g in re.findall(r"grown=(-?[\d.]+) MB", out)]
     assert len(grown) == 2 and max(grown) < 50, out
+
+
+def test_bad_arguments_name_the_tensor(world):
+    run_ok(world, "bad_args", script=SCRIPT)
+
