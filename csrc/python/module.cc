@@ -35,6 +35,7 @@ struct Handle {
   std::condition_variable cv;
   size_t pending = 0;
   bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
+  bool waiting = false;    // guarded by the GIL: a thread is inside Wait()
   Status status;  // the first error of the group
   std::vector<Slot> slots;
   ~Handle() {
@@ -211,6 +212,11 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
   return id;
 }
 
+std::string Describe(const Handle& h) {
+  if (h.slots.empty()) return "an empty group";
+  return "tensor '" + h.slots[0].name + "'" + (h.slots.size() > 1 ? " and its group" : "");
+}
+
 bool Poll(int64_t id) {
   auto h = FindHandle(id);
   std::lock_guard<std::mutex> lk(h->mu);
@@ -222,6 +228,14 @@ bool Poll(int64_t id) {
 // is released either way, except on timeout.
 py::list Wait(int64_t id, double timeout_s) {
   auto h = FindHandle(id);
+  if (h->waiting)
+    throw py::value_error("handle of " + Describe(*h) +
+                          " is already being synchronized by another thread");
+  struct Waiting {  // cleared however Wait ends, so a timed-out handle can be waited on again
+    Handle* h;
+    ~Waiting() { h->waiting = false; }
+  } waiting{h.get()};
+  h->waiting = true;
   auto start = std::chrono::steady_clock::now();
   while (true) {
     bool done;
@@ -234,9 +248,8 @@ py::list Wait(int64_t id, double timeout_s) {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (timeout_s >= 0 && waited > timeout_s) {
-      std::string what = "tensor '" + h->slots[0].name + "'" + (h->slots.size() > 1 ? " and its group" : "");
       PyErr_SetString(PyExc_TimeoutError,
-                      (what + " did not complete within " + std::to_string(timeout_s) +
+                      (Describe(*h) + " did not complete within " + std::to_string(timeout_s) +
                        " s: other ranks have not submitted it yet or the op is still running")
                           .c_str());
       throw py::error_already_set();

@@ -1,6 +1,7 @@
 """Frontend scenarios (horovod.numpy and its bindings), run on every rank under mpirun by
 test_frontend.py. Same protocol as scenarios.py: each prints "OK <scenario> rank=<r>"."""
 import sys
+import threading
 import time
 
 import numpy as np
@@ -249,6 +250,72 @@ def sc_bad_args():
     assert hvd._splits("ba/ok/2d", np.ones((1, n), np.int32)) == [1] * n
     # The engine is unaffected by all of the above.
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="ba/after") == n).all()
+
+
+def raises(exc, fn):
+    try:
+        fn()
+    except exc as e:
+        return e
+    raise AssertionError(f"expected {exc.__name__}")
+
+
+def sc_threads():
+    """Concurrent synchronize() of one handle: one waiter gets the result, the other a clear
+    error. A timed-out synchronize() can be repeated."""
+    r, n = hvd.rank(), hvd.size()
+    # 'th/<r>' completes only once every rank has submitted it, which the others do only after
+    # the barrier below, which this rank joins only after both threads have tried.
+    h = hvd.allreduce_async(np.full(3, r + 1.0), op=hvd.Sum, name=f"th/{r}")
+    results = [None, None]
+
+    def waiter(k):
+        try:
+            results[k] = ("ok", hvd.synchronize(h))
+        except Exception as e:  # noqa: BLE001 - recorded and checked below
+            results[k] = ("error", e)
+
+    threads = [threading.Thread(target=waiter, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: any(x is not None for x in results), "the second waiter's error")
+    loser = [x for x in results if x is not None][0]
+    assert loser[0] == "error" and isinstance(loser[1], ValueError), loser
+    assert f"'th/{r}'" in str(loser[1]) and "already being synchronized" in str(loser[1]), loser
+    hvd.allreduce(np.ones(1), name="th/barrier")
+    others = [hvd.allreduce_async(np.full(3, r + 1.0), op=hvd.Sum, name=f"th/{q}")
+              for q in range(n) if q != r]
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive(), "a waiter hung"
+    winners = [x for x in results if x[0] == "ok"]
+    assert len(winners) == 1, results
+    assert winners[0][1].tolist() == [n * (n + 1) / 2] * 3, winners
+    for o in others:
+        hvd.synchronize(o)
+    expect_named(lambda: hvd.synchronize(h), f"'th/{r}'", "already synchronized")
+
+    # Timeouts, from this thread and then another, leave the handle usable.
+    h = hvd.allreduce_async(np.full(2, r + 1.0), op=hvd.Sum, name=f"to/{r}")
+    try:
+        hvd.synchronize(h, timeout=0.2)
+        raise AssertionError("no timeout")
+    except TimeoutError as e:
+        assert f"to/{r}" in str(e), e
+    box = []
+    t = threading.Thread(target=lambda: box.append(
+        raises(TimeoutError, lambda: hvd.synchronize(h, timeout=0.2))))
+    t.start()
+    t.join(timeout=60)
+    assert box and f"to/{r}" in str(box[0]), box
+    assert hvd.poll(h) is False
+    expect_named(lambda: hvd.synchronize(h, timeout="soon"), f"'to/{r}'", "timeout")
+    hvd.allreduce(np.ones(1), name="to/barrier")
+    others = [hvd.allreduce_async(np.full(2, r + 1.0), op=hvd.Sum, name=f"to/{q}")
+              for q in range(n) if q != r]
+    assert hvd.synchronize(h).tolist() == [n * (n + 1) / 2] * 2
+    for o in others:
+        hvd.synchronize(o)
 
 
 SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}

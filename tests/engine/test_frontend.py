@@ -24,3 +24,6 @@ def test_dropped_handles_release_their_buffers():
 def test_bad_arguments_name_the_tensor(world):
     run_ok(world, "bad_args", script=SCRIPT)
 
+
+def test_concurrent_synchronize_of_one_handle(world):
+    run_ok(world, "threads", script=SCRIPT)
