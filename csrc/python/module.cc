@@ -30,9 +30,12 @@ struct Slot {
 };
 
 struct Handle {
+  int64_t id = 0;
   std::mutex mu;
   std::condition_variable cv;
   size_t pending = 0;
+  bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
+  bool waiting = false;    // guarded by the GIL: a thread is inside Wait()
   Status status;  // the first error of the group
   std::vector<Slot> slots;
   ~Handle() {
@@ -40,9 +43,28 @@ struct Handle {
   }
 };
 
-std::mutex g_handles_mu;
-std::unordered_map<int64_t, std::shared_ptr<Handle>> g_handles;
+std::mutex g_handles_mu;  // guards the three below; never held while Python objects die
+// Never destroyed: handles left at exit hold Python objects, which must not be released after
+// the interpreter has finalized.
+auto& g_handles = *new std::unordered_map<int64_t, std::shared_ptr<Handle>>;
 int64_t g_next_handle = 1;
+std::vector<int64_t> g_reap;  // abandoned handles whose ops have finished
+
+// Frees the handles queued by done(). Their slots hold Python objects, so this runs with the
+// GIL, at the start of every handle-related binding call.
+void ReapAbandoned() {
+  std::vector<std::shared_ptr<Handle>> dead;
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    for (int64_t id : g_reap) {
+      auto it = g_handles.find(id);
+      if (it == g_handles.end()) continue;
+      dead.push_back(std::move(it->second));
+      g_handles.erase(it);
+    }
+    g_reap.clear();
+  }
+}  // `dead` released here, outside the lock
 
 [[noreturn]] void Raise(const Status& s) {
   if (s.code() == Status::INVALID_ARGUMENT) throw py::value_error(s.message());
@@ -61,13 +83,20 @@ MPI_Comm CommFromHandle(uintptr_t h) {
 }
 
 std::shared_ptr<Handle> FindHandle(int64_t h) {
+  ReapAbandoned();
   std::lock_guard<std::mutex> lk(g_handles_mu);
   auto it = g_handles.find(h);
   if (it == g_handles.end()) throw py::value_error("unknown or already synchronized handle " + std::to_string(h));
   return it->second;
 }
 
-DataType DataTypeOf(const py::dtype& dt, const std::string& name) {
+DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* what) {
+  // The kernels read native values: a byte-swapped array would be reduced as garbage.
+  if (!dt.attr("isnative").cast<bool>())
+    throw py::value_error("tensor '" + name + "': " + what + " dtype " +
+                          py::str(dt).cast<std::string>() +
+                          " is not in this machine's byte order; convert it first, e.g. with "
+                          "a.astype(a.dtype.newbyteorder('='))");
   const char kind = dt.kind();
   const auto size = dt.itemsize();
   if (kind == 'u' && size == 1) return DataType::UINT8;
@@ -78,7 +107,8 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name) {
   if (kind == 'f' && size == 4) return DataType::FLOAT32;
   if (kind == 'f' && size == 8) return DataType::FLOAT64;
   if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16") return DataType::BFLOAT16;
-  throw py::value_error("tensor '" + name + "': dtype " + py::str(dt).cast<std::string>() +
+  throw py::value_error("tensor '" + name + "': " + what + " dtype " +
+                        py::str(dt).cast<std::string>() +
                         " is not supported; use uint8, int8, int32, int64, float16, bfloat16, "
                         "float32 or float64");
 }
@@ -102,7 +132,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     Request& r = e.request;
     r.type = static_cast<OpType>(op_type);
     r.name = names[i];
-    r.dtype = DataTypeOf(input.dtype(), names[i]);
+    r.dtype = DataTypeOf(input.dtype(), names[i], "input");
     r.reduce_op = static_cast<ReduceOp>(reduce_op);
     r.root = root;
     r.prescale = prescale;
@@ -110,17 +140,25 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     r.splits = splits;
     r.rank = rank;
     r.shape.assign(input.shape(), input.shape() + input.ndim());
-    e.input = input.data();
     py::object out = outputs.is_none() ? py::object(py::none()) : py::list(outputs)[i];
     if (!out.is_none()) {
-      auto arr = py::array::ensure(out);
+      auto arr = py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out)
+                                                : py::array();
       if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
-          arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i]) != r.dtype)
+          arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i], "out") != r.dtype)
         throw py::value_error("tensor '" + names[i] + "': out must be a writable C-contiguous "
-                              "array of the input's dtype and size");
-      e.output = arr.mutable_data();
+                              "NumPy array of the input's dtype and size");
+      const char* in = static_cast<const char*>(input.data());
+      char* o = static_cast<char*>(arr.mutable_data());
+      const size_t nb = static_cast<size_t>(input.nbytes());
+      // The engine supports only exact aliasing: with a shifted overlap it would read input
+      // it has already overwritten. Reduce from a private copy instead.
+      if (o != in && o < in + nb && in < o + nb)
+        input = py::array(input.dtype(), r.shape, in);  // copies: no base object given
+      e.output = o;
       slot.output = arr;
     }
+    e.input = input.data();
     slot.input = input;
     slot.dtype = input.dtype();
     slot.name = names[i];
@@ -137,16 +175,28 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     e.received_splits = &slot.received_splits;
     Handle* hp = h.get();
     e.done = [hp](const Status& s) {  // background thread: no Python objects here
-      std::lock_guard<std::mutex> lk(hp->mu);
-      if (!s.ok() && hp->status.ok()) hp->status = s;
-      if (--hp->pending == 0) hp->cv.notify_all();
+      int64_t reap = 0;
+      {
+        std::lock_guard<std::mutex> lk(hp->mu);
+        if (!s.ok() && hp->status.ok()) hp->status = s;
+        if (--hp->pending == 0) {
+          if (hp->abandoned) reap = hp->id;
+          else hp->cv.notify_all();
+        }
+      }
+      // Once queued, hp may be freed at any time: it is not touched past this point.
+      if (reap) {
+        std::lock_guard<std::mutex> lk(g_handles_mu);
+        g_reap.push_back(reap);
+      }
     };
   }
   h->pending = n;
+  ReapAbandoned();
   int64_t id;
   {
     std::lock_guard<std::mutex> lk(g_handles_mu);
-    id = g_next_handle++;
+    id = h->id = g_next_handle++;
     g_handles[id] = h;  // registered first: done() may run before Enqueue returns
   }
   Status s;
@@ -162,6 +212,11 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
   return id;
 }
 
+std::string Describe(const Handle& h) {
+  if (h.slots.empty()) return "an empty group";
+  return "tensor '" + h.slots[0].name + "'" + (h.slots.size() > 1 ? " and its group" : "");
+}
+
 bool Poll(int64_t id) {
   auto h = FindHandle(id);
   std::lock_guard<std::mutex> lk(h->mu);
@@ -173,6 +228,14 @@ bool Poll(int64_t id) {
 // is released either way, except on timeout.
 py::list Wait(int64_t id, double timeout_s) {
   auto h = FindHandle(id);
+  if (h->waiting)
+    throw py::value_error("handle of " + Describe(*h) +
+                          " is already being synchronized by another thread");
+  struct Waiting {  // cleared however Wait ends, so a timed-out handle can be waited on again
+    Handle* h;
+    ~Waiting() { h->waiting = false; }
+  } waiting{h.get()};
+  h->waiting = true;
   auto start = std::chrono::steady_clock::now();
   while (true) {
     bool done;
@@ -185,9 +248,8 @@ py::list Wait(int64_t id, double timeout_s) {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (timeout_s >= 0 && waited > timeout_s) {
-      std::string what = "tensor '" + h->slots[0].name + "'" + (h->slots.size() > 1 ? " and its group" : "");
       PyErr_SetString(PyExc_TimeoutError,
-                      (what + " did not complete within " + std::to_string(timeout_s) +
+                      (Describe(*h) + " did not complete within " + std::to_string(timeout_s) +
                        " s: other ranks have not submitted it yet or the op is still running")
                           .c_str());
       throw py::error_already_set();
@@ -214,6 +276,29 @@ py::list Wait(int64_t id, double timeout_s) {
   return results;
 }
 
+// Python collected a handle it never synchronized: free it now if its ops are done, else once
+// done() queues it. Unknown ids (already synchronized or released) are ignored.
+void Release(int64_t id) {
+  ReapAbandoned();
+  std::shared_ptr<Handle> h;
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    auto it = g_handles.find(id);
+    if (it == g_handles.end()) return;
+    h = it->second;
+  }
+  bool finished;
+  {
+    std::lock_guard<std::mutex> lk(h->mu);
+    finished = h->pending == 0;
+    h->abandoned = !finished;
+  }
+  if (finished) {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    g_handles.erase(id);
+  }
+}  // `h` released here, with the GIL
+
 py::dict BuildInfo() {
   py::dict d;
   d["mpi_built"] = true;
@@ -238,8 +323,11 @@ PYBIND11_MODULE(_core, m) {
     if (!s.ok()) Raise(s);
   }, py::arg("comm") = 0);
   m.def("shutdown", [] {
-    py::gil_scoped_release nogil;
-    Shutdown();
+    {
+      py::gil_scoped_release nogil;
+      Shutdown();
+    }
+    ReapAbandoned();  // Shutdown failed every pending op: abandoned ones can go now
   });
   m.def("is_initialized", &IsInitialized);
   m.def("topology", [] {
@@ -260,6 +348,12 @@ PYBIND11_MODULE(_core, m) {
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
         py::arg("postscale"), py::arg("splits"));
   m.def("poll", &Poll);
+  m.def("release", &Release);
+  m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet
+    ReapAbandoned();
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    return g_handles.size();
+  });
   m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
   m.def("ring_allreduce_raw", [](py::array buf) {
     // The bare ring on a separate communicator, bypassing queue and negotiation: the benchmark's

@@ -6,6 +6,7 @@ steps take the engine's cached fast path. Unnamed ops get a per-process counter 
 matches across ranks only if every rank issues unnamed ops in the same order.
 """
 import itertools
+import operator
 
 import numpy as np
 
@@ -21,42 +22,116 @@ _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
 _counters = {k: itertools.count() for k in _KIND_NAMES}
 _REDUCE_OPS = (Sum, Average, Min, Max, Product)
+_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
 
 class Handle:
-    """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done."""
-    __slots__ = ("_id", "_kind", "_grouped")
+    """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done.
+    Dropping it unsynchronized is allowed: its buffers are freed once the op is done."""
+    __slots__ = ("_id", "_kind", "_grouped", "_name")
 
-    def __init__(self, id_, kind, grouped=False):
-        self._id, self._kind, self._grouped = id_, kind, grouped
+    def __init__(self, id_, kind, name, grouped=False):
+        self._id, self._kind, self._name, self._grouped = id_, kind, name, grouped
+
+    def __del__(self):
+        # Also runs at interpreter exit, when module globals may be gone: never raise.
+        try:
+            if self._id is not None:
+                _b._core.release(self._id)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _live_id(self):
+        if self._id is None:
+            what = f"tensor '{self._name}'" + (" and its group" if self._grouped else "")
+            raise ValueError(f"handle of {what} was already synchronized")
+        return self._id
 
 
 def _name(kind, name):
     if not is_initialized():
         raise ValueError(_b._NOT_INITIALIZED)
-    return name if name is not None else f"{_KIND_NAMES[kind]}.noname.{next(_counters[_KIND_NAMES[kind]])}"
+    if name is None:
+        return f"{_KIND_NAMES[kind]}.noname.{next(_counters[_KIND_NAMES[kind]])}"
+    if not isinstance(name, str):
+        raise TypeError(f"a tensor name must be a str, got {type(name).__name__} {name!r}")
+    return name
+
+
+def _array(name, tensor):
+    """`tensor` as an ndarray in native byte order: the engine reduces native values, so a
+    byte-swapped input is converted (the result comes back native)."""
+    try:
+        a = np.asarray(tensor)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"tensor '{name}': input is not array-like: {e}") from None
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _real(name, what, value):
+    if not isinstance(value, (str, bytes, bytearray)):  # float('2') would accept a string
+        try:
+            return float(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    raise TypeError(f"tensor '{name}': {what} must be a real number, got {value!r}")
+
+
+def _root(name, root):
+    try:
+        root = operator.index(root)  # ints and NumPy integers; 1.5 is not silently 1
+    except TypeError:
+        raise TypeError(f"tensor '{name}': root_rank must be an integer, got {root!r}") from None
+    if not _INT32_MIN <= root <= _INT32_MAX:  # the engine checks [0, size) on an int32
+        raise ValueError(f"tensor '{name}': broadcast root rank {root} is outside "
+                         f"[0, {size()})")
+    return root
+
+
+def _splits(name, splits):
+    """alltoall splits as a flat list of int64 values; the engine checks count, sign and sum."""
+    out = []
+    for s in np.asarray(splits, dtype=object).reshape(-1):
+        try:
+            v = operator.index(s)
+        except TypeError:
+            raise TypeError(f"tensor '{name}': alltoall splits must be integers, got {s!r}") \
+                from None
+        if not _INT64_MIN <= v <= _INT64_MAX:
+            raise ValueError(f"tensor '{name}': alltoall split {v} does not fit in int64")
+        out.append(v)
+    return out
 
 
 def _submit(kind, names, tensors, outputs=None, op=Sum, root=0, prescale=1.0, postscale=1.0,
             splits=(), grouped=False):
+    name = names[0] if names else ""
     if op not in _REDUCE_OPS:
         if op == _b.Adasum:
-            raise ValueError(f"tensor '{names[0]}': Adasum is not implemented in this Horovod")
-        raise ValueError(f"tensor '{names[0]}': unknown reduce op {op!r}")
-    hid = _b._lib().enqueue(kind, names, list(tensors), outputs, int(op), int(root),
-                            float(prescale), float(postscale), [int(s) for s in splits])
-    return Handle(hid, kind, grouped)
+            raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
+        raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
+    hid = _b._lib().enqueue(kind, names, tensors, outputs, int(op), _root(name, root),
+                            _real(name, "prescale_factor", prescale),
+                            _real(name, "postscale_factor", postscale), list(splits))
+    return Handle(hid, kind, name, grouped)
 
 
 def poll(handle):
     """True once the op has finished (successfully or not)."""
-    return _b._lib().poll(handle._id)
+    return _b._lib().poll(handle._live_id())
 
 
 def synchronize(handle, timeout=None):
     """Waits for the op and returns its result; raises its error (HorovodMismatchError,
-    HorovodShutdownError, ...). `timeout` in seconds raises TimeoutError naming the tensor."""
-    results = _b._lib().wait(handle._id, -1.0 if timeout is None else float(timeout))
+    HorovodShutdownError, ...). `timeout` in seconds raises TimeoutError naming the tensor;
+    the handle can then be synchronized again."""
+    hid = handle._live_id()
+    timeout = -1.0 if timeout is None else _real(handle._name, "timeout", timeout)
+    results = _b._lib().wait(hid, timeout)
+    handle._id = None  # the binding has released it
     if handle._grouped:
         return [r[0] for r in results]
     out, splits = results[0]
@@ -65,18 +140,20 @@ def synchronize(handle, timeout=None):
     return out
 
 
-def _like(tensor, out):
+def _like(name, t, out):
     """The output array of a same-shape op: `out` if given, else a new one."""
-    if out is not None:
-        return out
-    t = np.asarray(tensor)
-    return np.empty(t.shape, t.dtype)
+    if out is None:
+        return np.empty(t.shape, t.dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"tensor '{name}': out must be a NumPy array, got {type(out).__name__}")
+    return out
 
 
 def allreduce_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0,
                     out=None):
     name = _name(_ALLREDUCE, name)
-    return _submit(_ALLREDUCE, [name], [tensor], [_like(tensor, out)], op, 0, prescale_factor,
+    t = _array(name, tensor)
+    return _submit(_ALLREDUCE, [name], [t], [_like(name, t, out)], op, 0, prescale_factor,
                    postscale_factor)
 
 
@@ -90,9 +167,10 @@ def grouped_allreduce_async(tensors, op=Average, name=None, prescale_factor=1.0,
                             postscale_factor=1.0):
     base = _name(_ALLREDUCE, name)
     tensors = list(tensors)
-    return _submit(_ALLREDUCE, [f"{base}.{i}" for i in range(len(tensors))], tensors,
-                   [_like(t, None) for t in tensors], op, 0, prescale_factor, postscale_factor,
-                   grouped=True)
+    names = [f"{base}.{i}" for i in range(len(tensors))]
+    ts = [_array(n, t) for n, t in zip(names, tensors)]
+    return _submit(_ALLREDUCE, names, ts, [np.empty(t.shape, t.dtype) for t in ts], op, 0,
+                   prescale_factor, postscale_factor, grouped=True)
 
 
 def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
@@ -102,7 +180,8 @@ def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, posts
 
 
 def allgather_async(tensor, name=None):
-    return _submit(_ALLGATHER, [_name(_ALLGATHER, name)], [tensor])
+    name = _name(_ALLGATHER, name)
+    return _submit(_ALLGATHER, [name], [_array(name, tensor)])
 
 
 def allgather(tensor, name=None):
@@ -112,7 +191,8 @@ def allgather(tensor, name=None):
 
 def broadcast_async(tensor, root_rank, name=None, out=None):
     name = _name(_BROADCAST, name)
-    return _submit(_BROADCAST, [name], [tensor], [_like(tensor, out)], Sum, root_rank)
+    t = _array(name, tensor)
+    return _submit(_BROADCAST, [name], [t], [_like(name, t, out)], Sum, root_rank)
 
 
 def broadcast(tensor, root_rank, name=None, out=None):
@@ -122,13 +202,13 @@ def broadcast(tensor, root_rank, name=None, out=None):
 
 def alltoall_async(tensor, splits=None, name=None):
     name = _name(_ALLTOALL, name)
-    t = np.asarray(tensor)
+    t = _array(name, tensor)
     if splits is None:
         if t.ndim == 0:
             raise ValueError(f"tensor '{name}': alltoall needs at least one dimension")
         n = size()
         splits = [t.shape[0] // n + (1 if r < t.shape[0] % n else 0) for r in range(n)]
-    return _submit(_ALLTOALL, [name], [t], splits=list(np.asarray(splits).reshape(-1)))
+    return _submit(_ALLTOALL, [name], [t], splits=_splits(name, splits))
 
 
 def alltoall(tensor, splits=None, name=None):
@@ -138,8 +218,9 @@ def alltoall(tensor, splits=None, name=None):
 
 
 def reducescatter_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    return _submit(_REDUCESCATTER, [_name(_REDUCESCATTER, name)], [tensor], None, op, 0,
-                   prescale_factor, postscale_factor)
+    name = _name(_REDUCESCATTER, name)
+    return _submit(_REDUCESCATTER, [name], [_array(name, tensor)], None, op, 0, prescale_factor,
+                   postscale_factor)
 
 
 def reducescatter(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):

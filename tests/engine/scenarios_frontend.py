@@ -1,0 +1,329 @@
+"""Frontend scenarios (horovod.numpy and its bindings), run on every rank under mpirun by
+test_frontend.py. Same protocol as scenarios.py: each prints "OK <scenario> rank=<r>"."""
+import sys
+import threading
+import time
+
+import numpy as np
+
+import horovod.numpy as hvd
+from scenarios import DTYPES, check, make, reference
+
+
+def expect_named(fn, *needles):
+    """A local argument error (TypeError or ValueError, not pybind's generic signature dump)
+    whose message contains every needle, typically the tensor's name."""
+    try:
+        fn()
+    except (TypeError, ValueError) as e:
+        msg = str(e)
+        assert "incompatible function arguments" not in msg, msg
+        for needle in needles:
+            assert needle in msg, f"error {msg!r} lacks {needle!r}"
+        return msg
+    raise AssertionError(f"expected an error containing {needles}")
+
+
+def swapped(a):
+    """`a` with the same values in the non-native byte order."""
+    a = np.asarray(a)
+    return a.astype(a.dtype.newbyteorder("S"))
+
+
+def sc_byteorder():
+    """Non-native byte order inputs are reduced by value; results come back native."""
+    r, n = hvd.rank(), hvd.size()
+    multi = [dt for dt in DTYPES if dt.itemsize > 1 and dt.kind in "iuf"]
+    # The reported cases, written as big-endian literals.
+    got = hvd.allreduce(np.array([1.0, 2.0], ">f8"), op=hvd.Sum, name="bo/f8")
+    assert got.dtype == np.float64 and got.tolist() == [n * 1.0, n * 2.0], got
+    got = hvd.allreduce(np.array([255, 1], ">i4"), op=hvd.Sum, name="bo/i4")
+    assert got.dtype == np.int32 and got.tolist() == [255 * n, n], got
+    for dt in multi:
+        for shape in ((5,), (100003,)):  # direct exchange and ring
+            x = swapped(make(r, shape, dt))
+            keep = x.copy()
+            got = hvd.synchronize(hvd.allreduce_async(x, op=hvd.Sum,
+                                                      name=f"bo/ar/{dt.name}/{shape[0]}"))
+            check(got, reference([make(q, shape, dt) for q in range(n)], "sum", dt), dt,
+                  f"allreduce {dt} {shape}")
+            assert np.array_equal(x, keep) and x.dtype == keep.dtype, "input changed"
+        for root in range(n):
+            got = hvd.broadcast(swapped(make(r, (7, 3), dt)), root_rank=root,
+                                name=f"bo/bc/{dt.name}/{root}")
+            check(got, make(root, (7, 3), dt).astype(np.float64), dt, f"broadcast {dt}")
+        got = hvd.allgather(swapped(make(r, (r + 1, 2), dt)), name=f"bo/ag/{dt.name}")
+        want = np.concatenate([make(q, (q + 1, 2), dt) for q in range(n)])
+        check(got, want.astype(np.float64), dt, f"allgather {dt}")
+        splits = [(r + d) % 3 for d in range(n)]
+        got, recv = hvd.alltoall(swapped(make(r, (sum(splits),), dt)),
+                                 splits=swapped(np.array(splits, np.int64)),
+                                 name=f"bo/a2a/{dt.name}")
+        parts = []
+        for q in range(n):
+            sq = [(q + d) % 3 for d in range(n)]
+            parts.append(make(q, (sum(sq),), dt)[sum(sq[:r]):sum(sq[:r + 1])])
+        check(got, np.concatenate(parts).astype(np.float64), dt, f"alltoall {dt}")
+        shape = (2 * n + 1, 3)
+        got = hvd.reducescatter(swapped(make(r, shape, dt)), op=hvd.Sum, name=f"bo/rs/{dt.name}")
+        full = reference([make(q, shape, dt) for q in range(n)], "sum", dt)
+        rows = [shape[0] // n + (1 if q < shape[0] % n else 0) for q in range(n)]
+        check(got, full[sum(rows[:r]):sum(rows[:r + 1])], dt, f"reducescatter {dt}")
+    # A group mixing both byte orders, including a ring-sized member.
+    shapes = [(3,), (40000,), (5, 2)]
+    xs = [make(r, s, np.dtype(np.float64), salt=i) for i, s in enumerate(shapes)]
+    outs = hvd.grouped_allreduce([xs[0], swapped(xs[1]), swapped(xs[2])], op=hvd.Sum,
+                                 name="bo/grp")
+    for i, got in enumerate(outs):
+        want = reference([make(q, shapes[i], np.dtype(np.float64), salt=i) for q in range(n)],
+                         "sum", np.dtype(np.float64))
+        check(got, want, np.dtype(np.float64), f"grouped {i}")
+    # An output cannot be converted behind the caller's back: the binding refuses it.
+    x = np.ones(4)
+    expect_named(lambda: hvd.allreduce(x, name="bo/out", out=swapped(np.zeros(4))),
+                 "bo/out", "byte order")
+    big = swapped(np.ones(4))
+    expect_named(lambda: hvd.allreduce(big, name="bo/inplace", out=big), "bo/inplace",
+                 "byte order")
+    # The binding's own check, for a caller that skips the frontend's conversion.
+    lib = hvd._b._lib()
+    expect_named(lambda: lib.enqueue(0, ["bo/raw"], [swapped(np.ones(3))], None, 0, 0, 1.0, 1.0,
+                                     []), "bo/raw", "byte order")
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="bo/after") == n).all()
+
+
+def sc_overlap():
+    """out= partially overlapping the input gives the right result; exact aliasing is in place."""
+    r, n = hvd.rank(), hvd.size()
+    ranks_sum = n * (n - 1) / 2
+    for N in (10, 200000):  # 80 B: direct exchange; 1.6 MB: ring
+        y = np.arange(N + 1.0) + r
+        out = y[1:]
+        got = hvd.allreduce(y[:N], op=hvd.Sum, out=out, name=f"ov/after/{N}")
+        assert got is out
+        bad = np.count_nonzero(y[1:] != n * np.arange(N) + ranks_sum)
+        assert bad == 0, f"N={N}, out after the input: {bad} wrong"
+        y = np.arange(N + 1.0) + r
+        hvd.synchronize(hvd.allreduce_async(y[1:], op=hvd.Sum, out=y[:N], name=f"ov/before/{N}"))
+        bad = np.count_nonzero(y[:N] != n * np.arange(1, N + 1) + ranks_sum)
+        assert bad == 0, f"N={N}, out before the input: {bad} wrong"
+        # Same memory through two view objects: exact aliasing, reduced in place.
+        y = np.arange(N + 1.0) + r
+        hvd.allreduce(y[:N], op=hvd.Sum, out=y[:N], name=f"ov/same/{N}")
+        assert np.array_equal(y[:N], n * np.arange(N) + ranks_sum) and y[N] == N + r
+        x = np.arange(N, dtype=np.int64) + r
+        assert hvd.allreduce(x, op=hvd.Sum, out=x, name=f"ov/inplace/{N}") is x
+        assert np.array_equal(x, n * np.arange(N) + int(ranks_sum))
+        for root in range(n):
+            y = np.arange(N + 1.0) * (r + 1)
+            hvd.broadcast(y[:N], root_rank=root, out=y[1:], name=f"ov/bc/{N}/{root}")
+            assert np.array_equal(y[1:], np.arange(N) * (root + 1.0)), f"broadcast N={N}"
+            y = np.arange(N + 1.0) * (r + 1)
+            hvd.broadcast(y[1:], root_rank=root, out=y[:N], name=f"ov/bcb/{N}/{root}")
+            assert np.array_equal(y[:N], np.arange(1, N + 1) * (root + 1.0)), f"bcast N={N}"
+
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+def wait_for(cond, what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def sc_dropped_handles():
+    """Handles dropped without synchronize() release their buffers once their op is done."""
+    r, n = hvd.rank(), hvd.size()
+    count = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
+    lib = hvd._b._lib()
+    elems = 5000  # 40 KB of float64
+    for i in range(200):  # warm up allocator and engine before the baseline
+        hvd.allreduce_async(np.ones(elems), op=hvd.Sum, name=f"dh/warm/{i}")
+    hvd.allreduce(np.ones(1), name="dh/warm")
+    wait_for(lambda: lib.live_handles() == 0, "warm-up handles to be released")
+    base = rss_mb()
+    kept, outs = [], []
+    # Every 100th op is waited for, which bounds the ops in flight: a dropped op's arrays must
+    # live until it is done, so an unbounded burst peaks at count x 80 KB whatever is freed.
+    for i in range(count):
+        x = np.full(elems, float(i + r))
+        if i % 500 == 0:  # kept and synchronized at the end
+            kept.append((i, hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")))
+        elif i % 250 == 0:  # dropped, but its out= array kept: the input lived long enough
+            outs.append((i, np.zeros(elems)))
+            hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}", out=outs[-1][1])
+        elif i % 100 == 0:  # dropped once done
+            h = hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")
+            wait_for(lambda: hvd.poll(h), f"dh/{i}")
+            del h
+        elif i % 90 == 0:  # a dropped group
+            hvd.grouped_allreduce_async([x, x[:10]], op=hvd.Sum, name=f"dh/{i}")
+        else:  # dropped while pending
+            hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")
+        del x
+    ranks_sum = n * (n - 1) / 2
+    for i, h in kept:
+        got = hvd.synchronize(h)
+        assert np.array_equal(got, np.full(elems, n * i + ranks_sum)), f"kept dh/{i}: {got[:3]}"
+    wait_for(lambda: lib.live_handles() == 0, "dropped handles to be released")
+    for i, out in outs:
+        assert np.array_equal(out, np.full(elems, n * i + ranks_sum)), f"dropped dh/{i}: {out[:3]}"
+    grown = rss_mb() - base
+    print(f"RSS rank={r} base={base:.1f} MB grown={grown:.1f} MB over {count} dropped handles",
+          flush=True)
+    assert grown < 50, f"RSS grew {grown:.1f} MB over {count} dropped 40 KB allreduces"
+    # A synchronized handle is released by synchronize() alone: a second call is a clear error,
+    # and collecting it frees nothing twice.
+    expect_named(lambda: hvd.synchronize(h), f"'dh/{kept[-1][0]}'", "already synchronized")
+    del h, kept
+    assert lib.live_handles() == 0
+    # Handles still pending at shutdown (names no other rank submits) and dropped: shutdown
+    # fails their ops, which must free them without breaking the exit. The barrier keeps any
+    # rank from shutting down before every rank has submitted.
+    for i in range(20):
+        hvd.allreduce_async(np.ones(elems), name=f"dh/tail/{r}/{i}")
+    hvd.allreduce(np.ones(1), name="dh/end")
+    hvd.shutdown()
+    assert lib.live_handles() == 0, "shutdown left abandoned handles behind"
+
+
+def sc_bad_args():
+    """Every bad argument is a local TypeError/ValueError naming the tensor, on every rank."""
+    r, n = hvd.rank(), hvd.size()
+    x = np.ones(4)
+    obj = np.array([object(), object()])
+    cases = {
+        "ba/root-float": lambda nm: hvd.broadcast(x, root_rank=1.5, name=nm),
+        "ba/root-npfloat": lambda nm: hvd.broadcast(x, root_rank=np.float64(0), name=nm),
+        "ba/root-str": lambda nm: hvd.broadcast(x, root_rank="0", name=nm),
+        "ba/root-huge": lambda nm: hvd.broadcast(x, root_rank=2**40, name=nm),
+        "ba/pre": lambda nm: hvd.allreduce(x, name=nm, prescale_factor="x"),
+        "ba/pre-str-number": lambda nm: hvd.allreduce(x, name=nm, prescale_factor="2"),
+        "ba/post": lambda nm: hvd.allreduce(x, name=nm, postscale_factor=None),
+        "ba/grp-pre": lambda nm: hvd.grouped_allreduce([x, x], name=nm, prescale_factor="x"),
+        "ba/rs-post": lambda nm: hvd.reducescatter(x, name=nm, postscale_factor=[1.0, 2.0]),
+        "ba/split-float": lambda nm: hvd.alltoall(x, splits=[1.5] + [2.5] + [0] * (n - 2),
+                                                  name=nm),
+        "ba/split-2**64": lambda nm: hvd.alltoall(x, splits=[2**64] + [0] * (n - 1), name=nm),
+        "ba/split-neg": lambda nm: hvd.alltoall(x, splits=[-2**63 - 1] + [0] * (n - 1), name=nm),
+        "ba/split-str": lambda nm: hvd.alltoall(x, splits=["a"] * n, name=nm),
+        "ba/split-none": lambda nm: hvd.alltoall(x, splits=[None] * n, name=nm),
+        "ba/split-ragged": lambda nm: hvd.alltoall(x, splits=[[1], [1, 2]], name=nm),
+        "ba/split-npfloat": lambda nm: hvd.alltoall(x, splits=np.full(n, 1.0), name=nm),
+        "ba/obj": lambda nm: hvd.allreduce(obj, name=nm),
+        "ba/strs": lambda nm: hvd.allreduce(["a", "b"], name=nm),
+        "ba/ragged": lambda nm: hvd.allreduce([[1.0], [1.0, 2.0]], name=nm),
+        "ba/obj-ag": lambda nm: hvd.allgather(obj, name=nm),
+        "ba/strs-ag": lambda nm: hvd.allgather(["a", "b"], name=nm),
+        "ba/obj-bc": lambda nm: hvd.broadcast(obj, root_rank=0, name=nm),
+        "ba/obj-a2a": lambda nm: hvd.alltoall(obj, name=nm),
+        "ba/ragged-a2a": lambda nm: hvd.alltoall([[1.0], [1.0, 2.0]], name=nm),
+        "ba/obj-rs": lambda nm: hvd.reducescatter(obj, name=nm),
+        "ba/obj-grp": lambda nm: hvd.grouped_allreduce([x, obj], name=nm),
+        "ba/out-list": lambda nm: hvd.allreduce(x, name=nm, out=[0.0] * 4),
+        "ba/out-strided": lambda nm: hvd.allreduce(x, name=nm, out=np.zeros(8)[::2]),
+        "ba/out-size": lambda nm: hvd.allreduce(x, name=nm, out=np.zeros(3)),
+        "ba/out-dtype": lambda nm: hvd.allreduce(x, name=nm, out=np.zeros(4, np.float32)),
+    }
+    for nm, fn in cases.items():
+        expect_named(lambda: fn(nm), f"'{nm}")
+    for bad in (5, b"ba/bytes", 1.5):
+        expect_named(lambda: hvd.allreduce(x, name=bad), "name", repr(bad))
+        expect_named(lambda: hvd.grouped_allreduce([x], name=bad), "name", repr(bad))
+    # Legal spellings: numpy integers and floats, ints as scale factors, int64-sized splits.
+    got = hvd.broadcast(np.full(2, r + 1.0), root_rank=np.int64(n - 1), name="ba/ok/root")
+    assert (got == n).all(), got
+    got = hvd.allreduce(np.ones(2), op=hvd.Sum, name="ba/ok/scale", prescale_factor=np.float32(2),
+                        postscale_factor=3)
+    assert (got == 6 * n).all(), got
+    got, recv = hvd.alltoall(np.arange(n, dtype=np.float32), splits=np.ones(n, np.uint8),
+                             name="ba/ok/splits")
+    assert list(recv) == [1] * n and got.tolist() == [float(r)] * n, (got, recv)
+    assert hvd._splits("ba/ok/max", [2**63 - 1, -1]) == [2**63 - 1, -1]
+    assert hvd._splits("ba/ok/2d", np.ones((1, n), np.int32)) == [1] * n
+    # The engine is unaffected by all of the above.
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="ba/after") == n).all()
+
+
+def raises(exc, fn):
+    try:
+        fn()
+    except exc as e:
+        return e
+    raise AssertionError(f"expected {exc.__name__}")
+
+
+def sc_threads():
+    """Concurrent synchronize() of one handle: one waiter gets the result, the other a clear
+    error. A timed-out synchronize() can be repeated."""
+    r, n = hvd.rank(), hvd.size()
+    # 'th/<r>' completes only once every rank has submitted it, which the others do only after
+    # the barrier below, which this rank joins only after both threads have tried.
+    h = hvd.allreduce_async(np.full(3, r + 1.0), op=hvd.Sum, name=f"th/{r}")
+    results = [None, None]
+
+    def waiter(k):
+        try:
+            results[k] = ("ok", hvd.synchronize(h))
+        except Exception as e:  # noqa: BLE001 - recorded and checked below
+            results[k] = ("error", e)
+
+    threads = [threading.Thread(target=waiter, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: any(x is not None for x in results), "the second waiter's error")
+    loser = [x for x in results if x is not None][0]
+    assert loser[0] == "error" and isinstance(loser[1], ValueError), loser
+    assert f"'th/{r}'" in str(loser[1]) and "already being synchronized" in str(loser[1]), loser
+    hvd.allreduce(np.ones(1), name="th/barrier")
+    others = [hvd.allreduce_async(np.full(3, r + 1.0), op=hvd.Sum, name=f"th/{q}")
+              for q in range(n) if q != r]
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive(), "a waiter hung"
+    winners = [x for x in results if x[0] == "ok"]
+    assert len(winners) == 1, results
+    assert winners[0][1].tolist() == [n * (n + 1) / 2] * 3, winners
+    for o in others:
+        hvd.synchronize(o)
+    expect_named(lambda: hvd.synchronize(h), f"'th/{r}'", "already synchronized")
+
+    # Timeouts, from this thread and then another, leave the handle usable.
+    h = hvd.allreduce_async(np.full(2, r + 1.0), op=hvd.Sum, name=f"to/{r}")
+    try:
+        hvd.synchronize(h, timeout=0.2)
+        raise AssertionError("no timeout")
+    except TimeoutError as e:
+        assert f"to/{r}" in str(e), e
+    box = []
+    t = threading.Thread(target=lambda: box.append(
+        raises(TimeoutError, lambda: hvd.synchronize(h, timeout=0.2))))
+    t.start()
+    t.join(timeout=60)
+    assert box and f"to/{r}" in str(box[0]), box
+    assert hvd.poll(h) is False
+    expect_named(lambda: hvd.synchronize(h, timeout="soon"), f"'to/{r}'", "timeout")
+    hvd.allreduce(np.ones(1), name="to/barrier")
+    others = [hvd.allreduce_async(np.full(2, r + 1.0), op=hvd.Sum, name=f"to/{q}")
+              for q in range(n) if q != r]
+    assert hvd.synchronize(h).tolist() == [n * (n + 1) / 2] * 2
+    for o in others:
+        hvd.synchronize(o)
+
+
+SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    hvd.init()
+    rank = hvd.rank()  # a scenario may shut down
+    SCENARIOS[name]()
+    print(f"OK {name} rank={rank}", flush=True)
+    hvd.shutdown()
