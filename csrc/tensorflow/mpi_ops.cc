@@ -1,0 +1,323 @@
+// TensorFlow kernels: thin adapters from TF tensors to engine entries. Every op is an
+// AsyncOpKernel that enqueues into the process's one engine (libhorovod_core.so, shared with the
+// NumPy frontend) and completes from the engine's callback on its background thread.
+//  - Negotiation key: the `tensor_name` input if non-empty (eager ops named by Python), else the
+//    node name, which is stable across the steps of a tf.function (so the cached fast path
+//    applies from the second step on). A string input rather than an attr: eager kernels are
+//    cached per attr value, so per-call names as attrs would grow that cache without bound.
+//  - Same-shape ops (allreduce, broadcast) write into an output allocated up front, forwarded
+//    from the input when TF allows it: no copy beyond the collective itself. Other ops allocate
+//    their output from the background thread once negotiation fixed its shape.
+//  - Engine statuses become TF's own error types: a disagreement between ranks is
+//    FailedPrecondition, bad arguments InvalidArgument, a rank that left Aborted.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/engine.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf = tensorflow;
+
+namespace hvd {
+namespace {
+
+using tf::shape_inference::InferenceContext;
+
+// bool travels as uint8 in ops that move bytes without reducing them.
+bool ToEngineType(tf::DataType t, DataType* out) {
+  switch (t) {
+    case tf::DT_UINT8: case tf::DT_BOOL: *out = DataType::UINT8; return true;
+    case tf::DT_INT8: *out = DataType::INT8; return true;
+    case tf::DT_INT32: *out = DataType::INT32; return true;
+    case tf::DT_INT64: *out = DataType::INT64; return true;
+    case tf::DT_HALF: *out = DataType::FLOAT16; return true;
+    case tf::DT_BFLOAT16: *out = DataType::BFLOAT16; return true;
+    case tf::DT_FLOAT: *out = DataType::FLOAT32; return true;
+    case tf::DT_DOUBLE: *out = DataType::FLOAT64; return true;
+    default: return false;
+  }
+}
+
+tf::Status ToTF(const Status& s) {
+  switch (s.code()) {
+    case Status::OK: return tf::Status();
+    case Status::INVALID_ARGUMENT: return tf::errors::InvalidArgument(s.message());
+    case Status::MISMATCH: return tf::errors::FailedPrecondition(s.message());
+    case Status::SHUT_DOWN: return tf::errors::Aborted(s.message());
+    default: return tf::errors::Internal(s.message());
+  }
+}
+
+std::vector<int64_t> Dims(const tf::TensorShape& shape) {
+  std::vector<int64_t> d;
+  for (int i = 0; i < shape.dims(); ++i) d.push_back(shape.dim_size(i));
+  return d;
+}
+
+// Completes an op of one or more entries once every entry is done: TF's done() runs once.
+struct Completion {
+  Completion(tf::OpKernelContext* c, tf::AsyncOpKernel::DoneCallback d, int n)
+      : context(c), done(std::move(d)), pending(n) {}
+  void Finish(const Status& s) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!s.ok() && first_error.ok()) first_error = s;
+      if (--pending > 0) return;
+    }
+    if (!first_error.ok()) context->SetStatus(ToTF(first_error));
+    done();
+  }
+  tf::OpKernelContext* context;
+  tf::AsyncOpKernel::DoneCallback done;
+  std::mutex mu;
+  int pending;
+  Status first_error;
+};
+
+// The common part of every kernel: the negotiation name and the engine request.
+class HorovodKernel : public tf::AsyncOpKernel {
+ public:
+  explicit HorovodKernel(tf::OpKernelConstruction* c, OpType type) : AsyncOpKernel(c), type_(type) {
+    if (c->HasAttr("reduce_op")) OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
+    if (c->HasAttr("prescale_factor")) OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
+    if (c->HasAttr("postscale_factor")) OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
+    if (c->HasAttr("root_rank")) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
+  }
+
+ protected:
+  // The name input is the last one.
+  std::string TensorName(tf::OpKernelContext* c) const {
+    const tf::Tensor& t = c->input(c->num_inputs() - 1);
+    std::string given = t.NumElements() == 1 ? std::string(t.scalar<tf::tstring>()()) : "";
+    return given.empty() ? name() : given;
+  }
+
+  // Validates the dtype and fills the request of one tensor; false sets the op's error.
+  bool MakeEntry(tf::OpKernelContext* c, const std::string& name, const tf::Tensor& input,
+                 TensorEntry* e) const {
+    Request& r = e->request;
+    if (!ToEngineType(input.dtype(), &r.dtype)) {
+      c->CtxFailure(tf::errors::InvalidArgument("tensor '", name, "': dtype ",
+                                                tf::DataTypeString(input.dtype()),
+                                                " is not supported by Horovod"));
+      return false;
+    }
+    r.type = type_;
+    r.name = name;
+    r.reduce_op = static_cast<ReduceOp>(reduce_op_);
+    r.root = root_;
+    r.prescale = prescale_;
+    r.postscale = postscale_;
+    r.rank = GetTopology().rank;
+    r.shape = Dims(input.shape());
+    e->input = input.tensor_data().data();
+    return true;
+  }
+
+  // Output `index`, allocated on the background thread once negotiation fixed its shape.
+  static OutputAllocator AllocateOutput(tf::OpKernelContext* c, int index) {
+    return [c, index](const std::vector<int64_t>& shape, void** data) {
+      tf::TensorShape ts;
+      for (auto d : shape) ts.AddDim(d);
+      tf::Tensor* out = nullptr;
+      tf::Status s = c->allocate_output(index, ts, &out);
+      if (!s.ok()) return Status::Internal(std::string(s.message()));
+      *data = const_cast<char*>(out->tensor_data().data());
+      return Status();
+    };
+  }
+
+  void Submit(tf::OpKernelContext* c, std::vector<TensorEntry> entries, DoneCallback done,
+              std::function<void(const Status&)> before_done = nullptr) {
+    auto completion = std::make_shared<Completion>(c, std::move(done), static_cast<int>(entries.size()));
+    for (auto& e : entries)
+      e.done = [completion, before_done](const Status& s) {
+        if (before_done) before_done(s);
+        completion->Finish(s);
+      };
+    Status s = Enqueue(std::move(entries));
+    // Not queued: no done() will run, so complete here (every entry counts once).
+    if (!s.ok()) {
+      c->SetStatus(ToTF(s));
+      completion->done();
+    }
+  }
+
+  OpType type_;
+  int reduce_op_ = 0, root_ = 0;
+  float prescale_ = 1.0f, postscale_ = 1.0f;
+};
+
+// Allreduce and broadcast: the output has the input's shape; the engine writes it directly.
+class SameShapeOp : public HorovodKernel {
+ public:
+  SameShapeOp(tf::OpKernelConstruction* c, OpType type) : HorovodKernel(c, type) {}
+  void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
+    const int n = c->num_inputs() - 1;
+    const std::string base = TensorName(c);
+    std::vector<TensorEntry> entries(n);
+    for (int i = 0; i < n; ++i) {
+      const tf::Tensor& input = c->input(i);
+      const std::string name = n == 1 ? base : base + "." + std::to_string(i);
+      if (!MakeEntry(c, name, input, &entries[i])) return done();
+      tf::Tensor* out = nullptr;
+      // Reuses the input's buffer when nothing else needs it: the ring runs in place.
+      OP_REQUIRES_OK_ASYNC(c, c->forward_input_or_allocate_output({i}, i, input.shape(), &out), done);
+      entries[i].output = const_cast<char*>(out->tensor_data().data());
+    }
+    Submit(c, std::move(entries), std::move(done));
+  }
+};
+
+class AllreduceOp : public SameShapeOp {
+ public:
+  explicit AllreduceOp(tf::OpKernelConstruction* c) : SameShapeOp(c, OpType::ALLREDUCE) {}
+};
+class BroadcastOp : public SameShapeOp {
+ public:
+  explicit BroadcastOp(tf::OpKernelConstruction* c) : SameShapeOp(c, OpType::BROADCAST) {}
+};
+
+// Allgather and reducescatter: one tensor per entry, output shaped after negotiation.
+class ReshapingOp : public HorovodKernel {
+ public:
+  ReshapingOp(tf::OpKernelConstruction* c, OpType type) : HorovodKernel(c, type) {}
+  void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
+    const int n = c->num_inputs() - 1;
+    const std::string base = TensorName(c);
+    std::vector<TensorEntry> entries(n);
+    for (int i = 0; i < n; ++i) {
+      const std::string name = n == 1 ? base : base + "." + std::to_string(i);
+      if (!MakeEntry(c, name, c->input(i), &entries[i])) return done();
+      entries[i].allocate_output = AllocateOutput(c, i);
+    }
+    Submit(c, std::move(entries), std::move(done));
+  }
+};
+
+class AllgatherOp : public ReshapingOp {
+ public:
+  explicit AllgatherOp(tf::OpKernelConstruction* c) : ReshapingOp(c, OpType::ALLGATHER) {}
+};
+class ReducescatterOp : public ReshapingOp {
+ public:
+  explicit ReducescatterOp(tf::OpKernelConstruction* c) : ReshapingOp(c, OpType::REDUCESCATTER) {}
+};
+
+// Alltoall: inputs (tensor, splits, name); outputs (rows received, rows from each rank).
+class AlltoallOp : public HorovodKernel {
+ public:
+  explicit AlltoallOp(tf::OpKernelConstruction* c) : HorovodKernel(c, OpType::ALLTOALL) {}
+  void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
+    const std::string name = TensorName(c);
+    std::vector<TensorEntry> entries(1);
+    TensorEntry& e = entries[0];
+    if (!MakeEntry(c, name, c->input(0), &e)) return done();
+    const tf::Tensor& splits = c->input(1);
+    auto flat = splits.flat<int32_t>();
+    for (int64_t i = 0; i < flat.size(); ++i) e.request.splits.push_back(flat(i));
+    e.allocate_output = AllocateOutput(c, 0);
+    auto received = std::make_shared<std::vector<int64_t>>();
+    e.received_splits = received.get();
+    Submit(c, std::move(entries), std::move(done), [c, received](const Status& s) {
+      if (!s.ok()) return;
+      tf::Tensor* out = nullptr;
+      tf::Status st = c->allocate_output(1, tf::TensorShape({static_cast<int64_t>(received->size())}), &out);
+      if (!st.ok()) return c->SetStatus(st);
+      auto v = out->flat<int32_t>();
+      for (size_t i = 0; i < received->size(); ++i) v(i) = static_cast<int32_t>((*received)[i]);
+    });
+  }
+};
+
+// Shapes: same-shape ops keep their input's; the others know all but the first dimension.
+tf::Status SameShapes(InferenceContext* c) {
+  for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(i));
+  return tf::Status();
+}
+tf::Status UnknownFirstDim(InferenceContext* c) {
+  for (int i = 0; i < c->num_outputs(); ++i) {
+    tf::shape_inference::ShapeHandle in = c->input(i), out;
+    TF_RETURN_IF_ERROR(c->WithRankAtLeast(in, 1, &in));
+    TF_RETURN_IF_ERROR(c->ReplaceDim(in, 0, c->UnknownDim(), &out));
+    c->set_output(i, out);
+  }
+  return tf::Status();
+}
+
+#define HVD_REDUCE_TYPES "{uint8, int8, int32, int64, half, bfloat16, float, double}"
+#define HVD_MOVE_TYPES "{bool, uint8, int8, int32, int64, half, bfloat16, float, double}"
+
+REGISTER_OP("HorovodAllreduce")
+    .Attr("T: " HVD_REDUCE_TYPES)
+    .Attr("N: int >= 1")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: float")
+    .Attr("postscale_factor: float")
+    .Input("tensors: N * T")
+    .Input("tensor_name: string")
+    .Output("reduced: N * T")
+    .SetShapeFn(SameShapes)
+    .Doc("Allreduces N tensors of one dtype across ranks in one negotiation (fused).");
+
+REGISTER_OP("HorovodBroadcast")
+    .Attr("T: " HVD_MOVE_TYPES)
+    .Attr("N: int >= 1")
+    .Attr("root_rank: int")
+    .Input("tensors: N * T")
+    .Input("tensor_name: string")
+    .Output("broadcast: N * T")
+    .SetShapeFn(SameShapes)
+    .Doc("Returns root_rank's tensors on every rank.");
+
+REGISTER_OP("HorovodAllgather")
+    .Attr("T: " HVD_MOVE_TYPES)
+    .Attr("N: int >= 1")
+    .Input("tensors: N * T")
+    .Input("tensor_name: string")
+    .Output("gathered: N * T")
+    .SetShapeFn(UnknownFirstDim)
+    .Doc("Concatenates every rank's tensors along the first dimension, which may differ.");
+
+REGISTER_OP("HorovodReducescatter")
+    .Attr("T: " HVD_REDUCE_TYPES)
+    .Attr("N: int >= 1")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: float")
+    .Attr("postscale_factor: float")
+    .Input("tensors: N * T")
+    .Input("tensor_name: string")
+    .Output("scattered: N * T")
+    .SetShapeFn(UnknownFirstDim)
+    .Doc("Reduces across ranks; each rank keeps its block of rows.");
+
+REGISTER_OP("HorovodAlltoall")
+    .Attr("T: " HVD_MOVE_TYPES)
+    .Input("tensor: T")
+    .Input("splits: int32")
+    .Input("tensor_name: string")
+    .Output("received: T")
+    .Output("received_splits: int32")
+    .SetShapeFn([](InferenceContext* c) {
+      tf::shape_inference::ShapeHandle in = c->input(0), out;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(in, 1, &in));
+      TF_RETURN_IF_ERROR(c->ReplaceDim(in, 0, c->UnknownDim(), &out));
+      c->set_output(0, out);
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      return tf::Status();
+    })
+    .Doc("Sends splits[r] rows to rank r; returns the rows received and how many came from each rank.");
+
+REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_CPU), AllreduceOp);
+REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_CPU), BroadcastOp);
+REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_CPU), AllgatherOp);
+REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_CPU), ReducescatterOp);
+REGISTER_KERNEL_BUILDER(Name("HorovodAlltoall").Device(tf::DEVICE_CPU), AlltoallOp);
+
+}  // namespace
+}  // namespace hvd

@@ -1,0 +1,88 @@
+"""Broadcasts and gathers of variables and Python objects, built on the ops."""
+import io
+import pickle
+
+import numpy as np
+import tensorflow as tf
+
+from horovod.common import basics as _b
+from horovod.tensorflow import mpi_ops
+
+try:  # lambdas and locally defined classes pickle only with cloudpickle
+    import cloudpickle as _pickle
+except ImportError:
+    _pickle = pickle
+
+
+def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None):
+    """Assigns root_rank's values to `variables` on every rank, in one op per dtype (one
+    negotiation each). Returns the assign ops' group in graph mode, None eagerly."""
+    _check_process_set(process_set)
+    variables = list(variables)
+    if not variables:
+        return tf.no_op() if not tf.executing_eagerly() else None
+    by_dtype = {}
+    for v in variables:
+        by_dtype.setdefault(v.dtype.base_dtype, []).append(v)
+    assigns = []
+    for dtype, vs in by_dtype.items():
+        name = None
+        if tf.executing_eagerly():  # stable names: the cache's fast path on repeated calls
+            name = f"broadcast_variables.{dtype.name}.{len(vs)}"
+        values = mpi_ops._broadcast([tf.convert_to_tensor(v) for v in vs], root_rank, name=name)
+        assigns += [v.assign(value) for v, value in zip(vs, values)]
+    return None if tf.executing_eagerly() else tf.group(*assigns)
+
+
+def _check_process_set(process_set):
+    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
+        raise NotImplementedError("process sets are not implemented in this Horovod; use the "
+                                  "global set (process_set=None)")
+
+
+def _to_bytes(obj):
+    buf = io.BytesIO()
+    _pickle.dump(obj, buf)
+    return np.frombuffer(buf.getvalue(), dtype=np.uint8)
+
+
+def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
+    """Returns root_rank's `obj` (anything picklable) on every rank: its size is broadcast,
+    then its bytes. Eager mode only (inside a tf.function, broadcast tensors instead)."""
+    _check_process_set(process_set)
+    if not tf.executing_eagerly():
+        raise RuntimeError("broadcast_object runs eagerly; call it outside tf.function")
+    name = name or type(obj).__name__
+    data = _to_bytes(obj) if _b.rank() == root_rank else np.zeros(0, np.uint8)
+    size = mpi_ops._broadcast([tf.constant([data.size], tf.int64)], root_rank,
+                              name=f"broadcast_object.{name}.size")[0]
+    if _b.rank() != root_rank:
+        data = np.zeros(int(size.numpy()[0]), np.uint8)
+    data = mpi_ops._broadcast([tf.constant(data)], root_rank,
+                              name=f"broadcast_object.{name}.data")[0]
+    if _b.rank() == root_rank:
+        return obj
+    return pickle.loads(data.numpy().tobytes())
+
+
+def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
+    """A function broadcasting its argument from root_rank (upstream's signature)."""
+    return lambda obj: broadcast_object(obj, root_rank, session, name, process_set)
+
+
+def allgather_object(obj, session=None, name=None, process_set=None):
+    """Every rank's `obj`, as a list indexed by rank. Eager mode only."""
+    _check_process_set(process_set)
+    if not tf.executing_eagerly():
+        raise RuntimeError("allgather_object runs eagerly; call it outside tf.function")
+    name = name or type(obj).__name__
+    data = _to_bytes(obj)
+    sizes = mpi_ops._allgather([tf.constant([data.size], tf.int64)],
+                               name=f"allgather_object.{name}.sizes")[0].numpy()
+    gathered = mpi_ops._allgather([tf.constant(data)], name=f"allgather_object.{name}.data")[0]
+    raw = gathered.numpy().tobytes()
+    out, offset = [], 0
+    for s in sizes:
+        out.append(pickle.loads(raw[offset:offset + int(s)]))
+        offset += int(s)
+    return out

@@ -1,0 +1,174 @@
+"""The TensorFlow ops: loads mpi_lib.so (compiled against one TensorFlow version), names each
+op for negotiation, and registers the gradients.
+
+Naming: ops are matched across ranks by name. In a tf.function (graph) the kernel uses its node
+name, "Horovod<Op>_<input tensor name>" unless `name` is given, which is stable across steps;
+eagerly, an unnamed op gets a per-process counter name, which matches across ranks only if
+every rank issues unnamed ops in the same order (as with the NumPy frontend).
+"""
+import itertools
+import os
+import re
+
+import tensorflow as tf
+
+from horovod.common import basics as _b
+
+_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIB_PATH = os.path.join(_DIR, "mpi_lib.so")
+
+
+def _major_minor(version):
+    return ".".join(version.split(".")[:2])
+
+
+def _load_library():
+    running = tf.__version__
+    if not os.path.exists(_LIB_PATH):
+        raise ImportError(
+            "horovod.tensorflow was not built: TensorFlow was not importable when horovod was "
+            "built. Install TensorFlow, then rebuild horovod with `pip install "
+            "--no-build-isolation .` (or `make build` in a source tree)")
+    stamp = os.path.join(_DIR, "mpi_lib.tf_version")
+    built = open(stamp).read().strip() if os.path.exists(stamp) else None
+    hint = (f"rebuild horovod against TensorFlow {_major_minor(running)} (`pip install "
+            "--no-build-isolation --force-reinstall --no-deps .`, or `make build`)")
+    if built and _major_minor(built) != _major_minor(running):
+        raise ImportError(f"horovod.tensorflow was built against TensorFlow {built}, but this "
+                          f"process runs TensorFlow {running}: {hint}")
+    try:
+        return tf.load_op_library(_LIB_PATH)
+    except tf.errors.NotFoundError as e:
+        if "undefined symbol" in str(e):
+            raise ImportError(f"horovod.tensorflow does not match TensorFlow {running} "
+                              f"({e}): {hint}") from e
+        raise
+
+
+_lib = _load_library()
+_b._lib()  # the pybind11 module: init() and topology live there, on the same engine
+
+Sum, Average, Min, Max, Product, Adasum = _b.Sum, _b.Average, _b.Min, _b.Max, _b.Product, _b.Adasum
+_REDUCE_OPS = (Sum, Average, Min, Max, Product)
+_counters = {}
+
+
+def _check_initialized():
+    if not _b.is_initialized():
+        raise ValueError(_b._NOT_INITIALIZED)
+
+
+def _normalize_name(name):
+    """A tensor name as part of a node name (TF allows [A-Za-z0-9_.\\-/] after the first)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
+
+
+def _names(kind, name, tensor):
+    """(node name, negotiation name) of an op: the kernel uses the node name when the second
+    is empty, which is the stable choice inside a tf.function."""
+    if tf.executing_eagerly():
+        if name is None:
+            counter = _counters.setdefault(kind, itertools.count())
+            name = f"{kind}.noname.{next(counter)}"
+        return None, name
+    if name is None:
+        tname = getattr(tensor, "name", None)
+        return f"Horovod{kind}_{_normalize_name(tname)}" if tname else None, ""
+    return _normalize_name(name), name
+
+
+def _check_op(op, what):
+    if op == Adasum:
+        raise NotImplementedError(f"{what}: Adasum is not implemented in this Horovod; use "
+                                  "op=hvd.Average or hvd.Sum")
+    if op not in _REDUCE_OPS:
+        raise ValueError(f"{what}: unknown reduce op {op!r}")
+
+
+def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Allreduces a list of tensors of one dtype in one op (one negotiation, fused)."""
+    _check_initialized()
+    node, key = _names("Allreduce", name, tensors[0])
+    _check_op(op, f"tensor '{key or node}'")
+    return _lib.horovod_allreduce(tensors, tf.constant(key), reduce_op=int(op),
+                                  prescale_factor=float(prescale_factor),
+                                  postscale_factor=float(postscale_factor), name=node)
+
+
+def _allgather(tensors, name=None):
+    _check_initialized()
+    node, key = _names("Allgather", name, tensors[0])
+    return _lib.horovod_allgather(tensors, tf.constant(key), name=node)
+
+
+def _broadcast(tensors, root_rank, name=None):
+    _check_initialized()
+    node, key = _names("Broadcast", name, tensors[0])
+    return _lib.horovod_broadcast(tensors, tf.constant(key), root_rank=int(root_rank), name=node)
+
+
+def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+    _check_initialized()
+    node, key = _names("Reducescatter", name, tensors[0])
+    _check_op(op, f"tensor '{key or node}'")
+    return _lib.horovod_reducescatter(tensors, tf.constant(key), reduce_op=int(op),
+                                      prescale_factor=float(prescale_factor),
+                                      postscale_factor=float(postscale_factor), name=node)
+
+
+def _alltoall(tensor, splits, name=None):
+    _check_initialized()
+    node, key = _names("Alltoall", name, tensor)
+    return _lib.horovod_alltoall(tensor, tf.cast(splits, tf.int32), tf.constant(key), name=node)
+
+
+# ---- gradients (of the op, for every tensor it carries) ------------------------------------
+# They go through the wrappers above, so that their ops are named like any other.
+
+@tf.RegisterGradient("HorovodAllreduce")
+def _allreduce_grad(op, *grads):
+    # d(allreduce)/dx is the same reduction of the incoming gradients (Sum, Average, scaled).
+    return list(_allreduce(list(grads), op=op.get_attr("reduce_op"),
+                           prescale_factor=op.get_attr("prescale_factor"),
+                           postscale_factor=op.get_attr("postscale_factor"))) + [None]
+
+
+@tf.RegisterGradient("HorovodAllgather")
+def _allgather_grad(op, *grads):
+    # Each rank's loss depends on every rank's rows: average the gradients (as optimizers
+    # average), then keep this rank's rows.
+    out = []
+    for x, grad in zip(op.inputs[:-1], grads):
+        grad = _allreduce([grad], op=Average)[0]
+        rows = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
+        all_rows = _allgather([rows])[0]
+        start = tf.reduce_sum(all_rows[:_b.rank()])
+        begin = tf.concat([[start], tf.zeros([tf.rank(grad) - 1], tf.int64)], 0)
+        out.append(tf.slice(grad, begin, tf.shape(x, out_type=tf.int64)))
+    return out + [None]
+
+
+@tf.RegisterGradient("HorovodBroadcast")
+def _broadcast_grad(op, *grads):
+    # Only the root's input reaches the outputs: it gets the averaged gradient, others zero.
+    reduced = _allreduce(list(grads), op=Average)
+    if _b.rank() != op.get_attr("root_rank"):
+        reduced = [g * 0 for g in reduced]
+    return list(reduced) + [None]
+
+
+@tf.RegisterGradient("HorovodReducescatter")
+def _reducescatter_grad(op, *grads):
+    # Each input row reaches one rank's output through the reduction: gather the rows' grads.
+    gathered = _allgather(list(grads))
+    scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
+    if op.get_attr("reduce_op") == int(Average):
+        scale /= _b.size()
+    return [g * tf.cast(scale, g.dtype) if scale != 1.0 else g for g in gathered] + [None]
+
+
+@tf.RegisterGradient("HorovodAlltoall")
+def _alltoall_grad(op, grad, _splits_grad):
+    # The rows go back where they came from.
+    back, _ = _alltoall(grad, op.outputs[1])
+    return [back, None, None]
