@@ -9,7 +9,7 @@ BUILD_DIR ?= build/dev
 # ---------------------------------------------------------------------------------------------
 # Engine (csrc/ + horovod/)
 # ---------------------------------------------------------------------------------------------
-.PHONY: help build demo test test/engine bench clean
+.PHONY: help build demo test test/engine test/tf bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_/%.-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -25,6 +25,9 @@ demo: images ## the main job: build what is missing, train the example on 2 rank
 
 test/engine: build ## engine tests under real MPI ranks (np 1, 2 and 3)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/engine
+
+test/tf: build ## horovod.tensorflow and horovod.keras under real MPI ranks (np 2 and 3)
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/tensorflow
 
 bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shared memory and TCP)
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
@@ -72,7 +75,6 @@ EXTRA_TAGS_horovod = -t horovod:latest
 # Labels that change every build go on the last layer only (a parent's new image ID would
 # invalidate the cache of every child).
 LABELS_horovod = --label org.opencontainers.image.revision=$$(git rev-parse --short HEAD 2>/dev/null || echo none)
-BUILDER_horovod = --build-arg BUILDER_IMAGE=$(call image_ref,mpi)
 
 .PHONY: images check-versions stage build/rootfs test/images test/runner clean/images
 .PHONY: $(addprefix build/,$(IMAGES)) $(addprefix test/,$(IMAGES))
@@ -99,8 +101,8 @@ stage: build/rootfs ## download wheels (and .debs if containers lack the mirror)
 
 build/base: ## layer 1: Debian, python3 venv (/opt/venv), tini, iproute2, procps, mpiuser
 build/mpi: ## layer 2: + Open MPI, mpi4py, numpy, sshd/ssh (keys only, port 2222)
-build/tensorflow: ## layer 3: + tensorflow-cpu
-build/horovod: check-versions ## layer 4: + our package (built in a builder stage), examples/
+build/tensorflow: ## layer 3: + tensorflow-cpu, scikit-learn (the examples' data)
+build/horovod: check-versions ## layer 4: + our package with its TensorFlow ops (built in a builder stage), examples/
 $(foreach i,$(IMAGES),$(eval build/$(i): $(if $(filter rootfs,$(call parent_of,$(i))),,build/$(call parent_of,$(i)))))
 # A layer never rebuilds by itself: docker's cache decides, so re-running is cheap.
 $(addprefix build/,$(IMAGES)): build/%: stage
@@ -108,7 +110,7 @@ $(addprefix build/,$(IMAGES)): build/%: stage
 	  $(DOCKER) build --force-rm --network host -f images/$*/Dockerfile -t $(call image_ref,$*) $(EXTRA_TAGS_$*) \
 	    --build-arg PARENT_IMAGE=$(call parent_ref,$*) \
 	    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) \
-	    $(BUILDER_$*) $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
+	    $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
 
 test/base: ## base checks on the base image
 test/mpi: ## base + mpi checks on the mpi image

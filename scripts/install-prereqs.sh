@@ -24,4 +24,9 @@ fi
 venv=build/venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check -r tests/requirements.txt
+# TensorFlow (the frontend's tests; `make build` compiles its ops when it imports) and the
+# examples' data set, at the versions the images pin.
+source versions.env
+"$venv/bin/pip" install -q --disable-pip-version-check "tensorflow-cpu==$TENSORFLOW_VERSION" \
+  "scikit-learn==$SCIKIT_LEARN_VERSION"
 echo "install-prereqs: done (Python tools in $venv)"

@@ -20,6 +20,7 @@ args=()
 
 # ---- wheels -------------------------------------------------------------------------------------
 wheels=("mpi4py==$MPI4PY_VERSION" "numpy==$NUMPY_VERSION" "tensorflow-cpu==$TENSORFLOW_VERSION"
+        "scikit-learn==$SCIKIT_LEARN_VERSION"
         "scikit-build-core==$SCIKIT_BUILD_CORE_VERSION" "pybind11==$PYBIND11_VERSION")
 if [[ ${PIP_SOURCE:-stage} == stage ]]; then
   key="${wheels[*]}"

@@ -35,6 +35,22 @@ def _nccl(code):
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}" if code >= 10000 else str(code)
 
 
+def _tensorflow_row(installed):
+    """Built if horovod/tensorflow/mpi_lib.so exists; its stamp says which TF it was built
+    against (read, not imported: importing TensorFlow takes seconds)."""
+    import horovod
+    lib_dir = os.path.join(os.path.dirname(horovod.__file__), "tensorflow")
+    stamp = os.path.join(lib_dir, "mpi_lib.tf_version")
+    if not os.path.exists(os.path.join(lib_dir, "mpi_lib.so")):
+        return ("TensorFlow", False, f"{installed} installed, frontend not built (rebuild horovod "
+                                     "with TensorFlow importable)" if installed else "not installed")
+    built = open(stamp).read().strip() if os.path.exists(stamp) else "unknown"
+    detail = f"{installed} (frontend built against {built})"
+    if installed and built.split(".")[:2] != installed.split(".")[:2]:
+        detail += ": version differs, rebuild horovod"
+    return ("TensorFlow", True, detail if installed else f"not installed (built against {built})")
+
+
 def rows(info, error, env=os.environ):
     """The table as (component, built, details) rows; `built` is True, False or None (n/a)."""
     from horovod import __version__
@@ -51,8 +67,7 @@ def rows(info, error, env=os.environ):
             ("CUDA", bool(info["cuda_built"]), ""),
             ("CPU operations", True, info.get("cpu_operations", "")),
         ]
-    out.append(("TensorFlow", False,
-                f"{tf} installed, frontend not built yet" if tf else "not installed"))
+    out.append(_tensorflow_row(tf))
     mpi4py = _dist_version("mpi4py")
     out.append(("mpi4py", None, f"{mpi4py} installed" if mpi4py else "not installed"))
     pins = " ".join(f"{k}={env[k]}" for k in IMAGE_PINS if env.get(k))

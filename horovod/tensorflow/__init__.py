@@ -51,7 +51,10 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
         if op == Average:
             values = values / tf.cast(size(), values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
-    tensor = tf.convert_to_tensor(tensor)
+    if not isinstance(tensor, tf.Tensor):
+        tensor = tf.convert_to_tensor(tensor)
+    if compression is Compression.none:  # the common case, kept short (eager latency)
+        return _ops._allreduce([tensor], op, name, prescale_factor, postscale_factor)[0]
     compressed, ctx = compression.compress(tensor)
     reduced = _ops._allreduce([compressed], op, name, prescale_factor, postscale_factor)[0]
     return compression.decompress(reduced, ctx)

@@ -63,18 +63,33 @@ def _normalize_name(name):
     return re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
+_name_tensors = {}  # eager: a name's string tensor, built once (building one costs ~15 us)
+_MAX_NAME_TENSORS = 1 << 14
+
+
+def _key_tensor(key):
+    if not tf.executing_eagerly():
+        return tf.constant(key)
+    t = _name_tensors.get(key)
+    if t is None:
+        if len(_name_tensors) >= _MAX_NAME_TENSORS:
+            _name_tensors.clear()
+        t = _name_tensors[key] = tf.constant(key)
+    return t
+
+
 def _names(kind, name, tensor):
-    """(node name, negotiation name) of an op: the kernel uses the node name when the second
-    is empty, which is the stable choice inside a tf.function."""
+    """(node name, negotiation-name tensor) of an op: the kernel uses the node name when the
+    second is empty, which is the stable choice inside a tf.function."""
     if tf.executing_eagerly():
-        if name is None:
+        if name is None:  # unique per call: not worth caching
             counter = _counters.setdefault(kind, itertools.count())
-            name = f"{kind}.noname.{next(counter)}"
-        return None, name
+            return None, tf.constant(f"{kind}.noname.{next(counter)}")
+        return None, _key_tensor(name)
     if name is None:
         tname = getattr(tensor, "name", None)
-        return f"Horovod{kind}_{_normalize_name(tname)}" if tname else None, ""
-    return _normalize_name(name), name
+        return f"Horovod{kind}_{_normalize_name(tname)}" if tname else None, tf.constant("")
+    return _normalize_name(name), tf.constant(name)
 
 
 def _check_op(op, what):
@@ -89,8 +104,9 @@ def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_fa
     """Allreduces a list of tensors of one dtype in one op (one negotiation, fused)."""
     _check_initialized()
     node, key = _names("Allreduce", name, tensors[0])
-    _check_op(op, f"tensor '{key or node}'")
-    return _lib.horovod_allreduce(tensors, tf.constant(key), reduce_op=int(op),
+    if op not in _REDUCE_OPS:
+        _check_op(op, f"tensor '{name or node}'")
+    return _lib.horovod_allreduce(tensors, key, reduce_op=int(op),
                                   prescale_factor=float(prescale_factor),
                                   postscale_factor=float(postscale_factor), name=node)
 
@@ -98,20 +114,20 @@ def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_fa
 def _allgather(tensors, name=None):
     _check_initialized()
     node, key = _names("Allgather", name, tensors[0])
-    return _lib.horovod_allgather(tensors, tf.constant(key), name=node)
+    return _lib.horovod_allgather(tensors, key, name=node)
 
 
 def _broadcast(tensors, root_rank, name=None):
     _check_initialized()
     node, key = _names("Broadcast", name, tensors[0])
-    return _lib.horovod_broadcast(tensors, tf.constant(key), root_rank=int(root_rank), name=node)
+    return _lib.horovod_broadcast(tensors, key, root_rank=int(root_rank), name=node)
 
 
 def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     _check_initialized()
     node, key = _names("Reducescatter", name, tensors[0])
-    _check_op(op, f"tensor '{key or node}'")
-    return _lib.horovod_reducescatter(tensors, tf.constant(key), reduce_op=int(op),
+    _check_op(op, f"tensor '{name or node}'")
+    return _lib.horovod_reducescatter(tensors, key, reduce_op=int(op),
                                       prescale_factor=float(prescale_factor),
                                       postscale_factor=float(postscale_factor), name=node)
 
@@ -119,7 +135,7 @@ def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscal
 def _alltoall(tensor, splits, name=None):
     _check_initialized()
     node, key = _names("Alltoall", name, tensor)
-    return _lib.horovod_alltoall(tensor, tf.cast(splits, tf.int32), tf.constant(key), name=node)
+    return _lib.horovod_alltoall(tensor, tf.cast(splits, tf.int32), key, name=node)
 
 
 # ---- gradients (of the op, for every tensor it carries) ------------------------------------

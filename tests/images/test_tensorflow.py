@@ -9,6 +9,7 @@ def test_tensorflow_cpu_package(host, pins):
                 host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()}
     assert packages["tensorflow-cpu"]["version"] == pins["TENSORFLOW_VERSION"]
     assert "tensorflow" not in packages  # the CPU wheel only, never the CUDA one
+    assert packages["scikit-learn"]["version"] == pins["SCIKIT_LEARN_VERSION"]
 
 
 def test_import_tensorflow(host, pins, run_ok):
@@ -20,3 +21,10 @@ def test_import_tensorflow(host, pins, run_ok):
 
 def test_numpy_kept_at_the_pin(host, pins, run_ok):
     assert run_ok(host, "python -c 'import numpy; print(numpy.__version__)'") == pins["NUMPY_VERSION"]
+
+
+def test_digits_data_set_ships_in_the_image(host, run_ok):
+    # The examples train on it: it must load without a network.
+    out = run_ok(host, "python -c 'from sklearn.datasets import load_digits; "
+                       "print(load_digits().data.shape)'")
+    assert out.strip() == "(1797, 64)"
