@@ -53,6 +53,9 @@ def reduce_gradients(grads, variables, op=Average, compression=Compression.none,
         raise NotImplementedError("Adasum is not implemented in this Horovod; use op=hvd.Average")
     if _b.size() == 1:
         return list(grads)
+    # Sparse gradients are gathered and divided by the size for Average, whatever the predivide
+    # factor (as upstream): decide before Average-with-predivide becomes a scaled Sum below.
+    sparse_op = Average if op == Average else Sum
     op, prescale, postscale = _scale_factors(op, gradient_predivide_factor)
     grads = list(grads)
     out = list(grads)
@@ -65,7 +68,7 @@ def reduce_gradients(grads, variables, op=Average, compression=Compression.none,
                 grads[i] = tf.convert_to_tensor(g)
             else:  # gathered values and indices, as upstream
                 from horovod.tensorflow import allreduce
-                out[i] = allreduce(g, op=Average if op == Average else Sum,
+                out[i] = allreduce(g, op=sparse_op,
                                    name=f"{name}.sparse.{i}" if tf.executing_eagerly() else None)
                 continue
         dense.append(i)
