@@ -180,7 +180,9 @@ def _reducescatter_grad(op, *grads):
     scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     if op.get_attr("reduce_op") == int(Average):
         scale /= _b.size()
-    return [g * tf.cast(scale, g.dtype) if scale != 1.0 else g for g in gathered] + [None]
+    # tf.constant, not tf.cast: casting a Python float goes through float32 first, which
+    # rounded 1/size (e.g. 1/3) in float64 gradients.
+    return [g * tf.constant(scale, g.dtype) if scale != 1.0 else g for g in gathered] + [None]
 
 
 @tf.RegisterGradient("HorovodAlltoall")
