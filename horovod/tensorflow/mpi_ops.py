@@ -16,6 +16,9 @@ from horovod.common import basics as _b
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _LIB_PATH = os.path.join(_DIR, "mpi_lib.so")
+# The TensorFlow version the library was compiled against (written by the build). Read by
+# _load_library() at call time, so that a test can point it at a stamp of its own.
+_STAMP_PATH = os.path.join(_DIR, "mpi_lib.tf_version")
 
 
 def _major_minor(version):
@@ -29,8 +32,7 @@ def _load_library():
             "horovod.tensorflow was not built: TensorFlow was not importable when horovod was "
             "built. Install TensorFlow, then rebuild horovod with `pip install "
             "--no-build-isolation .` (or `make build` in a source tree)")
-    stamp = os.path.join(_DIR, "mpi_lib.tf_version")
-    built = open(stamp).read().strip() if os.path.exists(stamp) else None
+    built = open(_STAMP_PATH).read().strip() if os.path.exists(_STAMP_PATH) else None
     hint = (f"rebuild horovod against TensorFlow {_major_minor(running)} (`pip install "
             "--no-build-isolation --force-reinstall --no-deps .`, or `make build`)")
     if built and _major_minor(built) != _major_minor(running):
