@@ -25,6 +25,11 @@ from horovod.tensorflow.gradients import (  # noqa: F401
     broadcast_global_variables)
 
 
+# AutoGraph would convert these wrappers' Python on every trace (10-20 ms per op, measured):
+# they hold no tensor-dependent control flow, so tf.function may call them as they are.
+_no_autograph = tf.autograph.experimental.do_not_convert
+
+
 def _op(average, op):
     """Upstream's deprecated `average=` flag, resolved against `op` (default Average)."""
     if average is not None:
@@ -34,6 +39,7 @@ def _op(average, op):
     return Average if op is None else op
 
 
+@_no_autograph
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
               compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
               name=None, process_set=None, ignore_name_scope=False):
@@ -60,6 +66,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     return compression.decompress(reduced, ctx)
 
 
+@_no_autograph
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, name=None, process_set=None, ignore_name_scope=False):
@@ -82,12 +89,14 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     return out
 
 
+@_no_autograph
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     """Concatenates every rank's tensor along the first dimension, which may differ."""
     _check_process_set(process_set)
     return _ops._allgather([tf.convert_to_tensor(tensor)], name)[0]
 
 
+@_no_autograph
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
     _check_process_set(process_set)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
@@ -103,12 +112,14 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=N
     return out
 
 
+@_no_autograph
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
     """Returns root_rank's tensor on every rank."""
     _check_process_set(process_set)
     return _ops._broadcast([tf.convert_to_tensor(tensor)], _root(root_rank), name)[0]
 
 
+@_no_autograph
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
     """Sends splits[r] rows to rank r (even splits by default). Returns (rows received, rows
     received from each rank)."""
@@ -121,6 +132,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     return _ops._alltoall(tensor, splits, name)
 
 
+@_no_autograph
 def reducescatter(tensor, op=Average, name=None, ignore_name_scope=False, process_set=None,
                   prescale_factor=1.0, postscale_factor=1.0):
     """Reduces across ranks; returns this rank's block of rows (the first ranks get one extra

@@ -45,6 +45,7 @@ def _groups_of(variables, groups):
     return out + ([rest] if rest else [])
 
 
+@tf.autograph.experimental.do_not_convert
 def reduce_gradients(grads, variables, op=Average, compression=Compression.none,
                      sparse_as_dense=False, gradient_predivide_factor=1.0, groups=None,
                      name="DistributedGradients"):

@@ -102,6 +102,7 @@ def _check_op(op, what):
         raise ValueError(f"{what}: unknown reduce op {op!r}")
 
 
+@tf.autograph.experimental.do_not_convert
 def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     """Allreduces a list of tensors of one dtype in one op (one negotiation, fused)."""
     _check_initialized()
@@ -113,18 +114,21 @@ def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_fa
                                   postscale_factor=float(postscale_factor), name=node)
 
 
+@tf.autograph.experimental.do_not_convert
 def _allgather(tensors, name=None):
     _check_initialized()
     node, key = _names("Allgather", name, tensors[0])
     return _lib.horovod_allgather(tensors, key, name=node)
 
 
+@tf.autograph.experimental.do_not_convert
 def _broadcast(tensors, root_rank, name=None):
     _check_initialized()
     node, key = _names("Broadcast", name, tensors[0])
     return _lib.horovod_broadcast(tensors, key, root_rank=int(root_rank), name=node)
 
 
+@tf.autograph.experimental.do_not_convert
 def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     _check_initialized()
     node, key = _names("Reducescatter", name, tensors[0])
@@ -134,6 +138,7 @@ def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscal
                                       postscale_factor=float(postscale_factor), name=node)
 
 
+@tf.autograph.experimental.do_not_convert
 def _alltoall(tensor, splits, name=None):
     _check_initialized()
     node, key = _names("Alltoall", name, tensor)
