@@ -23,7 +23,7 @@ def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None)
         return tf.no_op() if not tf.executing_eagerly() else None
     by_dtype = {}
     for v in variables:
-        by_dtype.setdefault(v.dtype.base_dtype, []).append(v)
+        by_dtype.setdefault(tf.as_dtype(v.dtype).base_dtype, []).append(v)  # Keras 3: str
     assigns = []
     for dtype, vs in by_dtype.items():
         name = None
