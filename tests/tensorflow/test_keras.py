@@ -1,0 +1,137 @@
+"""horovod.tensorflow.keras (DistributedOptimizer, callbacks, load_model) and the TF2 examples
+under real MPI ranks.
+
+The scenarios (scenarios_keras.py) share one launch per world size (module fixture `keras_run`):
+each prints its own verdict, and digests of what must be equal across ranks, which the tests
+below compare. The examples run as users run them, under mpirun -np 2.
+"""
+import importlib.util
+import re
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+
+from conftest import MPIRUN, ROOT, environment, run_batch
+
+SCRIPT = ROOT / "tests" / "tensorflow" / "scenarios_keras.py"
+EXAMPLES = ROOT / "examples"
+BATCH = ["fit", "accumulate", "save_load"]
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+def keras_run(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"keras_np{request.param}")
+    return run_batch(request.param, BATCH, script=SCRIPT, env={"HVD_KERAS_TMPDIR": str(tmp)})
+
+
+def digests(batch, scenario_prefix):
+    """{(scenario, what): {rank: digest}} from the ranks' DIGEST lines."""
+    found = defaultdict(dict)
+    # Not anchored to line starts: mpirun may append a line to another rank's unfinished one.
+    for scenario, rank, what, value in re.findall(
+            rf"DIGEST ({re.escape(scenario_prefix)}\S*) rank=(\d+) (\w+)=([0-9a-f]{{64}})",
+            batch.out):
+        found[(scenario, what)][int(rank)] = value
+    return found
+
+
+def assert_equal_on_all_ranks(batch, scenario_prefix, expected_whats):
+    found = digests(batch, scenario_prefix)
+    assert {what for _, what in found} == set(expected_whats), found
+    for key, by_rank in found.items():
+        assert set(by_rank) == set(range(batch.np)), \
+            f"{key}: digests from ranks {sorted(by_rank)} only; stdout:\n{batch.out[-6000:]}"
+        assert len(set(by_rank.values())) == 1, f"{key} differs across ranks: {by_rank}"
+
+
+def test_fit_same_weights_and_metrics(keras_run):
+    """model.fit with DistributedOptimizer(SGD momentum) + BroadcastGlobalVariablesCallback +
+    MetricAverageCallback + LearningRateWarmupCallback, from rank-specific initial weights and
+    data: afterwards the weights, the optimizer's variables and the whole History (loss,
+    accuracy, val_*, learning_rate) are bitwise equal on all ranks; on each rank the logged
+    val_loss equals the mean of every rank's own evaluate(); the optimizer is still an SGD."""
+    keras_run.check("fit")
+    assert_equal_on_all_ranks(keras_run, "fit", ["weights", "history", "optimizer", "keys"])
+
+
+def test_warmup_schedule(keras_run):
+    """The learning rate each batch ran with (recorded by a callback after the warmup one)
+    equals the formula in LearningRateWarmupCallback's docstring for the 2 warmup epochs,
+    then stays at initial_lr (checked on every rank inside the fit scenario)."""
+    keras_run.check("fit")
+
+
+def test_backward_passes_per_step(keras_run):
+    """backward_passes_per_step=2, average_aggregated_gradients False and True: in an eager
+    loop the weights and `iterations` change only on every 2nd apply_gradients and
+    reduce_gradients runs once per 2 passes; eager and model.fit (tf.cond in the traced step)
+    both match a NumPy reference (mean over ranks of each rank's 2-pass sum or mean); the
+    fit weights are equal on all ranks."""
+    keras_run.check("accumulate")
+    assert_equal_on_all_ranks(keras_run, "accumulate", ["weights"])
+
+
+def test_save_and_load_model(keras_run):
+    """For Adam and a registered user subclass of SGD: model.save() of a model trained with
+    DistributedOptimizer loads in plain keras.models.load_model as the plain class;
+    hvd.load_model re-wraps it (an instance of the class, same name, restored slots and
+    iterations) and training continues with equal weights on all ranks. Re-wrapping does not
+    nest classes; a tf.compat.v1 optimizer is refused; horovod.keras (and .callbacks) is
+    horovod.tensorflow.keras."""
+    keras_run.check("save_load")
+    assert_equal_on_all_ranks(keras_run, "save_load", ["weights"])
+
+
+# ---- examples -------------------------------------------------------------------------------
+
+def run_example(name, *args, np_=2, timeout=180):
+    cmd = MPIRUN + ["-np", str(np_), sys.executable, str(EXAMPLES / name)] + list(args)
+    try:
+        p = subprocess.run(cmd, env=environment(), capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as ex:
+        pytest.fail(f"{name} on {np_} ranks ran for more than {timeout} s:\n{ex.stdout}")
+    assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+    return p.stdout
+
+
+needs_sklearn = pytest.mark.skipif(importlib.util.find_spec("sklearn") is None,
+                                   reason="the digits examples need scikit-learn")
+
+
+def accuracy(out):
+    found = re.findall(r"^Test accuracy: ([0-9.]+)$", out, re.M)
+    assert len(found) == 1, f"expected one accuracy line (rank 0):\n{out}"
+    return float(found[0])
+
+
+@needs_sklearn
+def test_keras_digits_example():
+    """examples/tensorflow2_keras_digits.py (model.fit + the callbacks) on 2 ranks learns:
+    test accuracy > 0.9 (about 0.97 on 1 rank with the full training set)."""
+    out = run_example("tensorflow2_keras_digits.py", "--epochs", "10")
+    assert "Ranks: 2" in out
+    assert accuracy(out) > 0.9, out
+
+
+@needs_sklearn
+def test_custom_loop_digits_example():
+    """examples/tensorflow2_digits_custom_loop.py (DistributedGradientTape in a tf.function,
+    broadcast_variables after the first step) on 2 ranks: test accuracy > 0.9."""
+    out = run_example("tensorflow2_digits_custom_loop.py", "--epochs", "10")
+    assert "Ranks: 2" in out
+    assert accuracy(out) > 0.9, out
+
+
+def test_synthetic_benchmark_example():
+    """examples/tensorflow2_synthetic_benchmark.py on 2 ranks, with a small model and few
+    batches: prints upstream's lines (per-iteration, per-CPU and total with +- intervals)."""
+    out = run_example("tensorflow2_synthetic_benchmark.py", "--model", "MobileNetV3Small",
+                      "--batch-size", "4", "--num-classes", "10", "--num-warmup-batches", "1",
+                      "--num-batches-per-iter", "1", "--num-iters", "2", "--threads", "1")
+    assert "Number of CPUs: 2" in out
+    assert len(re.findall(r"^Iter #\d: [0-9.]+ img/sec per CPU$", out, re.M)) == 2, out
+    assert re.search(r"^Img/sec per CPU: [0-9.]+ \+-[0-9.]+$", out, re.M), out
+    assert re.search(r"^Total img/sec on 2 CPU\(s\): [0-9.]+ \+-[0-9.]+$", out, re.M), out
