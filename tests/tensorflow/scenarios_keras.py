@@ -273,8 +273,38 @@ def scenario_save_load():
         pass
 
 
+def scenario_schedule_checkpoint():
+    """LearningRateScheduleCallback (staircase, from epoch 1) sets initial_lr * 0.5**epoch at
+    each epoch's first batch and leaves epoch 0 alone; BestModelCheckpoint (after
+    MetricAverageCallback) writes only on rank 0, a model that loads."""
+    r = hvd.rank()
+    path = os.path.join(os.environ["HVD_KERAS_TMPDIR"], f"best_rank{r}.keras")
+    x, y = classification_data(r, 32)
+    xv, yv = classification_data(r, 16, salt=1)
+    model = mlp()
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)),
+                  loss=keras.losses.SparseCategoricalCrossentropy(True))
+    recorder = LrRecorder()
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                 hvd.callbacks.MetricAverageCallback(),
+                 hvd.callbacks.LearningRateScheduleCallback(0.2, lambda e: 0.5 ** e,
+                                                            start_epoch=1),
+                 hvd.callbacks.BestModelCheckpoint(monitor="val_loss", filepath=path),
+                 recorder]
+    model.fit(x, y, batch_size=16, epochs=3, validation_data=(xv, yv), callbacks=callbacks,
+              verbose=0)
+    for e, b, lr in recorder.lrs:
+        want = 0.1 if e == 0 else 0.2 * 0.5 ** e
+        check(abs(lr - want) < 1e-7, f"lr at epoch {e} batch {b}: {lr} != {want}")
+    barrier()
+    check(os.path.exists(path) == (r == 0), f"checkpoint written on rank {r}: "
+          f"{os.path.exists(path)}")
+    if r == 0:
+        check(isinstance(keras.models.load_model(path), keras.Model), "checkpoint unreadable")
+
+
 SCENARIOS = {"fit": scenario_fit, "accumulate": scenario_accumulate,
-             "save_load": scenario_save_load}
+             "save_load": scenario_save_load, "schedule_checkpoint": scenario_schedule_checkpoint}
 
 
 def main(names):

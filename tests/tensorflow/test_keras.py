@@ -17,7 +17,7 @@ from conftest import MPIRUN, ROOT, environment, run_batch
 
 SCRIPT = ROOT / "tests" / "tensorflow" / "scenarios_keras.py"
 EXAMPLES = ROOT / "examples"
-BATCH = ["fit", "accumulate", "save_load"]
+BATCH = ["fit", "accumulate", "save_load", "schedule_checkpoint"]
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
@@ -82,6 +82,13 @@ def test_save_and_load_model(keras_run):
     horovod.tensorflow.keras."""
     keras_run.check("save_load")
     assert_equal_on_all_ranks(keras_run, "save_load", ["weights"])
+
+
+def test_schedule_and_best_checkpoint(keras_run):
+    """LearningRateScheduleCallback (staircase, start_epoch=1) sets initial_lr * multiplier(e)
+    at each epoch's first batch and leaves earlier epochs alone; BestModelCheckpoint writes
+    (a loadable .keras file) on rank 0 only."""
+    keras_run.check("schedule_checkpoint")
 
 
 # ---- examples -------------------------------------------------------------------------------
