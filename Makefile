@@ -20,8 +20,8 @@ build: ## compile csrc/ in place (libhorovod_core.so + horovod/_core) for tests 
 	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
 	cmake --build $(BUILD_DIR) -j2
 
-demo: images ## the main job: build what is missing, train the example on 2 ranks in horovod:latest
-	$(DOCKER) run --rm horovod:$(IMAGE_TAG) horovodrun -np 2 python /opt/horovod/examples/numpy_linear_regression.py
+demo: images ## the main job: build what is missing, train the Keras example on 2 ranks in horovod:latest
+	$(DOCKER) run --rm horovod:$(IMAGE_TAG) horovodrun -np 2 python /opt/horovod/examples/tensorflow2_keras_digits.py
 
 test/engine: build ## engine tests under real MPI ranks (np 1, 2 and 3)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/engine
@@ -33,7 +33,7 @@ bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shar
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) scripts/bench_allreduce.py
 
-test: test/engine test/runner test/images ## everything CI runs
+test: test/engine test/tf test/runner test/images ## everything CI runs
 
 clean: ## remove build outputs
 	rm -rf build horovod/_core*.so horovod/libhorovod_core.so

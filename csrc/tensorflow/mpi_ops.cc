@@ -11,12 +11,14 @@
 //  - Engine statuses become TF's own error types: a disagreement between ranks is
 //    FailedPrecondition, bad arguments InvalidArgument, a rank that left Aborted.
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/engine.h"
+#include "tensorflow/core/framework/control_flow.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -90,11 +92,22 @@ class HorovodKernel : public tf::AsyncOpKernel {
   }
 
  protected:
-  // The name input is the last one.
+  // The name input is the last one. Inside a while loop, iterations of one node can run at
+  // once (parallel_iterations): the loop frame and iteration keep their names apart. Frame ids
+  // are hashes of the frame names and the parent iterations (root frame: 0), so every rank
+  // derives the same name.
   std::string TensorName(tf::OpKernelContext* c) const {
     const tf::Tensor& t = c->input(c->num_inputs() - 1);
     std::string given = t.NumElements() == 1 ? std::string(t.scalar<tf::tstring>()()) : "";
-    return given.empty() ? name() : given;
+    std::string n = given.empty() ? name() : given;
+    const tf::FrameAndIter fi = c->frame_iter();
+    if (fi.frame_id != 0 && fi.frame_id != tf::kIllegalFrameId) {
+      char suffix[64];
+      std::snprintf(suffix, sizeof(suffix), "@frame%016llx.%lld",
+                    static_cast<unsigned long long>(fi.frame_id), static_cast<long long>(fi.iter_id));
+      n += suffix;
+    }
+    return n;
   }
 
   // Validates the dtype and fills the request of one tensor; false sets the op's error.

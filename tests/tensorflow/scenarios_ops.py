@@ -899,6 +899,26 @@ def sc_frontends():
         assert (nb == n - 1).all() and (tb.numpy() == 0).all()
 
 
+def sc_while_loop():
+    """Ops inside a tf.while_loop whose iterations run in parallel (AutoGraph's default,
+    parallel_iterations=10): one node, many iterations in flight at once. The loop frame and
+    iteration are part of the negotiation name, so they neither collide ("already in flight")
+    nor pair up with another iteration on another rank."""
+    r, n = hvd.rank(), hvd.size()
+
+    @tf.function
+    def loop(x):
+        def body(i, acc):
+            return i + 1, acc + hvd.allreduce(x * tf.cast(i + 1, tf.float32), op=hvd.Sum)
+        return tf.while_loop(lambda i, acc: i < 12, body, (0, tf.zeros_like(x)),
+                             parallel_iterations=10)[1]
+
+    for _ in range(2):  # the second call runs the same (cached) names again
+        got = loop(tf.fill([3], float(r + 1))).numpy()
+        want = sum(range(1, 13)) * n * (n + 1) / 2
+        assert (got == want).all(), (got, want)
+
+
 SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
 NO_INIT = {"v1_graph"}  # initializes after disabling eager execution
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import run_batch, run_ok, run_python
 
 BATCH = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "steady",
-         "gradients", "extras", "tape", "frontends", "errors"]
+         "gradients", "extras", "tape", "frontends", "while_loop", "errors"]
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
@@ -116,6 +116,12 @@ def test_numpy_and_tensorflow_frontends_share_the_engine(ops):
     """horovod.numpy and horovod.tensorflow in one process: one init, the same topology,
     NumPy async ops in flight while TF eager and tf.function ops run, named and unnamed."""
     ops.check("frontends")
+
+
+def test_ops_in_a_parallel_while_loop(ops):
+    """Iterations of one node in flight at once get names of their own (loop frame and
+    iteration): before, 'already in flight' on one rank while the others waited."""
+    ops.check("while_loop")
 
 
 def test_errors(ops):
