@@ -42,6 +42,9 @@ def parse_args():
     p.add_argument("--num-iters", type=int, default=10, help="number of benchmark iterations")
     p.add_argument("--no-horovod-comm", action="store_true",
                    help="same work without gradient communication (measures the overhead)")
+    p.add_argument("--compare-no-comm", action="store_true",
+                   help="each iteration times a block with communication, then one without, in "
+                        "the same processes: prints the communication overhead of each pair")
     p.add_argument("--no-cuda", action="store_true", help="accepted for upstream "
                    "compatibility; this benchmark always runs on the CPU")
     p.add_argument("--threads", type=int, default=0,
@@ -69,19 +72,23 @@ def main():
     target = tf.random.uniform([args.batch_size, 1], minval=0, maxval=args.num_classes,
                                dtype=tf.int64)
 
-    @tf.function
-    def benchmark_step(first_batch):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(target, model(data, training=True))
-        if not args.no_horovod_comm:
-            # Horovod: average the gradients across ranks.
-            tape = hvd.DistributedGradientTape(tape, compression=compression)
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        # Horovod: start from rank 0's state (after the first step, when the slots exist).
-        if first_batch:
-            hvd.broadcast_variables(model.variables, root_rank=0)
-            hvd.broadcast_variables(opt.variables, root_rank=0)
+    def make_step(comm):
+        @tf.function
+        def step(first_batch):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(target, model(data, training=True))
+            if comm:
+                # Horovod: average the gradients across ranks.
+                tape = hvd.DistributedGradientTape(tape, compression=compression)
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            # Horovod: start from rank 0's state (after the first step, when the slots exist).
+            if first_batch:
+                hvd.broadcast_variables(model.variables, root_rank=0)
+                hvd.broadcast_variables(opt.variables, root_rank=0)
+        return step
+
+    benchmark_step = make_step(not args.no_horovod_comm)
 
     def log(s):
         if hvd.rank() == 0:
@@ -99,6 +106,10 @@ def main():
     benchmark_step(first_batch=True)
     timeit.timeit(lambda: benchmark_step(first_batch=False), number=args.num_warmup_batches)
 
+    if args.compare_no_comm:
+        compare(args, benchmark_step, make_step(False), log)
+        return
+
     log("Running benchmark...")
     img_secs = []
     for i in range(args.num_iters):
@@ -114,6 +125,34 @@ def main():
     log(f"Img/sec per {device}: {per_cpu.mean():.1f} +-{1.96 * per_cpu.std():.1f}")
     log(f"Total img/sec on {hvd.size()} {device}(s): {totals.mean():.1f} "
         f"+-{1.96 * totals.std():.1f}")
+
+
+def compare(args, with_comm, without_comm, log):
+    """Interleaved blocks (a noisy moment on a shared machine hits both alike): the overhead of
+    communication is 1 - (img/sec with) / (img/sec without), per pair, over every rank."""
+    timeit.timeit(lambda: without_comm(first_batch=False), number=args.num_warmup_batches)
+    pairs = []
+    log("Running benchmark (with / without gradient communication, interleaved)...")
+    for i in range(args.num_iters):
+        t_with = timeit.timeit(lambda: with_comm(first_batch=False),
+                               number=args.num_batches_per_iter)
+        # Start the block without communication together, as the block with it did.
+        hvd.allreduce(tf.constant(0.0), name="compare.barrier")
+        t_without = timeit.timeit(lambda: without_comm(first_batch=False),
+                                  number=args.num_batches_per_iter)
+        hvd.allreduce(tf.constant(0.0), name="compare.barrier")
+        imgs = args.batch_size * args.num_batches_per_iter
+        pairs.append((imgs / t_with, imgs / t_without))
+        log(f"Iter #{i}: {pairs[-1][0]:.1f} img/sec per CPU with, {pairs[-1][1]:.1f} without")
+    per_rank = hvd.allgather(tf.constant([pairs], tf.float64), name="pairs").numpy()
+    with_, without = per_rank[..., 0].ravel(), per_rank[..., 1].ravel()
+    overhead = 1 - with_ / without
+    log(f"Img/sec per CPU: {with_.mean():.1f} +-{1.96 * with_.std():.1f} with communication, "
+        f"{without.mean():.1f} +-{1.96 * without.std():.1f} without")
+    log(f"Communication overhead: {100 * np.median(overhead):.1f} % median of "
+        f"{overhead.size} pairs ({100 * overhead.mean():.1f} % mean, +-"
+        f"{196 * overhead.std() / np.sqrt(overhead.size):.1f} %); scaling efficiency "
+        f"{100 * (1 - np.median(overhead)):.1f} %")
 
 
 if __name__ == "__main__":
