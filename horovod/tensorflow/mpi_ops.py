@@ -30,11 +30,11 @@ def _load_library():
     if not os.path.exists(_LIB_PATH):
         raise ImportError(
             "horovod.tensorflow was not built: TensorFlow was not importable when horovod was "
-            "built. Install TensorFlow, then rebuild horovod with `pip install "
-            "--no-build-isolation .` (or `make build` in a source tree)")
+            "built. Install TensorFlow, then rebuild horovod (`pip install --force-reinstall "
+            "--no-deps .`, or `make build` in a source tree)")
     built = open(_STAMP_PATH).read().strip() if os.path.exists(_STAMP_PATH) else None
     hint = (f"rebuild horovod against TensorFlow {_major_minor(running)} (`pip install "
-            "--no-build-isolation --force-reinstall --no-deps .`, or `make build`)")
+            "--force-reinstall --no-deps .`, or `make build`)")
     if built and _major_minor(built) != _major_minor(running):
         raise ImportError(f"horovod.tensorflow was built against TensorFlow {built}, but this "
                           f"process runs TensorFlow {running}: {hint}")
