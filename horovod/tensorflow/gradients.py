@@ -122,22 +122,159 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
 
 
 class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
-    """tf.compat.v1.train.Optimizer whose compute_gradients() reduces across ranks."""
+    """tf.compat.v1.train.Optimizer whose gradients are reduced across ranks.
 
-    def __init__(self, optimizer, name, use_locking, options):
+    backward_passes_per_step=1: compute_gradients() returns the reduced gradients and
+    apply_gradients() is the wrapped optimizer's.
+
+    backward_passes_per_step=k > 1: the aggregation lives in apply_gradients(), so that
+    compute_gradients() and apply_gradients() stay usable one without the other (minimize()
+    is their composition). compute_gradients() returns the *local* gradients (no
+    communication). Each run of the op from apply_gradients() adds them into local
+    accumulators (one per variable, created lazily, non-trainable, in LOCAL_VARIABLES: not
+    broadcast by BroadcastGlobalVariablesHook, not checkpointed, initialized by
+    MonitoredTrainingSession's local init op or tf.compat.v1.local_variables_initializer())
+    and counts the pass. Every k-th pass, inside a tf.cond on the count (all ranks have the
+    same count, so all take the same branch), the sums (divided by k if
+    average_aggregated_gradients) are reduced with reduce_gradients(), applied with the
+    wrapped optimizer's apply_gradients(), and the accumulators are zeroed; on the other passes
+    nothing is applied and no collective runs. tf.IndexedSlices gradients are scatter-added
+    into dense accumulators and reduced dense. global_step, if given, is incremented on every
+    pass (as upstream), after the (possibly skipped) update. One optimizer object drives one
+    training op: its pass counter is shared by every op its apply_gradients() builds.
+    """
+
+    def __init__(self, optimizer, name, use_locking, options, backward_passes_per_step=1,
+                 average_aggregated_gradients=False):
         self._optimizer = optimizer
         self._hvd_options = options
+        self._backward_passes_per_step = int(backward_passes_per_step)
+        self._average_aggregated_gradients = bool(average_aggregated_gradients)
+        # (graph, pass counter, {variable ref: accumulator}), created on the first
+        # apply_gradients() in a graph (eagerly: graph None).
+        self._aggregation = None
         super().__init__(name=name or "Distributed" + type(optimizer).__name__,
                          use_locking=use_locking)
 
     def compute_gradients(self, *args, **kwargs):
         grads_and_vars = self._optimizer.compute_gradients(*args, **kwargs)
+        if self._backward_passes_per_step > 1:
+            return grads_and_vars  # local: apply_gradients() aggregates, then reduces
         grads, variables = zip(*grads_and_vars) if grads_and_vars else ((), ())
         reduced = reduce_gradients(list(grads), list(variables), **self._hvd_options)
         return list(zip(reduced, variables))
 
     def apply_gradients(self, *args, **kwargs):
-        return self._optimizer.apply_gradients(*args, **kwargs)
+        if self._backward_passes_per_step == 1:
+            return self._optimizer.apply_gradients(*args, **kwargs)
+        return self._accumulate_and_apply(*args, **kwargs)
+
+    def _accumulate_and_apply(self, grads_and_vars, global_step=None, name=None):
+        k = self._backward_passes_per_step
+        grads_and_vars = list(grads_and_vars)
+        if not grads_and_vars:
+            raise ValueError("No variables provided.")
+        grads = [g for g, _ in grads_and_vars]
+        variables = [v for _, v in grads_and_vars]
+        if all(g is None for g in grads):
+            raise ValueError("No gradients provided for any variable: "
+                             f"{[v.name for v in variables]}.")
+        counter, accs = self._aggregation_variables(grads, variables)
+        eager = tf.executing_eagerly()
+        # The wrapped optimizer runs in the caller's name scope, as it would without
+        # aggregation: its non-slot variables (Adam's beta1_power, ...) keep their names, so
+        # checkpoints do not depend on backward_passes_per_step.
+        outer = "" if eager else tf.compat.v1.get_default_graph().get_name_scope()
+        with tf.compat.v1.name_scope(name, self.get_name() + "_Aggregate") as scope:
+            adds = []
+            for g, acc in zip(grads, accs):
+                if g is None:
+                    continue
+                if isinstance(g, tf.IndexedSlices):  # into the dense accumulator
+                    adds.append(tf.raw_ops.ResourceScatterAdd(
+                        resource=acc.handle, indices=g.indices,
+                        updates=tf.convert_to_tensor(g.values, dtype_hint=acc.dtype)))
+                else:
+                    adds.append(acc.assign_add(tf.convert_to_tensor(g, dtype_hint=acc.dtype),
+                                               read_value=False))
+            with tf.control_dependencies(adds):
+                counted = counter.assign_add(1, read_value=False)
+            with tf.control_dependencies([counted]):
+                count = counter.read_value()
+            # The branch's ops get names of their own (the kernels negotiate by node name, and
+            # a cond branch is a function graph whose names would repeat across optimizers).
+            prefix = None if eager else tf.compat.v1.get_default_graph().unique_name("reduce")
+
+            def reduce_and_apply():
+                with tf.compat.v1.name_scope(None if eager else prefix + "/"):
+                    summed = []
+                    for acc in accs:
+                        if acc is None:
+                            summed.append(None)
+                            continue
+                        total = acc.read_value()
+                        if self._average_aggregated_gradients:
+                            total = total / tf.constant(k, total.dtype)
+                        summed.append(total)
+                    reduced = reduce_gradients(summed, variables, **self._hvd_options)
+                with tf.compat.v1.name_scope(None if eager else outer + "/" if outer else ""):
+                    applied = self._optimizer.apply_gradients(list(zip(reduced, variables)))
+                with tf.control_dependencies([applied]):
+                    zeroed = [acc.assign(tf.zeros(acc.shape, acc.dtype), read_value=False)
+                              for acc in accs if acc is not None]
+                with tf.control_dependencies(zeroed):
+                    return tf.constant(True)
+
+            # Tensors out of both branches (not ops), so that cond v1 and v2 both run the
+            # branch's updates.
+            applied = tf.cond(tf.equal(count % k, 0), reduce_and_apply,
+                              lambda: tf.constant(False))
+            if global_step is None:
+                train_op = tf.group(applied, name=scope)
+            else:
+                with tf.control_dependencies([applied]):
+                    if isinstance(global_step, tf.Variable) and hasattr(global_step, "handle"):
+                        train_op = tf.raw_ops.AssignAddVariableOp(
+                            resource=global_step.handle,
+                            value=tf.constant(1, global_step.dtype.base_dtype), name=scope)
+                    else:  # a reference variable
+                        train_op = tf.compat.v1.assign_add(global_step, 1, name=scope).op
+        if not eager:
+            train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
+            if train_op not in train_ops:
+                train_ops.append(train_op)
+        return train_op
+
+    def _aggregation_variables(self, grads, variables):
+        """(counter, accumulators aligned with variables: None where the gradient is None),
+        created on first use, outside any control flow, under '<optimizer name>/aggregation'."""
+        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        if self._aggregation is None or self._aggregation[0] is not graph:
+            self._aggregation = [graph, None, {}]
+        state = self._aggregation
+        local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+        with tf.init_scope(), tf.compat.v1.name_scope(self.get_name() + "/aggregation/"):
+            if state[1] is None:
+                state[1] = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False,
+                                                 name="counter", collections=local,
+                                                 use_resource=True)
+            accs = []
+            for g, v in zip(grads, variables):
+                if g is None:
+                    accs.append(None)
+                    continue
+                acc = state[2].get(v.ref())
+                if acc is None:
+                    if not v.shape.is_fully_defined():
+                        raise ValueError(f"backward_passes_per_step > 1 needs variables of "
+                                         f"known shape; {v.name} has shape {v.shape}")
+                    shape, dtype = v.shape, v.dtype.base_dtype
+                    acc = tf.compat.v1.Variable(
+                        lambda: tf.zeros(shape, dtype), dtype=dtype, trainable=False,
+                        name=v.name.split(":")[0], collections=local, use_resource=True)
+                    state[2][v.ref()] = acc
+                accs.append(acc)
+        return state[1], accs
 
     def get_slot(self, *args, **kwargs):
         return self._optimizer.get_slot(*args, **kwargs)
@@ -156,19 +293,25 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                          process_set=None, scale_local_gradients=True):
     """Wraps an optimizer so that its gradients are averaged (op) across ranks before they are
     applied: a tf.compat.v1.train.Optimizer, or a Keras optimizer (then the result is
-    horovod.tensorflow.keras.DistributedOptimizer's, still an instance of its class)."""
+    horovod.tensorflow.keras.DistributedOptimizer's, still an instance of its class).
+
+    backward_passes_per_step=k > 1 accumulates k passes' local gradients, then reduces and
+    applies their sum (their mean with average_aggregated_gradients=True) once; for a
+    tf.compat.v1 optimizer see _DistributedOptimizerV1 (the aggregation is in
+    apply_gradients(); compute_gradients() then returns local gradients)."""
     if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
         raise NotImplementedError("process sets are not implemented in this Horovod")
     if op == Adasum:
         raise NotImplementedError("Adasum is not implemented in this Horovod; use op=hvd.Average")
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-        if backward_passes_per_step != 1:
-            raise NotImplementedError(
-                "backward_passes_per_step > 1 is implemented for Keras optimizers only")
+        if int(backward_passes_per_step) < 1:
+            raise ValueError("backward_passes_per_step must be >= 1, got "
+                             f"{backward_passes_per_step}")
         options = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
                        gradient_predivide_factor=gradient_predivide_factor,
                        groups=groups or num_groups, name=name or "DistributedOptimizer")
-        return _DistributedOptimizerV1(optimizer, name, use_locking, options)
+        return _DistributedOptimizerV1(optimizer, name, use_locking, options,
+                                       backward_passes_per_step, average_aggregated_gradients)
     from horovod.tensorflow import keras as hvd_keras
     return hvd_keras.DistributedOptimizer(
         optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,

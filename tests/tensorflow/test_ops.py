@@ -146,6 +146,19 @@ def test_v1_graph_monitored_training_session(world):
     run_ok(world, "v1_graph")
 
 
+def test_v1_graph_backward_passes_per_step(world):
+    """hvd.DistributedOptimizer(v1 optimizer, backward_passes_per_step=2) in graph mode under
+    MonitoredTrainingSession + BroadcastGlobalVariablesHook(0): GradientDescent with
+    average_aggregated_gradients False and True, Momentum with True; dense weights and an
+    embedding (IndexedSlices gradients); a batch of its own per rank and pass. After every run
+    of the train op all ranks hold identical weights equal to a float64 NumPy reference:
+    unchanged after odd runs, after even runs updated with the sum (mean) over the 2 passes of
+    the rank-averaged gradients. compute_gradients() gives local gradients; accumulators and
+    counter are non-trainable LOCAL_VARIABLES; the graph has no allreduce outside the cond;
+    global_step counts every run. Details above sc_v1_accumulate in scenarios_ops.py."""
+    run_ok(world, "v1_accumulate")
+
+
 def test_op_before_init_and_single_process():
     """Before hvd.init(), ops raise ValueError (eagerly and when a tf.function traces them);
     after init in a single process (no mpirun), ops and the tape work on one rank."""
