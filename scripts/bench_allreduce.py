@@ -25,36 +25,9 @@ import horovod.numpy as hvd
 hvd.init()
 from mpi4py import MPI  # noqa: E402  (after hvd.init: Horovod initializes MPI)
 
-COMM = MPI.COMM_WORLD
-RANK, N = COMM.rank, COMM.size
+from bench_timing import COMM, N, RANK, median_times, say  # noqa: E402
+
 KIB, MIB = 1 << 10, 1 << 20
-
-
-def say(*a):
-    if RANK == 0:
-        print(*a, flush=True)
-
-
-def trial(fn, iters):
-    """Seconds per op: all ranks start together; the slowest rank's time counts."""
-    COMM.Barrier()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    dt = (time.perf_counter() - t0) / iters
-    return COMM.allreduce(dt, op=MPI.MAX)
-
-
-def median_times(fns, iters, trials=5):
-    """Median seconds per op of each fn. Trials interleave the fns, so a noisy moment on this
-    shared machine hits every method alike and the ratios stay fair."""
-    for fn in fns:
-        fn()  # warm-up: first-touch of buffers, negotiation of the name
-    samples = [[] for _ in fns]
-    for _ in range(trials):
-        for fn, s in zip(fns, samples):
-            s.append(trial(fn, iters))
-    return [statistics.median(s) for s in samples]
 
 
 def busbw(nbytes, seconds):

@@ -23,34 +23,9 @@ import horovod.numpy as hnp  # noqa: E402
 import horovod.tensorflow as hvd  # noqa: E402
 
 hvd.init()
-from mpi4py import MPI  # noqa: E402  (after hvd.init: Horovod initializes MPI)
+from bench_timing import COMM, N, median_times, say  # noqa: E402  (after hvd.init)
 
-COMM = MPI.COMM_WORLD
-RANK, N = COMM.rank, COMM.size
 KIB, MIB = 1 << 10, 1 << 20
-
-
-def say(*a):
-    if RANK == 0:
-        print(*a, flush=True)
-
-
-def trial(fn, iters):
-    COMM.Barrier()
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return COMM.allreduce((time.perf_counter() - t0) / iters, op=MPI.MAX)
-
-
-def median_times(fns, iters, trials=5):
-    for fn in fns:
-        fn()
-    samples = [[] for _ in fns]
-    for _ in range(trials):
-        for fn, s in zip(fns, samples):
-            s.append(trial(fn, iters))
-    return [statistics.median(s) for s in samples]
 
 
 def latency_us(fn, count=2000):

@@ -1,0 +1,37 @@
+"""Timing helpers shared by the benchmarks (bench_allreduce.py, bench_tensorflow.py): every
+rank starts a trial together, the slowest rank's time counts, and trials interleave the methods
+so that a noisy moment on a shared machine hits each alike. Import after hvd.init()."""
+import statistics
+import time
+
+from mpi4py import MPI
+
+COMM = MPI.COMM_WORLD
+RANK, N = COMM.rank, COMM.size
+
+
+def say(*a):
+    if RANK == 0:
+        print(*a, flush=True)
+
+
+def trial(fn, iters):
+    """Seconds per op: all ranks start together; the slowest rank's time counts."""
+    COMM.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    dt = (time.perf_counter() - t0) / iters
+    return COMM.allreduce(dt, op=MPI.MAX)
+
+
+def median_times(fns, iters, trials=5):
+    """Median seconds per op of each fn. Trials interleave the fns, so a noisy moment on this
+    shared machine hits every method alike and the ratios stay fair."""
+    for fn in fns:
+        fn()  # warm-up: first-touch of buffers, negotiation of the name
+    samples = [[] for _ in fns]
+    for _ in range(trials):
+        for fn, s in zip(fns, samples):
+            s.append(trial(fn, iters))
+    return [statistics.median(s) for s in samples]
