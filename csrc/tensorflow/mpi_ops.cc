@@ -166,11 +166,16 @@ class HorovodKernel : public tf::AsyncOpKernel {
   float prescale_ = 1.0f, postscale_ = 1.0f;
 };
 
-// Allreduce and broadcast: the output has the input's shape; the engine writes it directly.
-class SameShapeOp : public HorovodKernel {
+// The ops over N tensors of one dtype, one engine entry each, negotiated together. Allreduce
+// and broadcast keep the input's shape: their output is taken up front (the input's own buffer
+// when nothing else needs it, so the ring runs in place). Allgather and reducescatter learn
+// their output's shape from negotiation: it is allocated then, on the background thread.
+template <OpType kType>
+class GroupOp : public HorovodKernel {
  public:
-  SameShapeOp(tf::OpKernelConstruction* c, OpType type) : HorovodKernel(c, type) {}
+  explicit GroupOp(tf::OpKernelConstruction* c) : HorovodKernel(c, kType) {}
   void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
+    constexpr bool kSameShape = kType == OpType::ALLREDUCE || kType == OpType::BROADCAST;
     const int n = c->num_inputs() - 1;
     const std::string base = TensorName(c);
     std::vector<TensorEntry> entries(n);
@@ -178,48 +183,16 @@ class SameShapeOp : public HorovodKernel {
       const tf::Tensor& input = c->input(i);
       const std::string name = n == 1 ? base : base + "." + std::to_string(i);
       if (!MakeEntry(c, name, input, &entries[i])) return done();
-      tf::Tensor* out = nullptr;
-      // Reuses the input's buffer when nothing else needs it: the ring runs in place.
-      OP_REQUIRES_OK_ASYNC(c, c->forward_input_or_allocate_output({i}, i, input.shape(), &out), done);
-      entries[i].output = const_cast<char*>(out->tensor_data().data());
+      if constexpr (kSameShape) {
+        tf::Tensor* out = nullptr;
+        OP_REQUIRES_OK_ASYNC(c, c->forward_input_or_allocate_output({i}, i, input.shape(), &out), done);
+        entries[i].output = const_cast<char*>(out->tensor_data().data());
+      } else {
+        entries[i].allocate_output = AllocateOutput(c, i);
+      }
     }
     Submit(c, std::move(entries), std::move(done));
   }
-};
-
-class AllreduceOp : public SameShapeOp {
- public:
-  explicit AllreduceOp(tf::OpKernelConstruction* c) : SameShapeOp(c, OpType::ALLREDUCE) {}
-};
-class BroadcastOp : public SameShapeOp {
- public:
-  explicit BroadcastOp(tf::OpKernelConstruction* c) : SameShapeOp(c, OpType::BROADCAST) {}
-};
-
-// Allgather and reducescatter: one tensor per entry, output shaped after negotiation.
-class ReshapingOp : public HorovodKernel {
- public:
-  ReshapingOp(tf::OpKernelConstruction* c, OpType type) : HorovodKernel(c, type) {}
-  void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
-    const int n = c->num_inputs() - 1;
-    const std::string base = TensorName(c);
-    std::vector<TensorEntry> entries(n);
-    for (int i = 0; i < n; ++i) {
-      const std::string name = n == 1 ? base : base + "." + std::to_string(i);
-      if (!MakeEntry(c, name, c->input(i), &entries[i])) return done();
-      entries[i].allocate_output = AllocateOutput(c, i);
-    }
-    Submit(c, std::move(entries), std::move(done));
-  }
-};
-
-class AllgatherOp : public ReshapingOp {
- public:
-  explicit AllgatherOp(tf::OpKernelConstruction* c) : ReshapingOp(c, OpType::ALLGATHER) {}
-};
-class ReducescatterOp : public ReshapingOp {
- public:
-  explicit ReducescatterOp(tf::OpKernelConstruction* c) : ReshapingOp(c, OpType::REDUCESCATTER) {}
 };
 
 // Alltoall: inputs (tensor, splits, name); outputs (rows received, rows from each rank).
@@ -326,10 +299,11 @@ REGISTER_OP("HorovodAlltoall")
     })
     .Doc("Sends splits[r] rows to rank r; returns the rows received and how many came from each rank.");
 
-REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_CPU), AllreduceOp);
-REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_CPU), BroadcastOp);
-REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_CPU), AllgatherOp);
-REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_CPU), ReducescatterOp);
+REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_CPU), GroupOp<OpType::ALLREDUCE>);
+REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_CPU), GroupOp<OpType::BROADCAST>);
+REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_CPU), GroupOp<OpType::ALLGATHER>);
+REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_CPU),
+                        GroupOp<OpType::REDUCESCATTER>);
 REGISTER_KERNEL_BUILDER(Name("HorovodAlltoall").Device(tf::DEVICE_CPU), AlltoallOp);
 
 }  // namespace
