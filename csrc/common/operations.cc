@@ -7,6 +7,12 @@
 #include "ops/reduce_kernels.h"
 
 namespace hvd {
+namespace {
+
+// Timeline and watchdog name of each AllreduceAlgorithm, in its order.
+const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE"};
+
+}  // namespace
 
 Operations::Operations(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue)
     : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {}
@@ -125,8 +131,8 @@ Status Operations::AllreduceWidened(const Response& r, std::vector<TensorEntry>&
   size_t total = 0;
   for (auto n : r.num_elements) total += static_cast<size_t>(n);
   const AllreduceAlgorithm algo = ChooseAllreduce(total, wide.dtype);
-  static const char* const kActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE"};
-  WatchScope watch(Watch(r, kActivity[static_cast<int>(algo)], algo == AllreduceAlgorithm::RING));
+  const char* activity = kAllreduceActivity[static_cast<int>(algo)];
+  WatchScope watch(Watch(r, activity, algo == AllreduceAlgorithm::RING));
   int64_t* buf = static_cast<int64_t*>(FusionBuffer(total * sizeof(int64_t)));
   Activity(es, "WIDEN_TO_INT64");
   size_t off = 0;
@@ -135,7 +141,7 @@ Status Operations::AllreduceWidened(const Response& r, std::vector<TensorEntry>&
     off += static_cast<size_t>(r.num_elements[i]);
   }
   EndActivity(es);
-  Activity(es, kActivity[static_cast<int>(algo)]);
+  Activity(es, activity);
   AllreduceBuffer(buf, buf, total, wide, algo);
   EndActivity(es);
   off = 0;
@@ -153,8 +159,7 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   for (auto n : r.num_elements) total += static_cast<size_t>(n);
   // One decision per response: the timeline label and the dispatch cannot disagree.
   const AllreduceAlgorithm algo = ChooseAllreduce(total, r.dtype);
-  static const char* const kActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE"};
-  const char* activity = kActivity[static_cast<int>(algo)];
+  const char* activity = kAllreduceActivity[static_cast<int>(algo)];
   WatchScope watch(Watch(r, activity, algo == AllreduceAlgorithm::RING));
   if (es.size() == 1) {
     // A lone tensor goes straight from its input to its output: no fusion-buffer copies.
@@ -255,10 +260,10 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
   Response wide = r;
   if (widen) wide.dtype = DataType::INT64;
   const size_t esize = DataTypeSize(wide.dtype);
-  std::vector<char> discard, narrow;
+  std::vector<char> discard, wide_result;
   void* result = out;
   if (!s.ok()) result = DiscardBuffer(&discard, mine * esize, "REDUCESCATTER output");
-  else if (widen) result = DiscardBuffer(&narrow, mine * esize, "REDUCESCATTER int64 output");
+  else if (widen) result = DiscardBuffer(&wide_result, mine * esize, "REDUCESCATTER int64 output");
   void* work = FusionBuffer(count * esize);
   const void* src = e.input;
   if (widen) {
