@@ -16,6 +16,7 @@ from horovod.common.basics import (  # noqa: F401  (re-exported API)
 from horovod.common.exceptions import (  # noqa: F401
     HorovodInternalError, HorovodMismatchError, HorovodShutdownError)
 from horovod.tensorflow import mpi_ops as _ops
+from horovod.tensorflow.mpi_ops import _check_process_set
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables)
@@ -148,9 +149,3 @@ def _root(root_rank):
         return operator.index(root_rank)
     except TypeError:
         raise TypeError(f"root_rank must be an integer, got {root_rank!r}") from None
-
-
-def _check_process_set(process_set):
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("process sets are not implemented in this Horovod; use the "
-                                  "global set (process_set=None)")

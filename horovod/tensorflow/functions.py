@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from horovod.common import basics as _b
 from horovod.tensorflow import mpi_ops
+from horovod.tensorflow.mpi_ops import _check_process_set
 
 try:  # lambdas and locally defined classes pickle only with cloudpickle
     import cloudpickle as _pickle
@@ -32,12 +33,6 @@ def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None)
         values = mpi_ops._broadcast([tf.convert_to_tensor(v) for v in vs], root_rank, name=name)
         assigns += [v.assign(value) for v, value in zip(vs, values)]
     return None if tf.executing_eagerly() else tf.group(*assigns)
-
-
-def _check_process_set(process_set):
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("process sets are not implemented in this Horovod; use the "
-                                  "global set (process_set=None)")
 
 
 def _to_bytes(obj):

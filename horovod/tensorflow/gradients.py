@@ -10,7 +10,7 @@ import tensorflow as tf
 from horovod.common import basics as _b
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Adasum, Average, Sum
+from horovod.tensorflow.mpi_ops import Average, Sum
 
 
 def _scale_factors(op, gradient_predivide_factor):
@@ -50,8 +50,7 @@ def reduce_gradients(grads, variables, op=Average, compression=Compression.none,
                      sparse_as_dense=False, gradient_predivide_factor=1.0, groups=None,
                      name="DistributedGradients"):
     """Allreduces a list of gradients (None entries stay None) across ranks."""
-    if op == Adasum:
-        raise NotImplementedError("Adasum is not implemented in this Horovod; use op=hvd.Average")
+    _ops._check_not_adasum(op)
     if _b.size() == 1:
         return list(grads)
     # Sparse gradients are gathered and divided by the size for Average, whatever the predivide
@@ -109,15 +108,14 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                             process_set=None, scale_local_gradients=True):
     """Wraps a tf.GradientTape so that tape.gradient() averages (op) the gradients across
     ranks, in one grouped allreduce per dtype."""
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("process sets are not implemented in this Horovod")
+    _ops._check_process_set(process_set)
     cls = type(gradtape.__class__.__name__, (_DistributedGradientTape, gradtape.__class__), {})
     tape = cls.__new__(cls)
     tape.__dict__.update(gradtape.__dict__)
     tape._hvd_options = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
                              gradient_predivide_factor=gradient_predivide_factor,
                              groups=groups or num_groups,
-                             name=f"DistributedGradientTape")
+                             name="DistributedGradientTape")
     return tape
 
 
@@ -299,10 +297,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     applies their sum (their mean with average_aggregated_gradients=True) once; for a
     tf.compat.v1 optimizer see _DistributedOptimizerV1 (the aggregation is in
     apply_gradients(); compute_gradients() then returns local gradients)."""
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("process sets are not implemented in this Horovod")
-    if op == Adasum:
-        raise NotImplementedError("Adasum is not implemented in this Horovod; use op=hvd.Average")
+    _ops._check_process_set(process_set)
+    _ops._check_not_adasum(op)
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         if int(backward_passes_per_step) < 1:
             raise ValueError("backward_passes_per_step must be >= 1, got "

@@ -94,10 +94,20 @@ def _names(kind, name, tensor):
     return _normalize_name(name), tf.constant(name)
 
 
-def _check_op(op, what):
+def _check_not_adasum(op, what=None):
     if op == Adasum:
-        raise NotImplementedError(f"{what}: Adasum is not implemented in this Horovod; use "
-                                  "op=hvd.Average or hvd.Sum")
+        raise NotImplementedError((f"{what}: " if what else "") + "Adasum is not implemented in "
+                                  "this Horovod; use op=hvd.Average")
+
+
+def _check_process_set(process_set):
+    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
+        raise NotImplementedError("process sets are not implemented in this Horovod; use the "
+                                  "global set (process_set=None)")
+
+
+def _check_op(op, what):
+    _check_not_adasum(op, what)
     if op not in _REDUCE_OPS:
         raise ValueError(f"{what}: unknown reduce op {op!r}")
 

@@ -32,6 +32,7 @@ from horovod.common.exceptions import (  # noqa: F401
     HorovodInternalError, HorovodMismatchError, HorovodShutdownError)
 import horovod.tensorflow as _hvd
 from horovod.tensorflow import gradients as _gradients
+from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
     allgather_object, broadcast_object, broadcast_variables)
@@ -97,9 +98,7 @@ class _Horovod:
 
     def __init__(self, name, compression, sparse_as_dense, gradient_predivide_factor, op,
                  backward_passes_per_step, average_aggregated_gradients, groups):
-        if op == Adasum:
-            raise NotImplementedError("Adasum is not implemented in this Horovod; use "
-                                      "op=hvd.Average")
+        _ops._check_not_adasum(op)
         if int(backward_passes_per_step) < 1:
             raise ValueError("backward_passes_per_step must be >= 1, got "
                              f"{backward_passes_per_step}")
@@ -255,8 +254,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         raise TypeError("horovod.tensorflow.keras.DistributedOptimizer wraps a Keras 3 "
                         f"optimizer, got {type(optimizer).__name__}; for tf.compat.v1 "
                         "optimizers use horovod.tensorflow.DistributedOptimizer")
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("process sets are not implemented in this Horovod")
+    _ops._check_process_set(process_set)
     base = _plain_class(type(optimizer))
     state = _Horovod(name or "Distributed" + base.__name__, compression, sparse_as_dense,
                      gradient_predivide_factor, op, backward_passes_per_step,
