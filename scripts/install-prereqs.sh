@@ -12,7 +12,7 @@ command -v docker >/dev/null && docker info >/dev/null \
 # image without a registry; dpkg-dev indexes staged .debs if containers lack the mirror.
 export DEBIAN_FRONTEND=noninteractive
 apt_pkgs=(ca-certificates git make g++ cmake python3 python3-dev python3-venv
-          openmpi-bin libopenmpi-dev debootstrap dpkg-dev)
+          openmpi-bin libopenmpi-dev debootstrap dpkg-dev iperf3)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -20,13 +20,32 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# Compose v2 (`docker compose`): bookworm packages only v1.29.  Debian trixie's docker-compose
+# package is the v2 CLI plugin as one static binary that runs on bookworm; it is downloaded
+# through apt with a throw-away source list (the system's apt sources are not touched) and only
+# its binary is installed, where the docker CLI looks for plugins.
+source versions.env
+if ! docker compose version >/dev/null 2>&1; then
+  tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $COMPOSE_DEB_SUITE main" >"$tmp/sources.list"
+  mkdir -p "$tmp/lists/partial" "$tmp/cache"
+  apt_tmp=(-o "Dir::Etc::SourceList=$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+           -o "Dir::State::Lists=$tmp/lists" -o "Dir::Cache=$tmp/cache" -o APT::Sandbox::User=root)
+  $sudo apt-get "${apt_tmp[@]}" update -q >/dev/null
+  (cd "$tmp" && $sudo apt-get "${apt_tmp[@]}" download -q "docker-compose=$COMPOSE_DEB_VERSION")
+  dpkg-deb -x "$tmp"/docker-compose_*.deb "$tmp/x"
+  $sudo install -D -m 0755 "$tmp/x/usr/libexec/docker/cli-plugins/docker-compose" \
+    /usr/local/lib/docker/cli-plugins/docker-compose
+fi
+docker compose version | grep -q "v\?$COMPOSE_VERSION" \
+  || { echo "install-prereqs: need Compose $COMPOSE_VERSION, have: $(docker compose version)" >&2; exit 1; }
+
 # Debian's python is externally managed (PEP 668): the tools go into a venv.
 venv=build/venv
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check -r tests/requirements.txt
 # TensorFlow (the frontend's tests; `make build` compiles its ops when it imports) and the
 # examples' data set, at the versions the images pin.
-source versions.env
 "$venv/bin/pip" install -q --disable-pip-version-check "tensorflow-cpu==$TENSORFLOW_VERSION" \
   "scikit-learn==$SCIKIT_LEARN_VERSION"
 echo "install-prereqs: done (Python tools in $venv)"

@@ -109,7 +109,7 @@ needs_sklearn = pytest.mark.skipif(importlib.util.find_spec("sklearn") is None,
 
 
 def accuracy(out):
-    found = re.findall(r"^Test accuracy: ([0-9.]+)$", out, re.M)
+    found = re.findall(r"^Test accuracy: ([0-9.]+)", out, re.M)
     assert len(found) == 1, f"expected one accuracy line (rank 0):\n{out}"
     return float(found[0])
 
@@ -121,6 +121,7 @@ def test_keras_digits_example():
     out = run_example("tensorflow2_keras_digits.py", "--epochs", "10")
     assert "Ranks: 2" in out
     assert accuracy(out) > 0.9, out
+    assert "weights identical" in out and len(re.findall(r"^rank \d on ", out, re.M)) == 2, out
 
 
 @needs_sklearn

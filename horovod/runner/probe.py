@@ -1,0 +1,96 @@
+"""What a host has, as one JSON line: versions, /dev/shm, IPv4 interfaces.
+
+horovodrun's preflight sends this file's source to every host over ssh (`python3 -`), so it must
+stay standard-library only and must not import horovod (a host without horovod, or with another
+version of it, still answers and is reported as such).
+"""
+import fcntl
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import struct
+import subprocess
+import sys
+
+SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
+
+
+def _version(*dists):
+    for d in dists:
+        try:
+            return importlib.metadata.version(d)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+def _openmpi():
+    try:
+        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    # "mpirun (Open MPI) 4.1.4"
+    first = out.splitlines()[0] if out else ""
+    return first.rsplit(" ", 1)[-1] if "Open MPI" in first else (first or None)
+
+
+def _ioctl_ipv4(sock, request, name):
+    packed = struct.pack("256s", name.encode()[:15])
+    return socket.inet_ntoa(fcntl.ioctl(sock.fileno(), request, packed)[20:24])
+
+
+def _sysfs(name, leaf):
+    try:
+        with open(f"/sys/class/net/{name}/{leaf}") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def interfaces():
+    """[{name, address, prefix, speed_mbps, mtu}] of the interfaces that are up with an IPv4."""
+    out = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                addr = _ioctl_ipv4(s, SIOCGIFADDR, name)
+                mask = _ioctl_ipv4(s, SIOCGIFNETMASK, name)
+            except OSError:  # no IPv4 address
+                continue
+            if _sysfs(name, "operstate") == "down":
+                continue
+            prefix = sum(bin(int(b)).count("1") for b in mask.split("."))
+            speed = _sysfs(name, "speed")
+            mtu = _sysfs(name, "mtu")
+            out.append({"name": name, "address": addr, "prefix": prefix,
+                        "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
+                        "mtu": int(mtu) if mtu and mtu.isdigit() else None})
+    return out
+
+
+def shm_bytes():
+    try:
+        st = os.statvfs("/dev/shm")
+        return st.f_blocks * st.f_frsize
+    except OSError:
+        return None
+
+
+def probe():
+    return {
+        "hostname": socket.gethostname(),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "horovod": _version("horovod"),
+        "tensorflow": _version("tensorflow-cpu", "tensorflow"),
+        "openmpi": _openmpi(),
+        "shm_bytes": shm_bytes(),
+        "cpus": len(os.sched_getaffinity(0)),
+        "interfaces": interfaces(),
+    }
+
+
+if __name__ == "__main__":
+    print("HOROVOD_PROBE " + json.dumps(probe()), flush=True)
