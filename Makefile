@@ -9,7 +9,7 @@ BUILD_DIR ?= build/dev
 # ---------------------------------------------------------------------------------------------
 # Engine (csrc/ + horovod/)
 # ---------------------------------------------------------------------------------------------
-.PHONY: help build demo test test/engine test/tf bench clean
+.PHONY: help build test test/engine test/tf bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_/%.-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -19,9 +19,6 @@ build: ## compile csrc/ in place (libhorovod_core.so + horovod/_core) for tests 
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
 	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
 	cmake --build $(BUILD_DIR) -j2
-
-demo: images ## the main job: build what is missing, train the Keras example on 2 ranks in horovod:latest
-	$(DOCKER) run --rm horovod:$(IMAGE_TAG) horovodrun -np 2 python /opt/horovod/examples/tensorflow2_keras_digits.py
 
 test/engine: build ## engine tests under real MPI ranks (np 1, 2 and 3)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/engine
@@ -33,7 +30,7 @@ bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shar
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) scripts/bench_allreduce.py
 
-test: test/engine test/tf test/runner test/images ## everything CI runs
+test: test/engine test/tf test/runner test/images test/cluster ## everything CI runs
 
 clean: ## remove build outputs
 	rm -rf build horovod/_core*.so horovod/libhorovod_core.so
@@ -131,3 +128,35 @@ clean/images: ## remove the images (children first; not the rootfs), test contai
 	-$(DOCKER) rmi horovod:latest $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
 	-$(DOCKER) image prune -f --filter label=io.horovod.stage=builder >/dev/null
 clean: clean/images
+
+# ---------------------------------------------------------------------------------------------
+# Local cluster: compose/compose.yaml (Compose v2) with the images above; the launcher finds the
+# workers itself and horovodrun reads its hostfile ($HOROVOD_HOSTFILE).
+# ---------------------------------------------------------------------------------------------
+WORKERS ?= 2
+SLOTS ?= 2
+CLUSTER ?= horovod
+COMPOSE = HOROVOD_IMAGE_TAG=$(IMAGE_TAG) HOROVOD_SLOTS_PER_WORKER=$(SLOTS) \
+  $(DOCKER) compose -f compose/compose.yaml -p $(CLUSTER)
+CMD ?= horovodrun python -m horovod.selftest
+DEMO_CMD ?= horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py --epochs 10
+
+.PHONY: demo cluster-up cluster-run cluster-down test/cluster
+
+demo: images ## the main job: build what is missing, train the Keras example across a 2-worker cluster, tear it down
+	@$(MAKE) --no-print-directory cluster-up WORKERS=2 \
+	  && $(MAKE) --no-print-directory cluster-run CMD="$(DEMO_CMD)"; rc=$$?; \
+	  $(MAKE) --no-print-directory cluster-down; exit $$rc
+
+cluster-up: images ## start a cluster of WORKERS workers (SLOTS ranks each) and a launcher, and wait until it is ready
+	HOROVOD_CLUSTER_COMMAND="sleep infinity" $(COMPOSE) up -d --wait --scale worker=$(WORKERS)
+	@$(COMPOSE) exec -T launcher sh -c 'echo "cluster $(CLUSTER) is up; hostfile:"; cat $$HOROVOD_HOSTFILE'
+
+cluster-run: ## run CMD in the cluster's launcher (default: the selftest on every slot)
+	$(COMPOSE) exec -T launcher sh -c '$(CMD)'
+
+cluster-down: ## stop the cluster and delete its key pair
+	$(COMPOSE) down -v -t 1
+
+test/cluster: build/horovod ## compose clusters of 2 and 3 workers: collectives, training, faults
+	IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster

@@ -169,3 +169,11 @@ def test_cluster_discovery_finds_a_listening_host():
         cluster.discover("localhost", port, timeout=0.5)
     with pytest.raises(RuntimeError, match="no container answers to the name 'no-such.invalid'"):
         cluster.discover("no-such.invalid", port, timeout=0.3)
+
+
+def test_rank_placement_follows_map_by_slot():
+    assert launch.rank_hosts([("w1", 2), ("w2", 2)], 4) == {0: "w1", 1: "w1", 2: "w2", 3: "w2"}
+    assert launch.rank_hosts([("w1", 2), ("w2", 2)], 3) == {0: "w1", 1: "w1", 2: "w2"}
+    assert launch.rank_hosts([("w1", 1)], 2) == {}  # oversubscribed: placement unknown
+    msg = launch._stuck_message({2, 3}, {0: "w1", 1: "w1", 2: "w2", 3: "w2"})
+    assert "run on w2 (ranks 2, 3)" in msg

@@ -1,0 +1,58 @@
+"""A healthy compose cluster (2 and 3 workers, 2 slots each): horovodrun's preflight, every
+collective and dtype across containers, and the training example with identical weights."""
+import re
+
+from conftest import TIMINGS, make_cluster
+
+
+def test_launcher_wrote_the_hostfile(cluster):
+    out, _ = cluster.run_ok("cat $HOROVOD_HOSTFILE")
+    assert out.splitlines() == [f"{cluster.worker(i)} slots=2" for i in range(1, cluster.workers + 1)]
+
+
+def test_selftest_across_containers(cluster):
+    out, err = cluster.run_ok("horovodrun python -m horovod.selftest", timeout=180)
+    n = 2 * cluster.workers
+    assert f"selftest on {n} rank(s): all checks passed" in out, out + err
+    # The preflight: one ok line per worker, with its interface, then the subnet chosen.
+    for i in range(1, cluster.workers + 1):
+        assert re.search(rf"^  ok    {cluster.worker(i)}  ssh [0-9.]+ s  horovod \S+  python 3\.11\.\d+  "
+                         rf"tensorflow \S+  open-mpi 4\.1\.\d+  /dev/shm 1\.0 GiB  eth0 172\.[0-9.]+/\d+$",
+                         err, re.M), err
+    assert re.search(r"^  network: 172\.[0-9.]+/\d+ \(the subnet the host names resolve to; interface eth0\)$",
+                     err, re.M), err
+
+
+def test_every_dtype_across_containers(cluster):
+    out, err = cluster.run_ok("horovodrun python /jobs/allreduce_dtypes.py", timeout=180)
+    ok = re.findall(r"^OK dtypes rank=(\d+) host=(\S+)$", out, re.M)
+    assert sorted(int(r) for r, _ in ok) == list(range(2 * cluster.workers)), out + err
+    # Two ranks on every worker (mpirun's --map-by slot fills each host in turn).
+    hosts = sorted(h for _, h in ok)
+    assert len(set(hosts)) == cluster.workers and all(hosts.count(h) == 2 for h in hosts)
+
+
+def test_training_example_across_containers(cluster):
+    out, err = cluster.run_ok("horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py "
+                              "--epochs 3", timeout=600)
+    rows = re.findall(r"^rank (\d+) on (\S+): test accuracy ([0-9.]+), [0-9,]+ samples/s, weights (\w+)$",
+                      out, re.M)
+    assert len(rows) == 2 * cluster.workers, out + err
+    assert len({w for *_, w in rows}) == 1, f"ranks' weights differ:\n{out}"
+    assert len({h for _, h, _, _ in rows}) == cluster.workers
+    assert float(rows[0][2]) > 0.8, out
+
+
+def test_bring_up_to_first_allreduce():
+    """`docker compose up` of 2 workers to the first allreduce across them, reported."""
+    import time
+    start = time.monotonic()
+    c = make_cluster(2)
+    try:
+        c.run_ok("horovodrun python -c 'import numpy as np, horovod.numpy as hvd; hvd.init(); "
+                 "assert hvd.allreduce(np.ones(4), op=hvd.Sum, name=\"first\")[0] == hvd.size()'")
+        total = time.monotonic() - start
+    finally:
+        c.down()
+    TIMINGS.append(("2 workers: compose up", c.up_seconds))
+    TIMINGS.append(("2 workers: compose up to the first allreduce", total))
