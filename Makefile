@@ -125,6 +125,7 @@ test/runner: ## horovodrun unit tests (host, no docker)
 clean/images: ## remove the images (children first; not the rootfs), test containers, builder stages
 	@c=$$($(DOCKER) ps -aq --filter label=io.horovod.test); [ -z "$$c" ] || $(DOCKER) rm -f $$c
 	@n=$$($(DOCKER) network ls -q --filter label=io.horovod.test); [ -z "$$n" ] || $(DOCKER) network rm $$n
+	@v=$$($(DOCKER) volume ls -q --filter label=io.horovod.test); [ -z "$$v" ] || $(DOCKER) volume rm $$v
 	-$(DOCKER) rmi horovod:latest $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
 	-$(DOCKER) image prune -f --filter label=io.horovod.stage=builder >/dev/null
 clean: clean/images

@@ -128,6 +128,7 @@ def cpu_share(nbytes=16 * MIB, iters=100):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="4 KiB .. 16 MiB only")
+    ap.add_argument("--sizes", help="comma-separated sizes in KiB/MiB, e.g. 16M,256M (default: 4K..256M)")
     ap.add_argument("--cpu", action="store_true",
                     help="only: CPU share of 16 MiB ring and MPI_Allreduce (is the transport CPU-bound?)")
     args = ap.parse_args()
@@ -138,6 +139,9 @@ def main():
     sizes = [4 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB]
     if args.quick:
         sizes = sizes[:6]
+    if args.sizes:
+        unit = {"K": KIB, "M": MIB}
+        sizes = [int(x[:-1]) * unit[x[-1].upper()] for x in args.sizes.split(",")]
     info = hvd.build_info()
     say(f"# {N} ranks, float32 sum; {MPI.Get_library_version().replace(chr(0), '').splitlines()[0]}; "
         f"engine cpu_operations={info['cpu_operations']}")

@@ -27,15 +27,40 @@ hvd.init(); assert hvd.allreduce(np.ones(4), op=hvd.Sum, name='first')[0] == hvd
 t_first=$(now)
 python3 -c "print(f'bring-up, 2 workers: compose up {$t_up - $t0:.1f} s; first allreduce across them at {$t_first - $t0:.1f} s')"
 
-echo "== allreduce across the 2 containers (1 rank each, TCP over the compose network)"
-docker exec $project-launcher-1 horovodrun python /bench/bench_allreduce.py "$@" 2>&1 \
-  | grep -v '^horovodrun: preflight\|^  ok \|^  network:'
-
-echo "== raw TCP between the same containers (iperf3, 5 s each)"
 pid1=$(docker inspect -f '{{.State.Pid}}' $project-worker-1)
 pid2=$(docker inspect -f '{{.State.Pid}}' $project-worker-2)
 ip1=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' $project-worker-1)
 nsenter -t "$pid1" -n iperf3 -s -p 5201 -D
 sleep 0.5
-nsenter -t "$pid2" -n iperf3 -c "$ip1" -p 5201 -t 5 -f g | grep -E 'sender|receiver' | sed 's/^/one direction: /'
-nsenter -t "$pid2" -n iperf3 -c "$ip1" -p 5201 -t 5 -f g --bidir | grep -E 'sender|receiver' | sed 's/^/both directions: /'
+# GB/s received: one stream one way, then one stream each way at once (per direction).
+iperf() {
+  nsenter -t "$pid2" -n iperf3 -c "$ip1" -p 5201 -t 5 -J "$@" | python3 -c "
+import json, sys
+end = json.load(sys.stdin)['end']
+if 'sum_received_bidir_reverse' in end:
+    print(f\"{(end['sum_received']['bits_per_second'] + end['sum_received_bidir_reverse']['bits_per_second']) / 2 / 8e9:.2f}\")
+else:
+    print(f\"{end['sum_received']['bits_per_second'] / 8e9:.2f}\")"
+}
+one1=$(iperf); both1=$(iperf --bidir)
+echo "== raw TCP between the containers before (iperf3, 5 s): one way $one1 GB/s; both ways at once $both1 GB/s per direction"
+
+echo "== allreduce across the 2 containers (1 rank each, TCP over the compose network)"
+out=$(mktemp)
+docker exec $project-launcher-1 horovodrun python /bench/bench_allreduce.py "$@" 2>&1 \
+  | grep -v '^horovodrun: preflight\|^  ok \|^  network:' | tee "$out"
+
+one2=$(iperf); both2=$(iperf --bidir)
+echo "== raw TCP between the containers after (iperf3, 5 s): one way $one2 GB/s; both ways at once $both2 GB/s per direction"
+python3 - "$out" "$one1" "$one2" "$both1" "$both2" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+one, both = max(map(float, sys.argv[2:4])), max(map(float, sys.argv[4:6]))
+for size in ("16 MiB", "64 MiB", "256 MiB"):
+    m = re.search(rf"^ *{size} \| +[0-9.]+ +([0-9.]+) \|", text, re.M)
+    if m:
+        e = float(m.group(1))
+        print(f"engine busbw at {size}: {e:.2f} GB/s = {e / one:.2f} of raw TCP one way ({one:.2f}, "
+              f"the better of before/after), {e / both:.2f} of raw TCP per direction both ways ({both:.2f})")
+PY
+rm -f "$out"
