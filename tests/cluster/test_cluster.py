@@ -1,10 +1,11 @@
 """A healthy compose cluster (2 and 3 workers, 2 slots each): horovodrun's preflight, every
 collective and dtype across containers, and the training example with identical weights."""
 import ipaddress
+import os
 import re
 import subprocess
 
-from conftest import TIMINGS, make_cluster
+from conftest import ROOT, TAG, TIMINGS, make_cluster
 
 
 def test_launcher_wrote_the_hostfile(cluster):
@@ -61,3 +62,32 @@ def test_bring_up_to_first_allreduce():
         c.down()
     TIMINGS.append(("2 workers: compose up", c.up_seconds))
     TIMINGS.append(("2 workers: compose up to the first allreduce", total))
+
+
+def _compose_up(project, cwd, extra_env, timeout=300):
+    """Plain `docker compose up --abort-on-container-exit` from compose/, as a user runs it."""
+    env = {**os.environ, "HOROVOD_IMAGE_TAG": TAG, **extra_env}
+    try:
+        return subprocess.run(["docker", "compose", "-p", project, "up", "--abort-on-container-exit"],
+                              cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    finally:
+        subprocess.run(["docker", "compose", "-p", project, "down", "-v", "-t", "1"], cwd=cwd, env=env,
+                       capture_output=True, timeout=120)
+
+
+def test_compose_up_returns_the_jobs_exit_code():
+    """From inside compose/, default 2 workers: the launcher's command runs across them and
+    `up --abort-on-container-exit` exits with its code."""
+    p = _compose_up("hvdtestup", ROOT / "compose", {
+        "HOROVOD_CLUSTER_COMMAND": "horovodrun python -c 'import horovod.numpy as hvd, sys; "
+                                   "hvd.init(); sys.exit(5 if hvd.size() == 4 else 1)'"})
+    assert p.returncode == 5, p.stdout + p.stderr
+    assert re.search(r"cluster: 2 worker\(s\) in [0-9.]+ s: hvdtestup-worker-1 .*, hvdtestup-worker-2 ",
+                     p.stdout + p.stderr), p.stdout + p.stderr
+
+
+def test_missing_image_says_how_to_build_it():
+    p = _compose_up("hvdtestmissing", ROOT / "compose", {"HOROVOD_IMAGE_TAG": "no-such-tag"}, timeout=120)
+    assert p.returncode != 0
+    assert "never pulled. Run `make images`" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "Pulling" not in p.stdout + p.stderr

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TAG, make_cluster
+from conftest import TAG, TIMINGS, make_cluster
 
 STEPS = "horovodrun python /jobs/steps.py --seconds 300"
 # Short stall bounds so network faults end quickly: warn after 2 s, shut down after 8 s.
@@ -18,6 +18,17 @@ STALL = "HOROVOD_STALL_CHECK_TIME_SECONDS=2 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=
 def docker(*args):
     p = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, f"docker {' '.join(args)}: {p.stderr}"
+
+
+def pause(container):
+    """docker pause, retried: the cgroup freezer can fail ('unable to freeze') while the
+    container's processes are busy in the kernel."""
+    for _ in range(10):
+        p = subprocess.run(["docker", "pause", container], capture_output=True, text=True, timeout=60)
+        if p.returncode == 0:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"docker pause {container}: {p.stderr}")
 
 
 def assert_nothing_left(c, containers, timeout=15):
@@ -38,6 +49,7 @@ def test_killed_worker_ends_the_job(fresh_cluster):
     job.wait_for(r"^step 11$", 120)
     docker("kill", c.worker(2))
     rc, seconds = job.wait(60)
+    TIMINGS.append(("worker killed: job ended after", seconds))
     assert rc != 0, job.output
     assert re.search(rf"{c.worker(2)}|rank [23]\b", job.output), job.output
     assert_nothing_left(c, [c.worker(1), c.launcher])
@@ -49,6 +61,7 @@ def test_disconnected_worker_fails_within_the_stall_bound(fresh_cluster):
     job.wait_for(r"^step 11$", 120)
     docker("network", "disconnect", "-f", c.network, c.worker(2))
     rc, seconds = job.wait(8 + 30)  # stall shutdown, then horovodrun's 15 s for mpirun
+    TIMINGS.append(("worker cut off: job ended after", seconds))
     assert rc != 0, job.output
     # Ranks 2 and 3 live on worker 2: the survivors' watchdog names them, horovodrun the host.
     assert "waiting for ranks [2, 3] (silent" in job.output, job.output
@@ -60,9 +73,10 @@ def test_paused_worker_is_named_by_the_watchdog(fresh_cluster):
     c = fresh_cluster
     job = c.start(f"{STALL} {STEPS}")
     job.wait_for(r"^step 11$", 120)
-    docker("pause", c.worker(2))
+    pause(c.worker(2))
     try:
         rc, seconds = job.wait(8 + 30)
+        TIMINGS.append(("worker paused: job ended after", seconds))
     finally:
         docker("unpause", c.worker(2))
     assert rc != 0, job.output
@@ -85,6 +99,7 @@ def preflight_fails(c, flags, host, *phrases, timeout=10):
                                   timeout=timeout + 30)
     assert rc == 3, f"rc={rc}\n{out}\n{err}"
     assert seconds < timeout + 5, f"preflight took {seconds:.1f} s, bound {timeout} s\n{err}"
+    TIMINGS.append((f"preflight failure ({host}): horovodrun exited after", seconds))
     assert re.search(rf"^  FAIL  {re.escape(host)}\b", err, re.M), err
     for phrase in phrases:
         assert phrase in err, f"{phrase!r} not in:\n{err}"
