@@ -13,7 +13,8 @@ namespace hvd {
 // that differ would exchange mismatched messages (MPI_ERR_TRUNCATE) or wait forever, so Init
 // compares them across ranks and fails on every rank, naming the knob and each rank's value.
 // The stall knobs agree so that every rank's watchdog reports the same blocked section at the
-// same time. LOCAL knobs may differ.
+// same time. HOROVOD_SUMMARY agrees because a summary gathers from every rank at shutdown.
+// LOCAL knobs may differ.
 enum class Scope { LOCAL, AGREE };
 
 // X(field, ENV_NAME, type, default, min, max, scope, doc); min/max bound numeric knobs only.
@@ -44,7 +45,10 @@ enum class Scope { LOCAL, AGREE };
     "trace, debug, info, warning or error")                                                     \
   X(mpi_threads_disable, "HOROVOD_MPI_THREADS_DISABLE", bool, false, 0, 0, LOCAL,                \
     "initialize MPI with MPI_THREAD_SERIALIZED instead of MPI_THREAD_MULTIPLE (the watchdog "   \
-    "then cannot name the ranks missing from a negotiation round)")
+    "then cannot name the ranks missing from a negotiation round)")                             \
+  X(summary_level, "HOROVOD_SUMMARY", int64_t, 1, 0, 2, AGREE,                                   \
+    "communication summary rank 0 prints to stderr when the job shuts down: 0 off, 1 the job, " \
+    "2 the job and one line per rank")
 
 struct Config {
 #define HVD_DECLARE_FIELD(field, env, type, def, lo, hi, scope, doc) type field = def;

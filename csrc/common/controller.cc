@@ -173,7 +173,8 @@ ResponseList Controller::RunRound(bool want_shutdown) {
     if (mpi_->rank == 0) blob = Encode(Coordinate(blobs));
     mpi_->BroadcastFromRoot(&blob);
     ResponseList slow;
-    if (!Decode(blob.data(), blob.size(), &slow)) {
+    const bool decoded = Decode(blob.data(), blob.size(), &slow);
+    if (!decoded) {
       slow.shutdown = true;
       slow.shutdown_reason = "internal error: undecodable response list from rank 0";
     }
@@ -208,6 +209,7 @@ ResponseList Controller::RunRound(bool want_shutdown) {
     for (auto& r : slow.responses) out.responses.push_back(std::move(r));
     out.shutdown = slow.shutdown;
     out.shutdown_reason = std::move(slow.shutdown_reason);
+    out.shutdown_on_every_rank = slow.shutdown && decoded;
   }
   if (mpi_->rank == 0 && stall_check) InspectStalls(NowMicros());
   return out;

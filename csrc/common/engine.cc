@@ -3,11 +3,13 @@
 #include <sys/prctl.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "common/controller.h"
+#include "common/job_stats.h"
 #include "common/logging.h"
 #include "common/operations.h"
 #include "common/timeline.h"
@@ -25,6 +27,7 @@ struct Engine {
   Timeline timeline;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Operations> ops;
+  JobStats stats;  // background thread only, once it runs
   std::thread thread;
   std::atomic<bool> shutdown_requested{false};
   std::string init_error;  // set if Init failed after MPI was initialized
@@ -34,6 +37,28 @@ std::mutex g_mu;            // guards g_engine across Init/Shutdown
 Engine* g_engine = nullptr;  // owned; stays alive after Shutdown so late callers get errors
 bool g_running = false;
 
+// Ranks leave the final round together, so the summary's gather normally completes at once;
+// the bound only keeps a rank that vanished right after it from hanging the others.
+constexpr int64_t kSummaryTimeoutUs = 10 * 1000000;
+
+// Rank 0 gathers every rank's counters and prints the summary (HOROVOD_SUMMARY). Called by
+// every rank after the final round, which all of them completed.
+void ReportSummary(Engine* e) {
+  e->stats.end_us = NowMicros();
+  e->stats.SetHost(e->mpi.ProcessorName());
+  std::vector<char> all;
+  const std::string failed =
+      e->mpi.GatherRecordsToRoot(&e->stats, sizeof(JobStats), kSummaryTimeoutUs, &all);
+  if (e->mpi.rank != 0) return;
+  if (!failed.empty()) {
+    PrintSummary({"summary skipped: " + failed});
+    return;
+  }
+  std::vector<JobStats> ranks(e->mpi.size);
+  std::memcpy(ranks.data(), all.data(), all.size());
+  PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level)));
+}
+
 void BackgroundLoop(Engine* e) {
   // Short sleeps while polling peers must be short: the default 50 us timer slack would
   // stretch every 10 us nap.
@@ -41,10 +66,23 @@ void BackgroundLoop(Engine* e) {
   const int64_t cycle_us = static_cast<int64_t>(e->config.cycle_time_ms * 1000);
   int64_t round_start = 0;
   while (true) {
+    // Ops already submitted wait for the other ranks from here on, through the sleep between
+    // rounds too: a rank that waits for a straggler spends most of that time asleep, not in
+    // RunRound. Idle rounds are not waiting, so they are not counted.
+    const int64_t waiting_since = NowMicros();
+    const bool ops_waiting = e->queue.InFlight() > 0;
     e->queue.WaitForWork(round_start + cycle_us);
     round_start = NowMicros();
+    const bool round_has_ops = ops_waiting || e->queue.InFlight() > 0;
     ResponseList rl = e->controller->RunRound(e->shutdown_requested.load());
-    for (const auto& resp : rl.responses) e->ops->Execute(resp);
+    if (round_has_ops)
+      e->stats.negotiation_us += NowMicros() - (ops_waiting ? waiting_since : round_start);
+    for (const auto& resp : rl.responses) {
+      const int64_t start = NowMicros();
+      int64_t payload_bytes = 0;
+      const Status s = e->ops->Execute(resp, &payload_bytes);
+      e->stats.RecordCollective(resp, s.ok(), payload_bytes, NowMicros() - start);
+    }
     // After running ops, the next idle round is a full cycle away: otherwise every op longer
     // than the cycle is followed by an empty round that all ranks must join, and the next
     // op's negotiation queues behind it (measured: 300-400 us per op over TCP).
@@ -53,6 +91,8 @@ void BackgroundLoop(Engine* e) {
       // Ranks finishing together shut down one round apart; only lost work deserves a warning.
       if (!e->shutdown_requested.load() && e->queue.InFlight() > 0) HVD_LOG(WARNING, rl.shutdown_reason);
       e->queue.FailAll(Status::ShutDown(rl.shutdown_reason));
+      // Only when every rank ends in this round: a rank ending alone would gather by itself.
+      if (rl.shutdown_on_every_rank && e->config.summary_level > 0) ReportSummary(e);
       return;
     }
   }
@@ -97,6 +137,8 @@ Status Init(MPI_Comm comm) {
     return Status::InvalidArgument(mismatch);
   }
   SetLogRank(e->mpi.rank);
+  // After the check above: every rank now knows that all of them create it (a collective).
+  if (e->config.summary_level > 0) e->mpi.CreateSummaryComm();
   e->topo = {e->mpi.rank, e->mpi.size, e->mpi.local_rank, e->mpi.local_size,
              e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
   if (!e->config.timeline.empty() && e->mpi.rank == 0) {
@@ -122,6 +164,7 @@ Status Init(MPI_Comm comm) {
                            },
                            std::move(roll_call));
   }
+  e->stats.start_us = NowMicros();
   e->thread = std::thread(BackgroundLoop, e.get());
   g_engine = e.release();
   g_running = true;

@@ -22,7 +22,9 @@ struct Topology {
 // Idempotent while running.
 Status Init(MPI_Comm comm);
 // Negotiates shutdown with the other ranks (their pending ops fail, naming this rank), stops
-// the background thread, and finalizes MPI if Init initialized it.
+// the background thread, and finalizes MPI if Init initialized it. Every rank's background
+// thread ends in the same final round; with HOROVOD_SUMMARY > 0 rank 0 then gathers every
+// rank's counters (waiting at most 10 s) and prints the communication summary to stderr.
 void Shutdown();
 bool IsInitialized();
 Topology GetTopology();

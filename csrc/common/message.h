@@ -51,6 +51,9 @@ struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
   std::string shutdown_reason;
+  // Not encoded: the shutdown came in rank 0's response list, which every rank received in this
+  // round, so every rank's loop ends here. False if only this rank failed to decode it.
+  bool shutdown_on_every_rank = false;
 };
 
 std::string Encode(const RequestList& l);

@@ -51,24 +51,28 @@ void Operations::EndActivity(const std::vector<TensorEntry>& es) {
     for (const auto& e : es) timeline_->ActivityEnd(e.request.name);
 }
 
-void Operations::Execute(const Response& r) {
+Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
+  *payload_bytes = 0;
   std::vector<TensorEntry> entries(r.names.size());
   for (size_t i = 0; i < r.names.size(); ++i) {
     if (!queue_->Take(r.names[i], &entries[i])) {
       // Only possible if the engine is failing everything (shutdown raced this response): the
       // entries taken so far must still complete.
       HVD_LOG(DEBUG, "response for '" << r.names[i] << "' has no local entry");
-      for (size_t j = 0; j < i; ++j)
-        entries[j].done(Status::ShutDown("Horovod is shutting down; '" + r.names[i] +
-                                         "' was no longer pending"));
-      return;
+      const Status gone = Status::ShutDown("Horovod is shutting down; '" + r.names[i] +
+                                           "' was no longer pending");
+      for (size_t j = 0; j < i; ++j) entries[j].done(gone);
+      return gone;
     }
   }
   if (!r.error.empty()) {
     const Status s = r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
     for (auto& e : entries) e.done(s);
-    return;
+    return s;
   }
+  // Shapes were checked at Enqueue, so these products fit in int64.
+  for (const auto& e : entries)
+    *payload_bytes += NumElements(e.request.shape) * static_cast<int64_t>(DataTypeSize(e.request.dtype));
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpStart(e.request.name, r.type);
   Status s;
@@ -82,6 +86,7 @@ void Operations::Execute(const Response& r) {
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpEnd(e.request.name);
   for (auto& e : entries) e.done(s);
+  return s;
 }
 
 void Operations::Average(void* buf, size_t count, const Response& r) {

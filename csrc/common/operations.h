@@ -16,7 +16,9 @@ class Operations {
  public:
   Operations(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue);
   ~Operations();
-  void Execute(const Response& response);
+  // Runs the response and completes its entries with the returned status. `payload_bytes`:
+  // this rank's bytes of all its tensors (for the job summary).
+  Status Execute(const Response& response, int64_t* payload_bytes);
 
  private:
   Status Allreduce(const Response& r, std::vector<TensorEntry>& entries);

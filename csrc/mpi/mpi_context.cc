@@ -131,7 +131,8 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
 }
 
 void MpiContext::Finalize() {
-  for (MPI_Comm* c : {&diag_comm_, &cross_comm_, &local_comm_, &raw_comm_, &comm_})
+  for (MPI_Comm* c :
+       {&summary_comm_, &diag_comm_, &cross_comm_, &local_comm_, &raw_comm_, &comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -225,6 +226,51 @@ void MpiContext::PollAnnouncements(std::vector<int64_t>* latest) {
       return;
     (*latest)[st.MPI_SOURCE] = std::max((*latest)[st.MPI_SOURCE], seq);
   }
+}
+
+void MpiContext::CreateSummaryComm() {
+  if (summary_comm_ != MPI_COMM_NULL) return;
+  HVD_MPI_CHECK(MPI_Comm_dup(comm_, &summary_comm_));
+  // At shutdown a peer may be exiting: an error then skips the summary instead of aborting.
+  MPI_Comm_set_errhandler(summary_comm_, MPI_ERRORS_RETURN);
+}
+
+std::string MpiContext::GatherRecordsToRoot(const void* record, size_t bytes, int64_t timeout_us,
+                                            std::vector<char>* all) {
+  all->clear();
+  if (summary_comm_ == MPI_COMM_NULL) return "no summary communicator";
+  summary_send_.assign(static_cast<const char*>(record), static_cast<const char*>(record) + bytes);
+  summary_recv_.assign(rank == 0 ? bytes * size : 0, 0);
+  MPI_Request req;
+  int rc = MPI_Igather(summary_send_.data(), static_cast<int>(bytes), MPI_BYTE,
+                       summary_recv_.data(), static_cast<int>(bytes), MPI_BYTE, 0, summary_comm_,
+                       &req);
+  const int64_t start = NowMicros();
+  int done = 0;
+  while (rc == MPI_SUCCESS) {
+    rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) break;
+    // Given up on, the request stays pending (freeing or cancelling a nonblocking collective
+    // is erroneous); its buffers stay alive in this object.
+    if (NowMicros() - start >= timeout_us)
+      return "not every rank answered within " + std::to_string(timeout_us / 1000000) + " s";
+    SleepMicros(1000);  // ranks leave the final round together: this is rarely reached
+  }
+  if (rc != MPI_SUCCESS) {
+    char err[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, err, &len);
+    return "the gather failed: " + std::string(err, len);
+  }
+  all->swap(summary_recv_);
+  return "";
+}
+
+std::string MpiContext::ProcessorName() const {
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS) return "?";
+  return std::string(name, len);
 }
 
 void MpiContext::BroadcastFromRoot(std::string* blob) {

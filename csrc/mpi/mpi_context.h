@@ -60,11 +60,25 @@ class MpiContext {
   // Receives every announcement that has arrived; latest[r] becomes the highest seq from r.
   void PollAnnouncements(std::vector<int64_t>* latest);
 
+  // End-of-job summary, on a communicator of its own so that its gather cannot match any of the
+  // engine's traffic. Collective: create it only once every rank knows the summary is on.
+  void CreateSummaryComm();
+  // Gathers `bytes` bytes from every rank into `all` at rank 0 (index = rank; others get
+  // nothing) without waiting more than `timeout_us`. "" on success, else why it gave up
+  // ("not every rank answered within 10 s").
+  std::string GatherRecordsToRoot(const void* record, size_t bytes, int64_t timeout_us,
+                                  std::vector<char>* all);
+  std::string ProcessorName() const;
+
  private:
   MPI_Comm comm_ = MPI_COMM_NULL, raw_comm_ = MPI_COMM_NULL;
   MPI_Comm local_comm_ = MPI_COMM_NULL, cross_comm_ = MPI_COMM_NULL;
   MPI_Comm diag_comm_ = MPI_COMM_NULL;
   std::vector<std::unique_ptr<int64_t>> announce_bufs_;  // live until Finalize (Isend buffers)
+  MPI_Comm summary_comm_ = MPI_COMM_NULL;
+  // The summary gather's buffers: a gather given up on may still complete later (a nonblocking
+  // collective cannot be cancelled), so they outlive it.
+  std::vector<char> summary_send_, summary_recv_;
   bool we_initialized_ = false;
 };
 

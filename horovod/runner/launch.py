@@ -7,6 +7,7 @@ first and nothing is launched unless all of them pass.  The mpirun command is bu
 function (mpirun_command) so it can be tested without MPI; main() returns the job's exit code.
 """
 import argparse
+import json
 import os
 import re
 import shlex
@@ -66,12 +67,34 @@ def parse_args(argv, env=os.environ):
     p.add_argument("--no-stall-check", action="store_true", help="sets HOROVOD_STALL_CHECK_DISABLE=1")
     p.add_argument("--mpi", action="store_true", help="use MPI (the only controller; accepted "
                                                       "for upstream command lines)")
+    check = p.add_argument_group("network check (--check-network)")
+    check.add_argument("--check-network", action="store_true",
+                       help="measure the hosts' network (latency and bandwidth per host pair, "
+                            "allreduce, interfaces) with one rank per slot, print a report, exit")
+    check.add_argument("--check-seconds", type=float, default=0.5,
+                       help="length of each bandwidth measurement (default: %(default)s)")
+    check.add_argument("--check-step-timeout", type=float, default=10.0,
+                       help="bound on each measurement step; a host that does not answer within "
+                            "it is named and the check ends (default: %(default)s)")
+    check.add_argument("--model-bytes", type=int,
+                       help="predict the allreduce time per step of a model with this many "
+                            "bytes of gradients")
+    check.add_argument("--model", help="the same for a keras.applications model, e.g. ResNet50 "
+                                       "(float32 parameters)")
+    check.add_argument("--step-time-ms", type=float,
+                       help="one rank's compute time per step, for the scaling efficiency bound")
     p.add_argument("--mpi-args", default="", help="extra mpirun arguments, one quoted string")
     p.add_argument("--mpirun", default="mpirun", help="mpirun executable (default: %(default)s)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
     args = p.parse_args(argv)
     if args.check_build:
         return args
+    if args.check_network:
+        if args.command:
+            p.error("--check-network runs its own program; give no command")
+        if args.check_seconds <= 0 or args.check_step_timeout <= 0:
+            p.error("--check-seconds and --check-step-timeout must be positive")
+        args.command = ["python", "-m", "horovod.runner.network_check"]
     if not args.command:
         p.error("a command is required (e.g. horovodrun -np 2 python train.py)")
     if args.np is not None and args.np < 1:
@@ -192,9 +215,11 @@ class _Relay:
             t.join(timeout)
 
 
-def run(cmd, env, placement=None):
+def run(cmd, env, placement=None, bound=None, bound_what=""):
     """Run cmd, pass SIGINT/SIGTERM on to it, return a shell-style exit status.  Once the job
-    has aborted, mpirun gets ABORT_GRACE_SECONDS to exit before it is stopped."""
+    has aborted, mpirun gets ABORT_GRACE_SECONDS to exit before it is stopped; with a bound
+    (seconds), it is stopped when the bound passes."""
+    started = time.monotonic()
     # A session of its own: when mpirun must be stopped, its ssh clients go with it.
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -208,8 +233,11 @@ def run(cmd, env, placement=None):
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if relay.aborted_at and time.monotonic() - relay.aborted_at > ABORT_GRACE_SECONDS:
-                _say(_stuck_message(relay.waiting_for, placement or {}))
+            over = bound is not None and time.monotonic() - started > bound
+            if over or relay.aborted_at and time.monotonic() - relay.aborted_at > ABORT_GRACE_SECONDS:
+                _say(f"horovodrun: {bound_what} did not finish within {bound:.0f} s; stopping mpirun "
+                     "(a host may have stopped answering while the processes started)" if over
+                     else _stuck_message(relay.waiting_for, placement or {}))
                 # SIGKILL: mpirun, mid-abort, crashes on a second SIGTERM (in PMIx_Finalize).
                 # Its daemons on the hosts that answer exit when its connections close.
                 try:
@@ -239,6 +267,49 @@ def _stuck_message(waiting_for, placement):
             f"{where} Stopping mpirun; check that host (paused, cut off, or down).")
 
 
+def model_bytes(args):
+    """Gradient bytes to predict for: --model-bytes, or a keras.applications model's float32
+    parameters (built without weights: nothing is downloaded)."""
+    if args.model_bytes:
+        return args.model_bytes
+    if not args.model:
+        return None
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    build = getattr(keras.applications, args.model, None)
+    if build is None:
+        raise ValueError(f"--model {args.model}: keras.applications has no such model "
+                         "(e.g. ResNet50, MobileNetV2, EfficientNetB0)")
+    return int(build(weights=None).count_params()) * 4
+
+
+def check_bound(plan):
+    """Seconds the whole check may take: every step at its bound, plus start-up."""
+    hosts = set(plan["placement"].values())
+    pairs = len(hosts) * (len(hosts) + 1) // 2
+    steps = 3 * pairs + 3 + len(plan["subnets"]) * len(hosts)
+    return 60.0 + steps * (plan["step_timeout"] + 2 * plan["seconds"])
+
+
+def check_plan(args, hosts, probes, choice):
+    """What every rank of --check-network needs: where each rank runs, the subnets to compare."""
+    from horovod.runner import network
+    hosts = hosts or [("localhost", args.np or usable_cpus())]
+    np_ = args.np or sum(s for _, s in hosts)
+    placement = rank_hosts(hosts, np_) or {r: "localhost" for r in range(np_)}
+    return {
+        "placement": {str(r): h for r, h in placement.items()},
+        "network": choice.mpi_value() if choice else "this host",
+        "interface": "/".join(choice.names()) if choice else "shared memory",
+        "subnets": {net: {h: list(m) for h, m in members.items()}
+                    for net, members in network.shared_subnets(probes).items()} if probes else {},
+        "seconds": args.check_seconds,
+        "step_timeout": args.check_step_timeout,
+        "model_bytes": model_bytes(args),
+        "step_time_ms": args.step_time_ms,
+    }
+
+
 def _say(text):
     print(text, file=sys.stderr, flush=True)
 
@@ -254,6 +325,8 @@ def main(argv=None):
         _say(f"horovodrun: {e}")
         return 2
     env = knob_env(args, os.environ)
+    if args.check_network and not any(not hostlib.is_local(h) for h, _ in hosts or []):
+        args.command[0] = sys.executable  # this host: the interpreter running horovodrun
     network_args, ssh_args = [], []
     if hosts:
         total = sum(s for _, s in hosts)
@@ -267,12 +340,17 @@ def main(argv=None):
                                           min(10.0, args.start_timeout))
             local = {h: hostlib.is_local(h) for h, _ in hosts}
             try:
-                _, choice, text = preflight.run(hosts, local, ssh_args, args.start_timeout, args.nics)
+                reports, choice, text = preflight.run(hosts, local, ssh_args, args.start_timeout, args.nics)
             except preflight.PreflightFailed as e:
                 _say(str(e))
                 return 3
             _say(text)
             network_args = choice.mpirun_args()
+            if args.check_network:
+                env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(
+                    check_plan(args, hosts, {r.host: r.probe for r in reports}, choice))
+    if args.check_network and "HOROVOD_NETWORK_CHECK_PLAN" not in env:
+        env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(check_plan(args, hosts, None, None))
     if not network_args and args.nics:
         network_args = ["--mca", "btl_tcp_if_include", args.nics,
                         "--mca", "oob_tcp_if_include", args.nics]
@@ -281,7 +359,8 @@ def main(argv=None):
         _say(shlex.join(cmd))
     try:
         np_ = int(cmd[cmd.index("-np") + 1])
-        return run(cmd, env, rank_hosts(hosts, np_))
+        bound = check_bound(json.loads(env["HOROVOD_NETWORK_CHECK_PLAN"])) if args.check_network else None
+        return run(cmd, env, rank_hosts(hosts, np_), bound, "the network check")
     except FileNotFoundError:
         _say(f"horovodrun: {args.mpirun} not found; install Open MPI (mpirun)")
         return 127

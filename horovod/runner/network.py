@@ -130,3 +130,22 @@ def _requested(probes, launcher_probe, requested):
     network = networks.pop() if len(networks) == 1 and not nets else (nets[0] if len(nets) == 1 else None)
     return Choice(network, per_host, launcher[1] if launcher else None, "given with --network-interface",
                   requested=",".join(wanted))
+
+
+def shared_subnets(probes):
+    """{subnet: {host: (ifname, address)}} for every IPv4 subnet all hosts have an address in,
+    at distinct addresses (lo and docker0-like duplicates connect nothing): the interfaces
+    that could carry the job's traffic, which --check-network compares."""
+    hosts = list(probes)
+    per_host = {h: {} for h in hosts}
+    for h in hosts:
+        for name, iface, _ in _addresses(probes[h]):
+            if not iface.ip.is_loopback:
+                per_host[h].setdefault(iface.network, (name, str(iface.ip)))
+    common = set.intersection(*(set(n) for n in per_host.values())) if hosts else set()
+    out = {}
+    for net in sorted(common, key=str):
+        members = {h: per_host[h][net] for h in hosts}
+        if len({addr for _, addr in members.values()}) == len(hosts):
+            out[str(net)] = members
+    return out

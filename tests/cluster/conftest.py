@@ -18,8 +18,10 @@ TIMINGS = []  # (what, seconds), printed at the end of the run
 
 
 class Cluster:
-    def __init__(self, workers, slots=2):
+    def __init__(self, workers, slots=2, extra_files=()):
         self.workers, self.slots = workers, slots
+        self.files = [ROOT / "compose" / "compose.yaml", HERE / "compose.test.yaml",
+                      *(HERE / f for f in extra_files)]
         self.project = f"hvdtest{uuid.uuid4().hex[:8]}"
         self.network = f"{self.project}_cluster"
         self.launcher = f"{self.project}-launcher-1"
@@ -30,8 +32,7 @@ class Cluster:
         return f"{self.project}-worker-{i}"
 
     def compose(self, *args, timeout=180):
-        cmd = ["docker", "compose", "-f", str(ROOT / "compose" / "compose.yaml"),
-               "-f", str(HERE / "compose.test.yaml"), "-p", self.project, *args]
+        cmd = ["docker", "compose", *(a for f in self.files for a in ("-f", str(f))), "-p", self.project, *args]
         p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
         assert p.returncode == 0, f"{' '.join(args)}: rc={p.returncode}\n{p.stdout}\n{p.stderr}"
         return p
@@ -42,9 +43,9 @@ class Cluster:
         return time.monotonic() - start
 
     def down(self):
-        subprocess.run(["docker", "compose", "-f", str(ROOT / "compose" / "compose.yaml"),
-                        "-f", str(HERE / "compose.test.yaml"), "-p", self.project,
-                        "down", "-v", "-t", "1"], env=self.env, capture_output=True, timeout=120)
+        subprocess.run(["docker", "compose", *(a for f in self.files for a in ("-f", str(f))),
+                        "-p", self.project, "down", "-v", "-t", "1"],
+                       env=self.env, capture_output=True, timeout=120)
 
     def exec(self, container, cmd, timeout=120):
         """(rc, stdout, stderr, seconds) of `sh -c cmd` in a container."""
@@ -118,8 +119,8 @@ class Job:
         return rc, time.monotonic() - start
 
 
-def make_cluster(workers, slots=2):
-    c = Cluster(workers, slots)
+def make_cluster(workers, slots=2, extra_files=()):
+    c = Cluster(workers, slots, extra_files)
     try:
         c.up_seconds = c.up()
     except BaseException:

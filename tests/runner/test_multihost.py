@@ -177,3 +177,23 @@ def test_rank_placement_follows_map_by_slot():
     assert launch.rank_hosts([("w1", 1)], 2) == {}  # oversubscribed: placement unknown
     msg = launch._stuck_message({2, 3}, {0: "w1", 1: "w1", 2: "w2", 3: "w2"})
     assert "run on w2 (ranks 2, 3)" in msg
+
+
+def test_shared_subnets_are_the_interfaces_to_compare():
+    probes = {"w1": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("eth0", "10.0.0.1", 24, None),
+                           ("eth1", "10.1.0.1", 24, None)),
+              "w2": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("eth0", "10.0.0.2", 24, None))}
+    assert network.shared_subnets(probes) == {"10.0.0.0/24": {"w1": ("eth0", "10.0.0.1"),
+                                                              "w2": ("eth0", "10.0.0.2")}}
+
+
+def test_check_network_arguments():
+    args = launch.parse_args(["--check-network", "-H", "w1:2,w2:2", "--model-bytes", "1000"], env={})
+    assert args.command == ["python", "-m", "horovod.runner.network_check"]
+    plan = launch.check_plan(args, launch.resolve_hosts(args), None, None)
+    assert plan["placement"] == {"0": "w1", "1": "w1", "2": "w2", "3": "w2"}
+    assert plan["model_bytes"] == 1000
+    # Every step at its bound, plus start-up: 3 host pairs (w1-w1, w2-w2, w1-w2) x 3 steps + 3 allreduces.
+    assert launch.check_bound(plan) == 60 + 12 * (10 + 2 * 0.5)
+    with pytest.raises(SystemExit):
+        launch.parse_args(["--check-network", "python", "x.py"], env={})

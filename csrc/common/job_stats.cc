@@ -1,0 +1,151 @@
+#include "common/job_stats.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+namespace hvd {
+namespace {
+
+// A rank that waits this many points of wall time less than the median holds the others up;
+// closer than that, calling it a straggler would blame noise.
+constexpr double kStragglerPoints = 5.0;
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+std::string HumanBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) { v /= 1024; ++u; }
+  return u ? Format("%.1f %s", v, units[u]) : Format("%lld B", static_cast<long long>(bytes));
+}
+
+int64_t WallMicros(const JobStats& s) { return std::max<int64_t>(1, s.end_us - s.start_us); }
+double Percent(int64_t us, const JobStats& s) { return 100.0 * us / WallMicros(s); }
+// Share of its wall time a rank spent waiting for communication: a straggler waits least.
+double Waited(const JobStats& s) { return Percent(s.collective_us + s.negotiation_us, s); }
+
+// Allreduce bus bandwidth in GB/s, the ring's measure: each rank sends and receives
+// 2(n-1)/n of the buffer, whatever the algorithm. Negative: no allreduce time to divide by.
+double BusBandwidth(const JobStats& s, int n) {
+  if (s.allreduce_us <= 0 || n < 2) return -1;
+  return s.bytes_reduced * (2.0 * (n - 1) / n) / (s.allreduce_us * 1e-6) / 1e9;
+}
+
+// Two decimals, or two significant digits below 0.01 (small tensors over slow links).
+std::string GBps(double v) { return Format(v >= 0.01 ? "%.2f GB/s" : "%.2g GB/s", v); }
+
+std::string Plural(int64_t n, const char* word) {
+  return Format("%lld %s%s", static_cast<long long>(n), word, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+void JobStats::RecordCollective(const Response& r, bool ok, int64_t payload_bytes, int64_t us) {
+  collective_us += us;
+  if (r.type == OpType::ALLREDUCE) allreduce_us += us;
+  if (!ok) return;
+  ++collectives;
+  tensors += static_cast<int64_t>(r.names.size());
+  bytes_total += payload_bytes;
+  if (r.type == OpType::ALLREDUCE) bytes_reduced += payload_bytes;
+}
+
+void JobStats::SetHost(const std::string& name) {
+  std::memset(host, 0, sizeof(host));
+  std::memcpy(host, name.data(), std::min(name.size(), sizeof(host) - 1));
+}
+
+std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level) {
+  const int n = static_cast<int>(ranks.size());
+  std::vector<std::string> lines;
+  if (n == 0) return lines;
+  std::vector<std::string> hosts;
+  std::vector<double> collective_pct, negotiation_pct, waited_pct, busbw;
+  int64_t wall_us = 0, min_reduced = ranks[0].bytes_reduced, max_reduced = min_reduced;
+  for (const JobStats& s : ranks) {
+    hosts.emplace_back(s.host, strnlen(s.host, sizeof(s.host)));  // untrusted: may lack a NUL
+    collective_pct.push_back(Percent(s.collective_us, s));
+    negotiation_pct.push_back(Percent(s.negotiation_us, s));
+    waited_pct.push_back(Waited(s));
+    if (BusBandwidth(s, n) >= 0) busbw.push_back(BusBandwidth(s, n));
+    wall_us = std::max(wall_us, WallMicros(s));
+    min_reduced = std::min(min_reduced, s.bytes_reduced);
+    max_reduced = std::max(max_reduced, s.bytes_reduced);
+  }
+  const JobStats& root = ranks[0];
+  // Every rank runs the same responses, so rank 0's counts are the job's; reduced bytes are
+  // compared anyway, since a difference means ranks did not run the same allreduces.
+  const std::string reduced =
+      min_reduced == max_reduced
+          ? Format("%lld bytes reduced per rank (%s)", static_cast<long long>(min_reduced),
+                   HumanBytes(min_reduced).c_str())
+          : Format("between %lld (%s) and %lld (%s) bytes reduced per rank (ranks differ)",
+                   static_cast<long long>(min_reduced), HumanBytes(min_reduced).c_str(),
+                   static_cast<long long>(max_reduced), HumanBytes(max_reduced).c_str());
+  const int64_t host_count =
+      static_cast<int64_t>(std::set<std::string>(hosts.begin(), hosts.end()).size());
+  lines.push_back(Format("%s on %s, %.1f s: %s (%s); %s", Plural(n, "rank").c_str(),
+                         Plural(host_count, "host").c_str(), wall_us * 1e-6,
+                         Plural(root.collectives, "collective").c_str(),
+                         Plural(root.tensors, "tensor").c_str(), reduced.c_str()));
+  const std::string bandwidth = n == 1          ? "n/a (1 rank)"
+                                : busbw.empty() ? "n/a (no allreduce)"
+                                                : GBps(Median(busbw));
+  lines.push_back(Format("time in collectives %.1f %% of wall time (plus negotiation %.1f %%), "
+                         "median over ranks; allreduce bus bandwidth %s",
+                         Median(collective_pct), Median(negotiation_pct), bandwidth.c_str()));
+  if (n > 1) {
+    const int slowest = static_cast<int>(
+        std::min_element(waited_pct.begin(), waited_pct.end()) - waited_pct.begin());
+    const double median = Median(waited_pct);
+    lines.push_back(Format(
+        "slowest rank: %d on %s (waited %.1f %% of its time in collectives and negotiation, "
+        "median %.1f %%): %s",
+        slowest, hosts[slowest].c_str(), waited_pct[slowest], median,
+        median - waited_pct[slowest] >= kStragglerPoints
+            ? "the others wait for it"
+            : "ranks are balanced, none waits notably for another"));
+  }
+  if (level >= 2) {
+    for (int r = 0; r < n; ++r) {
+      const double bw = BusBandwidth(ranks[r], n);
+      lines.push_back(Format("rank %d on %s: %s, %lld bytes reduced, collectives %.1f %% "
+                             "(plus negotiation %.1f %%), allreduce busbw %s",
+                             r, hosts[r].c_str(),
+                             Plural(ranks[r].collectives, "collective").c_str(),
+                             static_cast<long long>(ranks[r].bytes_reduced), collective_pct[r],
+                             negotiation_pct[r], bw >= 0 ? GBps(bw).c_str() : "n/a"));
+    }
+  }
+  return lines;
+}
+
+void PrintSummary(const std::vector<std::string>& lines) {
+  for (const auto& line : lines) {
+    // One write per line, so lines of other ranks' logs do not cut into it.
+    const std::string out = "[horovod summary] " + line + "\n";
+    std::fwrite(out.data(), 1, out.size(), stderr);
+    std::fflush(stderr);
+  }
+}
+
+}  // namespace hvd

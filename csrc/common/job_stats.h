@@ -1,0 +1,43 @@
+// Per-rank communication counters and the end-of-job summary rank 0 prints from them
+// (HOROVOD_SUMMARY), so that a user can tell afterwards whether communication slowed the job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/message.h"
+
+namespace hvd {
+
+// One rank's counters. Only the background thread writes them, so they need no lock. A plain
+// struct: rank 0 gathers every rank's copy as bytes (all ranks run the same build).
+struct JobStats {
+  static constexpr int kHostBytes = 256;  // MPI_MAX_PROCESSOR_NAME in Open MPI and MPICH
+
+  int64_t start_us = 0, end_us = 0;  // engine start (Init) and end of the background loop
+  int64_t collectives = 0;           // responses that ran successfully (errors not counted)
+  int64_t tensors = 0;               // tensors in those responses
+  int64_t bytes_reduced = 0;         // payload of the allreduces among them
+  int64_t bytes_total = 0;           // payload of all of them (this rank's tensors)
+  int64_t collective_us = 0;         // in Operations::Execute
+  int64_t allreduce_us = 0;          // of which allreduce
+  // While this rank had ops submitted and not yet running: waiting for the other ranks to submit
+  // them too, and the negotiation rounds that agree on them.
+  int64_t negotiation_us = 0;
+  char host[kHostBytes] = {};
+
+  // One executed response: `payload_bytes` is this rank's bytes of all its tensors.
+  void RecordCollective(const Response& r, bool ok, int64_t payload_bytes, int64_t us);
+  void SetHost(const std::string& name);
+};
+static_assert(std::is_trivially_copyable<JobStats>::value, "gathered as MPI_BYTE");
+
+// The summary lines (without the prefix) rank 0 prints, from every rank's counters (index =
+// rank). level 1: the job; level 2: also one line per rank.
+std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level);
+// Each line to stderr behind "[horovod summary] ", one flushed write per line.
+void PrintSummary(const std::vector<std::string>& lines);
+
+}  // namespace hvd

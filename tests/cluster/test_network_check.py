@@ -1,0 +1,137 @@
+"""`horovodrun --check-network` on real compose clusters: a healthy cluster, one worker's link
+throttled (tc tbf inside the worker, NET_ADMIN granted by this test's compose override only),
+a slower interface forced with --network-interface, a worker that stops answering mid-check;
+and the engine's end-of-job summary across containers."""
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import TIMINGS, make_cluster
+
+RATE_MBIT = 400                       # the throttle: 400 Mbit/s = 0.05 GB/s
+RATE_GBS = RATE_MBIT / 8 / 1000
+
+
+def gbs(text):
+    """GB/s of a report cell or line."""
+    return float(text)
+
+
+def matrix(out, title):
+    """{(row host, column host): value string} of one matrix of the report."""
+    lines = out.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(title))
+    cols = lines[i + 1].split()
+    cells = {}
+    for line in lines[i + 2:i + 2 + len(cols)]:
+        row, *values = line.split()
+        cells.update({(row, c): v for c, v in zip(cols, values)})
+    return cells
+
+
+def check(c, flags="", timeout=300):
+    out, err = c.run_ok(f"horovodrun --check-network {flags}", timeout=timeout)
+    return out, err
+
+
+def test_healthy_cluster_is_ok(cluster):
+    out, err = check(cluster)
+    workers = [cluster.worker(i) for i in range(1, cluster.workers + 1)]
+    for title in ("latency", "bandwidth"):
+        cells = matrix(out, title)
+        assert set(cells) == {(a, b) for a in workers for b in workers}, out
+        assert all(v != "-" for v in cells.values()), out  # every pair, and each host's shared memory
+    assert "slow link" not in out and "warning" not in out, out
+    assert re.search(r"^verdict: OK: every link between hosts within 3x of the median", out, re.M), out
+    for size in ("4 KiB", "1 MiB", "64 MiB"):
+        assert re.search(rf"^ +{size}: +[0-9.]+ us +[0-9.]+ GB/s$", out, re.M), out
+
+
+def throttle(c, worker, device="eth0"):
+    rc, out, err, _ = c.exec(worker, f"tc qdisc replace dev {device} root tbf rate {RATE_MBIT}mbit "
+                                     "burst 64kb latency 200ms")
+    assert rc == 0, f"tc in {worker}: {out}{err}"
+
+
+@pytest.fixture(scope="module")
+def netadmin3():
+    c = make_cluster(3, extra_files=["compose.netadmin.yaml"])
+    yield c
+    c.down()
+
+
+def device_in(c, container, network):
+    """The interface of container that is attached to the docker network."""
+    subnet = subprocess.run(["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+                             network], capture_output=True, text=True, check=True).stdout.strip()
+    addr = subprocess.run(["docker", "inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{network}").IPAddress}}}}',
+                           container], capture_output=True, text=True, check=True).stdout.strip()
+    rc, out, _, _ = c.exec(container, "ip -o -4 addr show")
+    dev = next(line.split()[1] for line in out.splitlines() if f" {addr}/" in line)
+    return dev, subnet
+
+
+def test_throttled_worker_links_are_named(netadmin3):
+    c = netadmin3
+    slow = c.worker(3)
+    dev, _ = device_in(c, slow, c.network)
+    throttle(c, slow, dev)
+    try:
+        out, err = check(c, f"--network-interface {dev}")
+    finally:
+        c.exec(slow, f"tc qdisc del dev {dev} root")
+    named = re.findall(r"^slow link: (\S+) -> (\S+): ([0-9.]+) GB/s, median ([0-9.]+) GB/s$", out, re.M)
+    # tbf shapes what the worker sends: exactly its two outgoing links are slow.
+    assert sorted((a, b) for a, b, _, _ in named) == [(slow, c.worker(1)), (slow, c.worker(2))], out
+    for _, _, value, _ in named:
+        assert abs(gbs(value) - RATE_GBS) <= 0.3 * RATE_GBS, f"{value} GB/s vs the {RATE_GBS} GB/s throttle\n{out}"
+    assert re.search(rf"^verdict: WARN: 2 slow link\(s\).*most involved: {slow}\)", out, re.M), out
+
+
+def test_faster_interface_is_named_when_a_slow_one_is_forced(netadmin3):
+    c = netadmin3
+    second = f"{c.project}_second"
+    fast_dev, fast_net = device_in(c, c.worker(1), c.network)
+    devices = {c.worker(i): device_in(c, c.worker(i), second) for i in (1, 2, 3)}
+    for w, (dev, _) in devices.items():
+        throttle(c, w, dev)
+    try:
+        slow_net = devices[c.worker(1)][1]
+        out, err = check(c, f"--network-interface {slow_net}")
+    finally:
+        for w, (dev, _) in devices.items():
+            c.exec(w, f"tc qdisc del dev {dev} root")
+    warnings = re.findall(r"^warning: (\S+): the job's interface \S+ \((\S+)\) carries [0-9.]+ GB/s, "
+                          r"but (\S+) \((\S+)\) carries [0-9.]+ GB/s: use --network-interface (\S+)$", out, re.M)
+    assert {w[0] for w in warnings} == {c.worker(i) for i in (1, 2, 3)}, out
+    assert all(w[1] == slow_net and w[3] == fast_net for w in warnings), out
+    assert "verdict: WARN: a faster interface" in out, out
+
+
+def test_a_worker_that_stops_answering_is_named(fresh_cluster):
+    c = fresh_cluster
+    job = c.start("horovodrun --check-network --check-seconds 2 --check-step-timeout 5")
+    job.wait_for(r"ranks started on 2 host\(s\); measuring", 120)
+    time.sleep(3)
+    subprocess.run(["docker", "pause", c.worker(2)], capture_output=True, timeout=60, check=True)
+    try:
+        rc, seconds = job.wait(7 + 15 + 20)  # step bound, horovodrun's abort grace, slack
+        TIMINGS.append(("--check-network, worker paused: ended after", seconds))
+    finally:
+        subprocess.run(["docker", "unpause", c.worker(2)], capture_output=True, timeout=60)
+    assert rc != 0, job.output
+    assert re.search(rf"rank [23] on {c.worker(2)} (did not answer|stopped sending) within 7 s", job.output), job.output
+
+
+def test_end_of_job_summary_across_containers(cluster):
+    """10 allreduces of 1 MiB: the summary counts exactly 10 MiB reduced per rank."""
+    job = ("python -c 'import numpy as np, horovod.numpy as hvd; hvd.init(); "
+           "[hvd.allreduce(np.ones(1 << 18, np.float32), name=\"s%d\" % i) for i in range(10)]'")
+    out, err = cluster.run_ok(f"horovodrun {job}")
+    n = 2 * cluster.workers
+    assert re.search(rf"^\[horovod summary\] {n} ranks on {cluster.workers} hosts, .*: .*; "
+                     rf"{10 << 20} bytes reduced per rank", err, re.M), err
+    out, err = cluster.run_ok(f"HOROVOD_SUMMARY=0 horovodrun {job}")
+    assert "[horovod summary]" not in out + err
