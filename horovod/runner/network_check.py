@@ -3,7 +3,7 @@ cluster's network, and rank 0's report.
 
 Measured, one step at a time so that measurements do not compete for the links or the CPUs:
   - per host pair, both directions: latency (8-byte ping-pong, half the round trip) and
-    bandwidth (1 MiB messages for --check-seconds) over MPI, i.e. what the job's transport gets;
+    bandwidth (4 MiB messages for --check-seconds) over MPI, i.e. what the job's transport gets;
     the diagonal is the same between two ranks of one host (shared memory);
   - allreduce bus bandwidth through our engine at 4 KiB, 1 MiB and 64 MiB, all ranks;
   - every subnet all hosts share, raw TCP from each host to the next: which interface is fastest.
@@ -23,7 +23,8 @@ import time
 
 KIB, MIB = 1 << 10, 1 << 20
 TAG_DATA, TAG_STOP, TAG_CTRL = 11, 12, 13
-MESSAGE = 1 * MIB
+MESSAGE = 4 * MIB         # large enough that per-message costs (Python, rendezvous) are small
+IN_FLIGHT = 8
 SLOW_FACTOR = 3.0        # a link this many times below the median is named
 FASTER_FACTOR = 1.3      # another interface this much faster than the chosen one is a warning
 
@@ -96,7 +97,7 @@ class Checker:
         return statistics.median(samples[iters // 10:]) if samples else None
 
     def bandwidth(self, src, dst):
-        """src streams 1 MiB messages to dst for self.seconds; bytes/s as seen by src (after
+        """src streams 4 MiB messages to dst for self.seconds; bytes/s as seen by src (after
         dst's acknowledgement of the last byte)."""
         import numpy as np
         deadline = time.monotonic() + self.step_timeout + self.seconds
@@ -107,7 +108,7 @@ class Checker:
             while time.perf_counter() - t0 < self.seconds or sent == 0:
                 pending.append(self.comm.Isend(data, dest=dst, tag=TAG_DATA))
                 sent += MESSAGE
-                if len(pending) >= 4:  # a few in flight keep the link busy
+                if len(pending) >= IN_FLIGHT:  # several in flight keep the link busy
                     self.wait(pending.pop(0), dst, deadline)
             for req in pending:
                 self.wait(req, dst, deadline)
@@ -277,7 +278,8 @@ def report(checker, lat, bw, allreduce, interfaces, plan):
              f"{checker.seconds:g} s per bandwidth measurement"]
     lines += _matrix("latency, us (8 bytes, half a round trip over MPI; diagonal: two ranks of one host)",
                      hosts, lat, lambda v: f"{v * 1e6:.1f}" if v else "-")
-    lines += _matrix("bandwidth, GB/s (row sends to column, 1 MiB messages over MPI; diagonal: shared memory)",
+    lines += _matrix(f"bandwidth, GB/s (row sends to column, {MESSAGE // MIB} MiB messages over MPI; "
+                     "diagonal: shared memory)",
                      hosts, bw, _gbs)
     lines.append(f"allreduce through the engine, {checker.size} ranks (bus bandwidth, slowest rank's median time):")
     for size, (t, busbw) in sorted(allreduce.items()):
