@@ -361,10 +361,13 @@ def main():
     os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(int(step)))
     os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(int(2 * step + 5)))
     os.environ.setdefault("HOROVOD_SUMMARY", "0")  # the report says it all
-    import horovod.numpy as hvd
-    hvd.init()
+    # Our communicator first, then the engine: creating a communicator while the engine's
+    # thread runs its negotiation collectives can stall Open MPI 4.1's context-id agreement
+    # (seen under load in CI: two ranks never reached the engine's rounds).
     from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
+    import horovod.numpy as hvd
+    hvd.init()
     checker = Checker(comm, plan)
     if checker.rank == 0:
         print(f"horovodrun --check-network: {checker.size} ranks started on {len(checker.hosts)} host(s); "
