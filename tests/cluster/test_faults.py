@@ -55,36 +55,33 @@ def test_killed_worker_ends_the_job(fresh_cluster):
     assert_nothing_left(c, [c.worker(1), c.launcher])
 
 
-def test_disconnected_worker_fails_within_the_stall_bound(fresh_cluster):
-    c = fresh_cluster
+def assert_stalled_worker_is_named(c, fault, undo, label):
+    """A job whose worker 2 stops answering (fault) ends within the stall bound, the survivors'
+    watchdog naming ranks 2 and 3 and horovodrun their host; nothing is left on the survivors."""
     job = c.start(f"{STALL} {STEPS}")
     job.wait_for(r"^step 11$", 120)
-    docker("network", "disconnect", "-f", c.network, c.worker(2))
-    rc, seconds = job.wait(8 + 30)  # stall shutdown, then horovodrun's 15 s for mpirun
-    TIMINGS.append(("worker cut off: job ended after", seconds))
+    fault(c.worker(2))
+    try:
+        rc, seconds = job.wait(8 + 30)  # stall shutdown, then horovodrun's 15 s for mpirun
+        TIMINGS.append((f"worker {label}: job ended after", seconds))
+    finally:
+        if undo:
+            undo(c.worker(2))
     assert rc != 0, job.output
-    # Ranks 2 and 3 live on worker 2: the survivors' watchdog names them among the silent ones
-    # (a survivor that had already left the section names the other survivor too), horovodrun
-    # the host.
+    # A survivor that had already left the section names the other survivor too.
     assert re.search(r"waiting for ranks \[(\d, )*2, 3\] \(silent", job.output), job.output
     assert re.search(rf"{c.worker(2)} \(ranks 2, 3\)", job.output), job.output
     assert_nothing_left(c, [c.worker(1), c.launcher])
+
+
+def test_disconnected_worker_fails_within_the_stall_bound(fresh_cluster):
+    c = fresh_cluster
+    assert_stalled_worker_is_named(
+        c, lambda w: docker("network", "disconnect", "-f", c.network, w), None, "cut off")
 
 
 def test_paused_worker_is_named_by_the_watchdog(fresh_cluster):
-    c = fresh_cluster
-    job = c.start(f"{STALL} {STEPS}")
-    job.wait_for(r"^step 11$", 120)
-    pause(c.worker(2))
-    try:
-        rc, seconds = job.wait(8 + 30)
-        TIMINGS.append(("worker paused: job ended after", seconds))
-    finally:
-        docker("unpause", c.worker(2))
-    assert rc != 0, job.output
-    assert re.search(r"waiting for ranks \[(\d, )*2, 3\] \(silent", job.output), job.output
-    assert re.search(rf"{c.worker(2)} \(ranks 2, 3\)", job.output), job.output
-    assert_nothing_left(c, [c.worker(1), c.launcher])
+    assert_stalled_worker_is_named(fresh_cluster, pause, lambda w: docker("unpause", w), "paused")
 
 
 @pytest.fixture(scope="module")
