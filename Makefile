@@ -9,7 +9,7 @@ BUILD_DIR ?= build/dev
 # ---------------------------------------------------------------------------------------------
 # Engine (csrc/ + horovod/)
 # ---------------------------------------------------------------------------------------------
-.PHONY: help build test test/engine test/tf bench clean
+.PHONY: help build test test/engine test/tf test/gpu build/engine-gpu bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_/%.-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -30,7 +30,23 @@ bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shar
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) scripts/bench_allreduce.py
 
-test: test/engine test/tf test/runner test/images test/cluster ## everything CI runs
+# The GPU engine (HOROVOD_GPU_OPERATIONS=NCCL) compiled against PyPI's CUDA runtime and NCCL
+# wheels (scripts/install-prereqs.sh installs them): needs no GPU, so CI builds it every time.
+# It goes into a copy of the package under build/gpu/site, so the CPU build in horovod/ stays.
+GPU_BUILD_DIR ?= build/gpu
+GPU_SITE := $(CURDIR)/$(GPU_BUILD_DIR)/site
+build/engine-gpu: ## compile and link the engine with NCCL into build/gpu/site (no GPU needed)
+	rm -rf $(GPU_SITE)/horovod && mkdir -p $(GPU_SITE) && cp -r horovod $(GPU_SITE)/
+	find $(GPU_SITE)/horovod \( -name '*.so' -o -name mpi_lib.tf_version -o -name __pycache__ \) -prune -exec rm -rf {} +
+	HOROVOD_GPU_OPERATIONS=NCCL cmake -S . -B $(GPU_BUILD_DIR)/cmake -DCMAKE_BUILD_TYPE=Release \
+	  -DHOROVOD_DEV_OUTPUT_DIR=$(GPU_SITE)/horovod -DHOROVOD_WITH_TENSORFLOW=ON \
+	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
+	cmake --build $(GPU_BUILD_DIR)/cmake -j2
+
+test/gpu: build/engine-gpu ## GPU engine: links and reports NCCL, refuses GPU work clearly without a GPU; NCCL collectives if one is visible
+	cd $(GPU_BUILD_DIR) && HOROVOD_TEST_SITE=$(GPU_SITE) $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/tests/gpu
+
+test: test/engine test/tf test/gpu test/runner test/images test/cluster ## everything CI runs
 
 clean: ## remove build outputs
 	rm -rf build horovod/_core*.so horovod/libhorovod_core.so
@@ -45,11 +61,25 @@ VERSION_KEYS := $(shell sed -n 's/^\([A-Z0-9_]*\)=.*/\1/p' versions.env)
 DOCKER ?= docker
 # This engine has no buildx; the Dockerfiles need nothing beyond the legacy builder.
 export DOCKER_BUILDKIT ?= 0
+# FLAVOUR=cpu (default) or gpu: the gpu chain slots a `cuda` layer (CUDA runtime, cuDNN, NCCL
+# from PyPI's nvidia-* wheels) between base and mpi; the other layers are the same Dockerfiles.
 FLAVOUR ?= cpu
 IMAGE_TAG ?= $(HOROVOD_VERSION)-$(FLAVOUR)
-# Layers in build order; a GPU flavour slots a `cuda` layer in: IMAGES_gpu := base cuda mpi ...
+# Layers in build order.
 IMAGES_cpu := base mpi tensorflow horovod
+IMAGES_gpu := base cuda mpi tensorflow horovod
 IMAGES := $(IMAGES_$(FLAVOUR))
+$(if $(IMAGES),,$(error FLAVOUR=$(FLAVOUR): expected cpu or gpu))
+# Layers of the other flavour: their targets fail with a hint instead of doing nothing.
+OTHER_IMAGES := $(filter-out $(IMAGES),$(sort $(IMAGES_cpu) $(IMAGES_gpu)))
+# The floating tag of the last layer, one per flavour.
+LATEST_cpu := horovod:latest
+LATEST_gpu := horovod:latest-gpu
+LATEST := $(LATEST_$(FLAVOUR))
+# Per-layer build args of a flavour: the GPU TensorFlow wheel (its CUDA libraries come from the
+# cuda parent), and the engine's NCCL operations (CMakeLists.txt reads $HOROVOD_GPU_OPERATIONS).
+FLAVOUR_ARGS_tensorflow_gpu := --build-arg TENSORFLOW_PACKAGE=tensorflow
+FLAVOUR_ARGS_horovod_gpu := --build-arg HOROVOD_GPU_OPERATIONS=NCCL
 # Empty: build the Debian root image from Debian packages (debootstrap), no registry needed.
 # Set it (e.g. BASE_IMAGE=debian:bookworm-slim) to use that image, pulled if missing.
 BASE_IMAGE ?=
@@ -68,15 +98,15 @@ parent_of = $(patsubst $(1):%,%,$(filter $(1):%,$(_parents)))
 ROOT_REF_FILE := $(STAGE_DIR)/root-image
 parent_ref = $(if $(filter rootfs,$(call parent_of,$(1))),$$(cat $(ROOT_REF_FILE)),$(call image_ref,$(call parent_of,$(1))))
 reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
-EXTRA_TAGS_horovod = -t horovod:latest
+EXTRA_TAGS_horovod = -t $(LATEST)
 # Labels that change every build go on the last layer only (a parent's new image ID would
 # invalidate the cache of every child).
 LABELS_horovod = --label org.opencontainers.image.revision=$$(git rev-parse --short HEAD 2>/dev/null || echo none)
 
 .PHONY: images check-versions stage build/rootfs test/images test/runner clean/images
-.PHONY: $(addprefix build/,$(IMAGES)) $(addprefix test/,$(IMAGES))
+.PHONY: $(addprefix build/,$(IMAGES) $(OTHER_IMAGES)) $(addprefix test/,$(IMAGES) $(OTHER_IMAGES))
 
-images: build/horovod ## build the CPU image chain (horovod:<version>-cpu, horovod:latest)
+images: build/horovod ## build the CPU image chain (horovod:<version>-cpu, horovod:latest); `make images FLAVOUR=gpu`: the GPU chain, base -> cuda (CUDA, cuDNN, NCCL wheels) -> mpi -> tensorflow (CUDA build) -> horovod (+ NCCL ops), tagged horovod:<version>-gpu, horovod:latest-gpu
 
 check-versions: ## fail unless versions.env pins the version in horovod/__init__.py
 	@v=$$(sed -n 's/^__version__ = "\(.*\)"/\1/p' horovod/__init__.py); \
@@ -92,14 +122,15 @@ build/rootfs: ## Debian root image: BASE_IMAGE if given (pulled if missing), els
 	  echo $(ROOTFS_IMAGE) >$(ROOT_REF_FILE); \
 	fi
 
-stage: build/rootfs ## download wheels (and .debs if containers lack the mirror) into build/stage
+stage: build/rootfs ## download FLAVOUR's wheels (and .debs if containers lack the mirror) into build/stage
 	STAGE_DIR=$(STAGE_DIR) STAGE_PORT=$(STAGE_PORT) PIP_SOURCE=$(PIP_SOURCE) APT_SOURCE=$(APT_SOURCE) \
-	  PIP="$(PIP)" scripts/stage.sh $$(cat $(ROOT_REF_FILE))
+	  FLAVOUR=$(FLAVOUR) PIP="$(PIP)" scripts/stage.sh $$(cat $(ROOT_REF_FILE))
 
 build/base: ## layer 1: Debian, python3 venv (/opt/venv), tini, iproute2, procps, mpiuser
+build/cuda: ## FLAVOUR=gpu only, after base: + CUDA runtime, cuDNN, cuBLAS..., NCCL (nvidia-* wheels, ldconfig)
 build/mpi: ## layer 2: + Open MPI, mpi4py, numpy, sshd/ssh (keys only, port 2222)
-build/tensorflow: ## layer 3: + tensorflow-cpu, scikit-learn (the examples' data)
-build/horovod: check-versions ## layer 4: + our package with its TensorFlow ops (built in a builder stage), examples/
+build/tensorflow: ## layer 3: + tensorflow-cpu (FLAVOUR=gpu: tensorflow, the CUDA build), scikit-learn (the examples' data)
+build/horovod: check-versions ## layer 4: + our package with its TensorFlow ops (built in a builder stage; gpu: + NCCL), examples/
 $(foreach i,$(IMAGES),$(eval build/$(i): $(if $(filter rootfs,$(call parent_of,$(i))),,build/$(call parent_of,$(i)))))
 # A layer never rebuilds by itself: docker's cache decides, so re-running is cheap.
 $(addprefix build/,$(IMAGES)): build/%: stage
@@ -107,12 +138,15 @@ $(addprefix build/,$(IMAGES)): build/%: stage
 	  $(DOCKER) build --force-rm --network host -f images/$*/Dockerfile -t $(call image_ref,$*) $(EXTRA_TAGS_$*) \
 	    --build-arg PARENT_IMAGE=$(call parent_ref,$*) \
 	    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) \
-	    $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
+	    $(FLAVOUR_ARGS_$*_$(FLAVOUR)) $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
+$(addprefix build/,$(OTHER_IMAGES)) $(addprefix test/,$(OTHER_IMAGES)):
+	@echo "$@: no $(@F) layer in the $(FLAVOUR) chain ($(IMAGES)); try FLAVOUR=gpu" >&2; exit 2
 
 test/base: ## base checks on the base image
 test/mpi: ## base + mpi checks on the mpi image
+test/cuda: ## FLAVOUR=gpu only: base + cuda checks on the cuda image
 test/tensorflow: ## base + mpi + tensorflow checks on the tensorflow image
-test/horovod: ## every check on horovod:<version>-cpu (needs the engine for the selftest)
+test/horovod: ## every check on horovod:<version>-<flavour> (needs the engine for the selftest)
 $(addprefix test/,$(IMAGES)): test/%: build/%
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
 
@@ -122,11 +156,11 @@ test/images: build/horovod ## every image with its own and its ancestors' checks
 test/runner: ## horovodrun unit tests (host, no docker)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/runner
 
-clean/images: ## remove the images (children first; not the rootfs), test containers, builder stages
+clean/images: ## remove FLAVOUR's images (children first; not the rootfs), test containers, builder stages
 	@c=$$($(DOCKER) ps -aq --filter label=io.horovod.test); [ -z "$$c" ] || $(DOCKER) rm -f $$c
 	@n=$$($(DOCKER) network ls -q --filter label=io.horovod.test); [ -z "$$n" ] || $(DOCKER) network rm $$n
 	@v=$$($(DOCKER) volume ls -q --filter label=io.horovod.test); [ -z "$$v" ] || $(DOCKER) volume rm $$v
-	-$(DOCKER) rmi horovod:latest $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
+	-$(DOCKER) rmi $(LATEST) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
 	-$(DOCKER) image prune -f --filter label=io.horovod.stage=builder >/dev/null
 clean: clean/images
 

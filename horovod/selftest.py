@@ -1,4 +1,6 @@
 """Quick correctness check of every collective: `mpirun -np 2 python -m horovod.selftest`.
+`--gpu` checks the NCCL collectives on GPU tensors instead (TensorFlow, one GPU per rank); on a
+machine or container without a visible GPU it fails at once, saying so.
 
 Prints one PASS/FAIL line per check (rank 0 prints; every rank checks) and exits non-zero if
 any check failed on any rank. Used by the image tests and handy on a new cluster.
@@ -35,12 +37,31 @@ def _checks(r, n):
     yield "reducescatter", rs.shape == (2, 3) and np.all(rs == n)
 
 
-def main():
+def _gpu_visible():
+    """Every rank checks its own GPU before any collective, so no rank waits for one that has
+    none: each says why and the job ends."""
+    from horovod import _core
+    try:
+        return _core.gpu_device_count()
+    except Exception as e:  # no GPU build, no driver, or no device
+        print(f"horovod selftest --gpu: FAIL: {e}", file=sys.stderr, flush=True)
+        return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    gpu = "--gpu" in argv
     start = time.time()
+    if gpu:
+        if not _gpu_visible():
+            return 2
+        from horovod.tensorflow import gpu_checks
+        import os
+        gpu_checks.pin_gpu(int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
     hvd.init()
     r, n = hvd.rank(), hvd.size()
     failures = 0
-    for what, ok in _checks(r, n):
+    for what, ok in (gpu_checks.checks(r, n) if gpu else _checks(r, n)):
         ok = bool(ok)
         # Agree on the verdict so rank 0's line speaks for every rank.
         bad = int(hvd.allreduce(np.array([0 if ok else 1], np.int32), op=hvd.Sum,
@@ -53,8 +74,9 @@ def main():
         info = hvd.build_info()
         print(f"horovod {info['horovod_version']} selftest on {n} rank(s): "
               f"{'all checks passed' if failures == 0 else f'{failures} check(s) FAILED'} "
-              f"in {time.time() - start:.1f} s ({info['cpu_operations']} allreduce over "
-              f"{info['mpi_library'].splitlines()[0]})", flush=True)
+              f"in {time.time() - start:.1f} s ("
+              + (f"NCCL {info['nccl_built']}" if gpu else f"{info['cpu_operations']} allreduce over "
+                 f"{info['mpi_library'].splitlines()[0]}") + ")", flush=True)
     hvd.shutdown()
     return 1 if failures else 0
 

@@ -48,4 +48,9 @@ venv=build/venv
 # examples' data set, at the versions the images pin.
 "$venv/bin/pip" install -q --disable-pip-version-check "tensorflow-cpu==$TENSORFLOW_VERSION" \
   "scikit-learn==$SCIKIT_LEARN_VERSION"
+# The CUDA runtime and NCCL headers and libraries (PyPI wheels, no GPU or toolkit needed), so
+# `make build/engine-gpu` compiles and links the GPU engine here (370 MB, mostly libnccl).
+"$venv/bin/pip" install -q --disable-pip-version-check --no-deps "nvidia-nccl-cu12==$NCCL_VERSION" \
+  "nvidia-cuda-runtime-cu12==$NVIDIA_CUDA_RUNTIME_VERSION" "nvidia-cuda-nvcc-cu12==$NVIDIA_CUDA_NVCC_VERSION" \
+  "nvidia-cuda-cccl-cu12==$CCCL_BUILD_VERSION"
 echo "install-prereqs: done (Python tools in $venv)"

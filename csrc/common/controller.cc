@@ -190,6 +190,7 @@ ResponseList Controller::RunRound(bool want_shutdown) {
       single.root = resp.root;
       single.prescale = resp.prescale;
       single.postscale = resp.postscale;
+      single.gpu = resp.gpu;
       single.first_dims = resp.first_dims;  // only single-tensor responses carry them
       single.names.resize(1);
       single.num_elements.resize(1);
@@ -274,6 +275,7 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   resp.root = first.root;
   resp.prescale = first.prescale;
   resp.postscale = first.postscale;
+  resp.gpu = first.gpu;
   resp.names = {name};
   resp.num_elements = {NumElements(first.shape)};
 
@@ -289,6 +291,9 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
     return resp;
   }
   std::string err = Disagreement(name, "operations", reqs, [](const Request& r) { return std::string(OpTypeName(r.type)); });
+  if (err.empty())
+    err = Disagreement(name, "devices (host or GPU memory)", reqs,
+                       [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
   if (err.empty())
     err = Disagreement(name, "data types", reqs, [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
   const OpType t = first.type;
@@ -319,7 +324,7 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
 }
 
 std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
-  // Next fit per kind, in one pass: each (dtype, op, scale factors) has one open group that a
+  // Next fit per kind, in one pass: each (device, dtype, op, scale factors) has one open group that a
   // response joins if it fits under the threshold; otherwise the group closes and a new one
   // opens. Linear in the number of responses, and deterministic, so every rank fusing the same
   // fast-path list gets the same groups. Groups run in the order they were opened.
@@ -327,7 +332,7 @@ std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
   std::vector<Response> out;
   out.reserve(responses.size());
   std::vector<int64_t> out_bytes;
-  std::map<std::tuple<DataType, ReduceOp, double, double>, size_t> open;  // kind -> index in out
+  std::map<std::tuple<bool, DataType, ReduceOp, double, double>, size_t> open;  // kind -> index in out
   for (auto& resp : responses) {
     if (resp.type != OpType::ALLREDUCE || !resp.error.empty()) {
       out.push_back(std::move(resp));
@@ -335,7 +340,7 @@ std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
       continue;
     }
     const int64_t bytes = resp.TotalBytes();
-    const auto kind = std::make_tuple(resp.dtype, resp.reduce_op, resp.prescale, resp.postscale);
+    const auto kind = std::make_tuple(resp.gpu, resp.dtype, resp.reduce_op, resp.prescale, resp.postscale);
     auto it = open.find(kind);
     if (it != open.end() && out_bytes[it->second] + bytes <= config_.fusion_threshold) {
       Response& group = out[it->second];

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/controller.h"
+#include "common/gpu_context.h"
 #include "common/job_stats.h"
 #include "common/logging.h"
 #include "common/operations.h"
@@ -239,6 +240,9 @@ Status Enqueue(std::vector<TensorEntry> entries) {
       return Status::InvalidArgument("tensor '" + r.name + "': unsupported data type");
     // Anything else is negotiated as invalid, so that every rank fails with the reason.
     r.invalid = Validate(r, e->topo.size);
+    // Ordered after the framework's stream here, on its thread, while that stream's queue still
+    // ends with the kernels that produce the input.
+    if (r.gpu && r.invalid.empty()) r.invalid = PrepareGpuEntry(&en);
   }
   return e->queue.Add(std::move(entries));
 }

@@ -66,7 +66,7 @@ class Reader {
 bool Request::SameParams(const Request& o) const {
   return type == o.type && dtype == o.dtype && reduce_op == o.reduce_op && root == o.root &&
          prescale == o.prescale && postscale == o.postscale && shape == o.shape &&
-         splits == o.splits && name == o.name && invalid.empty() && o.invalid.empty();
+         splits == o.splits && name == o.name && gpu == o.gpu && invalid.empty() && o.invalid.empty();
 }
 
 int64_t Response::TotalBytes() const {
@@ -83,6 +83,7 @@ std::string Encode(const RequestList& l) {
     w.Pod(r.rank); w.Pod(r.type); w.Pod(r.dtype); w.Pod(r.reduce_op); w.Pod(r.root);
     w.Pod(r.prescale); w.Pod(r.postscale);
     w.Str(r.name); w.Vec(r.shape); w.Vec(r.splits); w.Str(r.invalid);
+    w.Pod<uint8_t>(r.gpu);
   }
   return w.Take();
 }
@@ -99,6 +100,9 @@ bool Decode(const char* data, size_t size, RequestList* l) {
           rd.Pod(&r.root) && rd.Pod(&r.prescale) && rd.Pod(&r.postscale) && rd.Str(&r.name) &&
           rd.Vec(&r.shape) && rd.Vec(&r.splits) && rd.Str(&r.invalid)))
       return false;
+    uint8_t gpu = 0;
+    if (!rd.Pod(&gpu)) return false;
+    r.gpu = gpu != 0;
   }
   return rd.Done();
 }
@@ -115,6 +119,7 @@ std::string Encode(const ResponseList& l) {
     for (const auto& n : r.names) w.Str(n);
     w.Vec(r.num_elements); w.Vec(r.first_dims); w.Str(r.error);
     w.Pod<uint8_t>(r.error_is_invalid_argument);
+    w.Pod<uint8_t>(r.gpu);
   }
   return w.Take();
 }
@@ -134,11 +139,12 @@ bool Decode(const char* data, size_t size, ResponseList* l) {
     r.names.resize(nn);
     for (auto& s : r.names)
       if (!rd.Str(&s)) return false;
-    uint8_t invalid_argument = 0;
+    uint8_t invalid_argument = 0, gpu = 0;
     if (!(rd.Vec(&r.num_elements) && rd.Vec(&r.first_dims) && rd.Str(&r.error) &&
-          rd.Pod(&invalid_argument)))
+          rd.Pod(&invalid_argument) && rd.Pod(&gpu)))
       return false;
     r.error_is_invalid_argument = invalid_argument != 0;
+    r.gpu = gpu != 0;
   }
   return rd.Done();
 }

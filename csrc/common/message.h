@@ -22,6 +22,9 @@ struct Request {
   // Non-empty: this rank's arguments failed local validation (bad root, splits, shape). The
   // request is still negotiated so that every rank fails with this text instead of waiting.
   std::string invalid;
+  // The tensor is in GPU memory (each rank its own device): ranks must agree, and GPU tensors
+  // run through NCCL, never fused with host tensors.
+  bool gpu = false;
 
   // Same op, same parameters: the test behind the response-cache fast path.
   bool SameParams(const Request& o) const;
@@ -38,6 +41,7 @@ struct Response {
   std::vector<int64_t> first_dims;    // allgather: first dimension of every rank
   std::string error;                  // non-empty: the op fails on every rank with this text
   bool error_is_invalid_argument = false;  // a rank's bad arguments (else ranks disagree)
+  bool gpu = false;                        // GPU tensors: run by GpuOperations (NCCL)
 
   int64_t TotalBytes() const;
 };

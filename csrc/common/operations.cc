@@ -76,7 +76,11 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpStart(e.request.name, r.type);
   Status s;
-  switch (r.type) {
+  if (r.gpu) {
+    if (!gpu_) gpu_ = MakeGpuOperations(mpi_, timeline_);
+    // Unreachable without GPU operations: such entries are refused at Enqueue (gpu_stub.cc).
+    s = gpu_ ? gpu_->Execute(r, entries) : Status::Internal("GPU response in a build without GPU operations");
+  } else switch (r.type) {
     case OpType::ALLREDUCE: s = Allreduce(r, entries); break;
     case OpType::ALLGATHER: s = Allgather(r, entries[0]); break;
     case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;

@@ -2,7 +2,10 @@
 // fusion buffer, applies scale factors, calls the collective, and completes each entry.
 #pragma once
 
+#include <memory>
+
 #include "common/config.h"
+#include "common/gpu_context.h"
 #include "common/message.h"
 #include "common/tensor_queue.h"
 #include "common/timeline.h"
@@ -47,6 +50,7 @@ class Operations {
   RingScratch scratch_;
   void* fusion_ = nullptr;
   size_t fusion_size_ = 0;
+  std::unique_ptr<GpuOperations> gpu_;  // made on the first GPU response
 };
 
 }  // namespace hvd

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,13 @@ struct TensorEntry {
   DoneCallback done;
   std::vector<int64_t>* received_splits = nullptr;  // alltoall: filled before done()
   int64_t enqueued_us = 0;
+  // GPU tensors (request.gpu): the CUDA device of input and output, and the framework's stream
+  // (a cudaStream_t) whose queued work produces the input and may still use memory the engine
+  // allocates. `ready` is the CUDA event recorded on that stream at Enqueue (gpu_context.h):
+  // the engine's stream waits for it, so the input is complete before NCCL reads it.
+  int device = -1;
+  void* stream = nullptr;
+  std::shared_ptr<void> ready;
 };
 
 class TensorQueue {

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/engine.h"
+#include "common/gpu_context.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
@@ -303,9 +304,12 @@ py::dict BuildInfo() {
   py::dict d;
   d["mpi_built"] = true;
   d["mpi_library"] = MpiLibraryVersion();
-  d["nccl_built"] = 0;
+  const GpuBuildInfo gpu = GetGpuBuildInfo();  // linked library versions; needs no GPU
+  d["nccl_built"] = gpu.nccl_version;
   d["gloo_built"] = false;
-  d["cuda_built"] = false;
+  d["cuda_built"] = gpu.cuda_runtime_version != 0;
+  d["cuda_runtime_version"] = gpu.cuda_runtime_version;
+  d["gpu_operations"] = gpu.nccl_version ? "NCCL" : "";
   d["cpu_operations"] = GetConfig().cpu_operations;
   return d;
 }
@@ -339,6 +343,12 @@ PYBIND11_MODULE(_core, m) {
     return d;
   });
   m.def("build_info", &BuildInfo);
+  m.def("gpu_device_count", [] {  // raises "no GPU visible ..." (or "no GPU support") if none
+    int n = 0;
+    Status s = GpuDeviceCount(&n);
+    if (!s.ok()) Raise(s);
+    return n;
+  });
   m.def("config_knobs", [] {
     py::list out;
     for (const auto& k : Config::Describe()) out.append(py::make_tuple(k.env, k.default_value, k.doc));

@@ -10,6 +10,9 @@
 //    their output from the background thread once negotiation fixed its shape.
 //  - Engine statuses become TF's own error types: a disagreement between ranks is
 //    FailedPrecondition, bad arguments InvalidArgument, a rank that left Aborted.
+//  - GPU builds (HOROVOD_GPU_NCCL) also register every op for GPU tensors: the entry carries
+//    the device and TF's compute stream, which the engine orders its NCCL work after. Names and
+//    alltoall's splits stay in host memory.
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -22,6 +25,9 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#if HOROVOD_GPU_NCCL
+#include "xla/stream_executor/stream.h"
+#endif
 
 namespace tf = tensorflow;
 
@@ -89,6 +95,7 @@ class HorovodKernel : public tf::AsyncOpKernel {
     if (c->HasAttr("prescale_factor")) OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
     if (c->HasAttr("postscale_factor")) OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
     if (c->HasAttr("root_rank")) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
+    gpu_ = c->device_type() == tf::DeviceType(tf::DEVICE_GPU);
   }
 
  protected:
@@ -129,6 +136,19 @@ class HorovodKernel : public tf::AsyncOpKernel {
     r.rank = GetTopology().rank;
     r.shape = Dims(input.shape());
     e->input = input.tensor_data().data();
+#if HOROVOD_GPU_NCCL
+    if (gpu_) {
+      const auto* info = c->device()->tensorflow_accelerator_device_info();
+      auto* stream = c->op_device_context() ? c->op_device_context()->stream() : nullptr;
+      if (!info || !stream) {
+        c->CtxFailure(tf::errors::Internal("tensor '", name, "': GPU kernel without a GPU device or stream"));
+        return false;
+      }
+      r.gpu = true;
+      e->device = info->gpu_id;
+      e->stream = stream->platform_specific_handle().stream;
+    }
+#endif
     return true;
   }
 
@@ -162,6 +182,7 @@ class HorovodKernel : public tf::AsyncOpKernel {
   }
 
   OpType type_;
+  bool gpu_ = false;  // registered for DEVICE_GPU: tensors in device memory
   int reduce_op_ = 0, root_ = 0;
   float prescale_ = 1.0f, postscale_ = 1.0f;
 };
@@ -305,6 +326,22 @@ REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_CPU), GroupOp
 REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_CPU),
                         GroupOp<OpType::REDUCESCATTER>);
 REGISTER_KERNEL_BUILDER(Name("HorovodAlltoall").Device(tf::DEVICE_CPU), AlltoallOp);
+#if HOROVOD_GPU_NCCL
+REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
+                        GroupOp<OpType::ALLREDUCE>);
+REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
+                        GroupOp<OpType::BROADCAST>);
+REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
+                        GroupOp<OpType::ALLGATHER>);
+REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
+                        GroupOp<OpType::REDUCESCATTER>);
+REGISTER_KERNEL_BUILDER(Name("HorovodAlltoall")
+                            .Device(tf::DEVICE_GPU)
+                            .HostMemory("splits")
+                            .HostMemory("tensor_name")
+                            .HostMemory("received_splits"),
+                        AlltoallOp);
+#endif
 
 }  // namespace
 }  // namespace hvd

@@ -35,6 +35,11 @@ def _nccl(code):
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}" if code >= 10000 else str(code)
 
 
+def _cuda(code):
+    """cudaRuntimeGetVersion() code: 12090 -> "runtime 12.9"."""
+    return f"runtime {code // 1000}.{code % 1000 // 10}" if code else ""
+
+
 def _tensorflow_row(installed):
     """Built if horovod/tensorflow/mpi_lib.so exists; its stamp says which TF it was built
     against (read, not imported: importing TensorFlow takes seconds)."""
@@ -64,7 +69,7 @@ def rows(info, error, env=os.environ):
             ("MPI", bool(info["mpi_built"]), info.get("mpi_library", "").strip()),
             ("Gloo", bool(info["gloo_built"]), ""),
             ("NCCL", bool(info["nccl_built"]), _nccl(int(info["nccl_built"]))),
-            ("CUDA", bool(info["cuda_built"]), ""),
+            ("CUDA", bool(info["cuda_built"]), _cuda(int(info.get("cuda_runtime_version", 0)))),
             ("CPU operations", True, info.get("cpu_operations", "")),
         ]
     out.append(_tensorflow_row(tf))

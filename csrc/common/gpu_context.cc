@@ -1,0 +1,66 @@
+// CUDA side of the GPU interface (GPU builds only): versions, device checks, and the ready
+// event that orders the engine's work after the framework's stream.
+#include "common/gpu_context.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace hvd {
+namespace {
+
+std::string HostName() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+GpuBuildInfo GetGpuBuildInfo() {
+  GpuBuildInfo info;
+  ncclGetVersion(&info.nccl_version);
+  cudaRuntimeGetVersion(&info.cuda_runtime_version);
+  return info;
+}
+
+Status GpuDeviceCount(int* count) {
+  *count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(count);
+  if (rc == cudaSuccess && *count > 0) return Status();
+  const char* visible = std::getenv("NVIDIA_VISIBLE_DEVICES");
+  const char* cuda_visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string why = rc == cudaSuccess ? "CUDA reports 0 devices"
+                                      : std::string("CUDA says ") + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc);
+  *count = 0;
+  return Status::InvalidArgument(
+      "no GPU visible on host " + HostName() + " (" + why + "; NVIDIA_VISIBLE_DEVICES=" +
+      (visible ? visible : "unset") + ", CUDA_VISIBLE_DEVICES=" + (cuda_visible ? cuda_visible : "unset") +
+      "). In a container, start it with `--gpus all` (needs the NVIDIA Container Toolkit on the host); "
+      "on the host, `nvidia-smi` must list the GPUs.");
+}
+
+std::string PrepareGpuEntry(TensorEntry* e) {
+  const std::string& name = e->request.name;
+  int count = 0;
+  Status s = GpuDeviceCount(&count);
+  if (!s.ok()) return "tensor '" + name + "' is on GPU " + std::to_string(e->device) + " but " + s.message();
+  if (e->device < 0 || e->device >= count)
+    return "tensor '" + name + "' is on GPU " + std::to_string(e->device) + ", but this process sees " +
+           std::to_string(count) + " GPU(s)";
+  cudaError_t rc = cudaSetDevice(e->device);
+  cudaEvent_t ev = nullptr;
+  if (rc == cudaSuccess) rc = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (rc == cudaSuccess) rc = cudaEventRecord(ev, static_cast<cudaStream_t>(e->stream));
+  if (rc != cudaSuccess) {
+    if (ev) cudaEventDestroy(ev);
+    return "tensor '" + name + "': CUDA error recording its ready event on GPU " + std::to_string(e->device) +
+           ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")";
+  }
+  e->ready = std::shared_ptr<void>(ev, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  return "";
+}
+
+}  // namespace hvd

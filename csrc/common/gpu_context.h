@@ -1,0 +1,46 @@
+// The engine's GPU side, behind one interface: a build with HOROVOD_GPU_OPERATIONS=NCCL
+// implements it with CUDA and NCCL (gpu_context.cc, gpu_operations.cc, ops/nccl_*.cc); any
+// other build links gpu_stub.cc, whose GPU entries fail by name, on every rank, saying how to
+// get a GPU build. Nothing outside these files includes a CUDA or NCCL header.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+#include "common/message.h"
+#include "common/tensor_queue.h"
+
+namespace hvd {
+
+class MpiContext;
+class Timeline;
+
+struct GpuBuildInfo {
+  int nccl_version = 0;          // ncclGetVersion() of the linked library: 23203 = 2.32.3; 0 = none
+  int cuda_runtime_version = 0;  // cudaRuntimeGetVersion(): 12090 = 12.9; 0 = not built with CUDA
+};
+GpuBuildInfo GetGpuBuildInfo();  // needs no GPU and no driver
+
+// The number of CUDA devices this process sees. None, or no usable driver, is an error that
+// says so plainly ("no GPU visible ..."), with CUDA's own reason and what to check.
+Status GpuDeviceCount(int* count);
+
+// Frontend thread, at Enqueue, for an entry with request.gpu: checks that entry->device is a
+// device this process sees and records entry->ready on entry->stream. A non-empty return is the
+// reason the entry cannot run; it is negotiated as invalid, so every rank fails with it.
+std::string PrepareGpuEntry(TensorEntry* entry);
+
+// Runs negotiated GPU responses on the background thread (created on the first one): one
+// stream, fusion buffer and NCCL communicator per device, the communicator bootstrapped over
+// MPI. Execute returns once the results are in memory, so done() fires only when they are.
+class GpuOperations {
+ public:
+  virtual ~GpuOperations() = default;
+  virtual Status Execute(const Response& response, std::vector<TensorEntry>& entries) = 0;
+};
+// Null in a build without GPU operations.
+std::unique_ptr<GpuOperations> MakeGpuOperations(MpiContext* mpi, Timeline* timeline);
+
+}  // namespace hvd

@@ -1,0 +1,279 @@
+// Runs negotiated GPU responses (GPU builds only). Per device: an engine-owned stream, a fusion
+// buffer in device memory and an NCCL communicator, all made on the first op that needs them.
+// Order of work on the engine's stream: wait for each input's ready event (recorded on the
+// framework's stream at Enqueue), pack, run the NCCL collective, unpack, record `done`. The
+// background thread then polls `done` together with ncclCommGetAsyncError, inside a watched
+// section, so a peer that never joins is reported (and, with a shutdown time, ends the job) by
+// the watchdog like a blocked MPI collective, and an NCCL failure becomes a named error.
+// Completion is synchronous per response: done() callbacks fire only once results are in memory.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "common/gpu_context.h"
+#include "common/logging.h"
+#include "common/timeline.h"
+#include "common/watchdog.h"
+#include "mpi/mpi_context.h"
+#include "ops/nccl_collectives.h"
+
+namespace hvd {
+namespace {
+
+const char* Activity(OpType t) {
+  switch (t) {
+    case OpType::ALLREDUCE: return "NCCL_ALLREDUCE";
+    case OpType::ALLGATHER: return "NCCL_ALLGATHER";
+    case OpType::BROADCAST: return "NCCL_BROADCAST";
+    case OpType::ALLTOALL: return "NCCL_ALLTOALL";
+    case OpType::REDUCESCATTER: return "NCCL_REDUCESCATTER";
+  }
+  return "NCCL";
+}
+
+size_t RowElems(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= static_cast<size_t>(shape[i]);
+  return n;
+}
+
+struct Device {
+  int id = -1;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+  NcclComm nccl;
+  void* fusion = nullptr;
+  size_t fusion_size = 0;
+};
+
+class NcclOperations : public GpuOperations {
+ public:
+  NcclOperations(MpiContext* mpi, Timeline* timeline) : mpi_(mpi), timeline_(timeline) {}
+  ~NcclOperations() override {
+    // The CUDA context may already be torn down at process exit: only free what is safe.
+    for (auto& kv : devices_) {
+      Device& d = kv.second;
+      if (d.nccl.comm) ncclCommDestroy(d.nccl.comm);
+      if (d.fusion) cudaFree(d.fusion);
+      if (d.done) cudaEventDestroy(d.done);
+      if (d.stream) cudaStreamDestroy(d.stream);
+    }
+  }
+
+  Status Execute(const Response& r, std::vector<TensorEntry>& es) override {
+    const std::string& tensor = r.names[0];
+    const int id = es[0].device;
+    for (const auto& e : es)
+      if (e.device != id)  // a fused group spans one rank's devices only if it uses several
+        return Status::InvalidArgument("tensors '" + tensor + "' and '" + e.request.name +
+                                       "' are on different GPUs of one rank; use one GPU per rank "
+                                       "(pin it with local_rank)");
+    Device* d = nullptr;
+    Status s = Get(id, tensor, &d);
+    if (!s.ok()) return s;
+    if (!d->nccl.aborted.empty())
+      return Status::ShutDown("tensor '" + tensor + "': the NCCL communicator was aborted earlier (" +
+                              d->nccl.aborted + "); GPU collectives cannot continue");
+    WatchSection w;
+    w.what = Activity(r.type);
+    w.tensor = &tensor;
+    w.more_tensors = static_cast<int>(es.size()) - 1;
+    WatchScope watch(w);
+    for (const auto& e : es)
+      if (e.ready) HVD_CUDA_CHECK(cudaStreamWaitEvent(d->stream, static_cast<cudaEvent_t>(e.ready.get()), 0), tensor);
+    if (timeline_->enabled())
+      for (const auto& e : es) timeline_->ActivityStart(e.request.name, Activity(r.type));
+    Status op;
+    switch (r.type) {
+      case OpType::ALLREDUCE: op = Allreduce(r, es, d); break;
+      case OpType::ALLGATHER: op = Allgather(r, es[0], d); break;
+      case OpType::BROADCAST: op = Broadcast(r, es[0], d); break;
+      case OpType::ALLTOALL: op = Alltoall(r, es[0], d); break;
+      case OpType::REDUCESCATTER: op = Reducescatter(r, es[0], d); break;
+    }
+    // Even after an error, wait for what was queued: the buffers belong to the framework.
+    Status waited = Wait(d, tensor);
+    if (timeline_->enabled())
+      for (const auto& e : es) timeline_->ActivityEnd(e.request.name);
+    return !op.ok() ? op : waited;
+  }
+
+ private:
+  Status Get(int id, const std::string& tensor, Device** out) {
+    Device& d = devices_[id];
+    *out = &d;
+    HVD_CUDA_CHECK(cudaSetDevice(id), tensor);
+    if (d.id >= 0) return Status();
+    d.id = id;
+    HVD_CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), tensor);
+    HVD_CUDA_CHECK(cudaEventCreateWithFlags(&d.done, cudaEventDisableTiming), tensor);
+    WatchSection w;
+    w.what = "NCCL communicator creation";
+    w.tensor = &tensor;
+    WatchScope watch(w);
+    Status s = NcclCommCreate(mpi_->comm(), id, &d.nccl, tensor);
+    if (!s.ok()) d.nccl.aborted = s.message();
+    return s;
+  }
+
+  // Scratch in device memory; grows, never shrinks. Safe to free the old one: every op on
+  // this stream finished before the previous Execute returned.
+  Status Fusion(Device* d, size_t bytes, const std::string& tensor, void** out) {
+    if (bytes > d->fusion_size) {
+      if (d->fusion) HVD_CUDA_CHECK(cudaFree(d->fusion), tensor);
+      d->fusion = nullptr;
+      d->fusion_size = 0;
+      HVD_CUDA_CHECK(cudaMalloc(&d->fusion, bytes), tensor);
+      d->fusion_size = bytes;
+    }
+    *out = d->fusion;
+    return Status();
+  }
+
+  // An output allocated now may reuse memory the framework's stream still reads: order after it.
+  Status AfterFramework(const TensorEntry& e, Device* d, const std::string& tensor) {
+    if (!e.stream) return Status();
+    cudaEvent_t ev;
+    HVD_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), tensor);
+    cudaError_t rc = cudaEventRecord(ev, static_cast<cudaStream_t>(e.stream));
+    if (rc == cudaSuccess) rc = cudaStreamWaitEvent(d->stream, ev, 0);
+    cudaEventDestroy(ev);  // released once the recorded work completes
+    HVD_CUDA_CHECK(rc, tensor);
+    return Status();
+  }
+
+  // Allocates an op's output; if that fails the op still runs into scratch (peers must not
+  // block) and the allocation error is returned afterwards.
+  Status Output(TensorEntry& e, const std::vector<int64_t>& shape, size_t bytes, Device* d,
+                void** out, Status* alloc) {
+    const std::string& tensor = e.request.name;
+    *alloc = e.allocate_output(shape, out);
+    if (!alloc->ok() || (!*out && bytes)) {
+      if (alloc->ok()) *alloc = Status::Internal("tensor '" + tensor + "': output allocation returned null");
+      return Fusion(d, bytes, tensor, out);
+    }
+    return AfterFramework(e, d, tensor);
+  }
+
+  Status Wait(Device* d, const std::string& tensor) {
+    HVD_CUDA_CHECK(cudaEventRecord(d->done, d->stream), tensor);
+    for (int polls = 0;; ++polls) {
+      const cudaError_t q = cudaEventQuery(d->done);
+      if (q == cudaSuccess) return Status();
+      if (q != cudaErrorNotReady) return CudaError("cudaEventQuery", q, tensor);
+      if (d->nccl.comm) {
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(d->nccl.comm, &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+          Status s = NcclError("ncclCommGetAsyncError", async, tensor);
+          // Aborting frees the stuck kernels; the communicator cannot be used again.
+          NcclCommAbort(&d->nccl, s.message());
+          cudaStreamSynchronize(d->stream);
+          return Status::ShutDown(s.message() + " (the NCCL communicator was aborted; a peer failed or "
+                                  "the network broke: GPU collectives cannot continue)");
+        }
+      }
+      if (polls > 200) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  Status Allreduce(const Response& r, std::vector<TensorEntry>& es, Device* d) {
+    const std::string& tensor = r.names[0];
+    const double scale = r.prescale * r.postscale;
+    const size_t esize = DataTypeSize(r.dtype);
+    size_t total = 0;
+    for (auto n : r.num_elements) total += static_cast<size_t>(n);
+    if (es.size() == 1)  // straight from input to output (in place if they are the same)
+      return NcclAllreduce(es[0].input, es[0].output, total, r.dtype, r.reduce_op, scale, &d->nccl,
+                           d->stream, tensor);
+    void* buf = nullptr;
+    Status s = Fusion(d, total * esize, tensor, &buf);
+    if (!s.ok()) return s;
+    char* p = static_cast<char*>(buf);
+    size_t off = 0;
+    for (size_t i = 0; i < es.size(); ++i) {
+      const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
+      HVD_CUDA_CHECK(cudaMemcpyAsync(p + off, es[i].input, bytes, cudaMemcpyDeviceToDevice, d->stream), tensor);
+      off += bytes;
+    }
+    s = NcclAllreduce(buf, buf, total, r.dtype, r.reduce_op, scale, &d->nccl, d->stream, tensor);
+    if (!s.ok()) return s;
+    off = 0;
+    for (size_t i = 0; i < es.size(); ++i) {
+      const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
+      HVD_CUDA_CHECK(cudaMemcpyAsync(es[i].output, p + off, bytes, cudaMemcpyDeviceToDevice, d->stream), tensor);
+      off += bytes;
+    }
+    return Status();
+  }
+
+  Status Allgather(const Response& r, TensorEntry& e, Device* d) {
+    std::vector<int64_t> shape = e.request.shape;
+    const size_t row_bytes = RowElems(shape) * DataTypeSize(r.dtype);
+    int64_t rows = 0;
+    for (auto x : r.first_dims) rows += x;
+    shape[0] = rows;
+    void* out = nullptr;
+    Status alloc;
+    Status s = Output(e, shape, static_cast<size_t>(rows) * row_bytes, d, &out, &alloc);
+    if (s.ok()) s = NcclAllgather(e.input, out, row_bytes, r.first_dims, &d->nccl, d->stream, r.names[0]);
+    return s.ok() ? alloc : s;
+  }
+
+  Status Broadcast(const Response& r, TensorEntry& e, Device* d) {
+    const size_t bytes = static_cast<size_t>(NumElements(e.request.shape)) * DataTypeSize(r.dtype);
+    if (mpi_->rank == r.root && e.output != e.input)
+      HVD_CUDA_CHECK(cudaMemcpyAsync(e.output, e.input, bytes, cudaMemcpyDeviceToDevice, d->stream), r.names[0]);
+    return NcclBroadcast(e.output, bytes, r.root, &d->nccl, d->stream, r.names[0]);
+  }
+
+  Status Alltoall(const Response& r, TensorEntry& e, Device* d) {
+    std::vector<int64_t> shape = e.request.shape;
+    const size_t row_bytes = RowElems(shape) * DataTypeSize(r.dtype);
+    // Row counts travel over MPI (host memory) so each rank can size its output first.
+    std::vector<int64_t> recv_rows(mpi_->size);
+    HVD_MPI_CHECK(MPI_Alltoall(e.request.splits.data(), 1, MPI_INT64_T, recv_rows.data(), 1, MPI_INT64_T,
+                               mpi_->comm()));
+    int64_t rows = 0;
+    for (auto x : recv_rows) rows += x;
+    shape[0] = rows;
+    void* out = nullptr;
+    Status alloc;
+    Status s = Output(e, shape, static_cast<size_t>(rows) * row_bytes, d, &out, &alloc);
+    if (s.ok())
+      s = NcclAlltoall(e.input, out, row_bytes, e.request.splits, recv_rows, &d->nccl, d->stream, r.names[0]);
+    if (e.received_splits) *e.received_splits = recv_rows;
+    return s.ok() ? alloc : s;
+  }
+
+  Status Reducescatter(const Response& r, TensorEntry& e, Device* d) {
+    std::vector<int64_t> shape = e.request.shape;
+    const int n = mpi_->size;
+    const int64_t rows = shape[0];
+    std::vector<int64_t> rows_of(n);
+    for (int q = 0; q < n; ++q) rows_of[q] = rows / n + (q < rows % n ? 1 : 0);
+    shape[0] = rows_of[mpi_->rank];
+    const size_t row_elems = RowElems(shape);
+    void* out = nullptr;
+    Status alloc;
+    Status s = Output(e, shape, static_cast<size_t>(shape[0]) * row_elems * DataTypeSize(r.dtype), d, &out, &alloc);
+    if (s.ok())
+      s = NcclReducescatter(e.input, out, row_elems, rows_of, r.dtype, r.reduce_op, r.prescale * r.postscale,
+                            &d->nccl, d->stream, r.names[0]);
+    return s.ok() ? alloc : s;
+  }
+
+  MpiContext* mpi_;
+  Timeline* timeline_;
+  std::map<int, Device> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuOperations> MakeGpuOperations(MpiContext* mpi, Timeline* timeline) {
+  return std::unique_ptr<GpuOperations>(new NcclOperations(mpi, timeline));
+}
+
+}  // namespace hvd

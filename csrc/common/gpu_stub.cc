@@ -1,0 +1,23 @@
+// The GPU interface of a build without GPU operations (HOROVOD_GPU_OPERATIONS unset): GPU
+// tensors are refused by name, on every rank, with the way to get a GPU build.
+#include "common/gpu_context.h"
+
+namespace hvd {
+
+GpuBuildInfo GetGpuBuildInfo() { return GpuBuildInfo(); }
+
+Status GpuDeviceCount(int* count) {
+  *count = 0;
+  return Status::InvalidArgument(
+      "no GPU support in this build of Horovod: it was compiled without HOROVOD_GPU_OPERATIONS=NCCL "
+      "(use the GPU image, horovod:latest-gpu, or rebuild with HOROVOD_GPU_OPERATIONS=NCCL)");
+}
+
+std::string PrepareGpuEntry(TensorEntry* entry) {
+  return "tensor '" + entry->request.name + "' is in GPU memory but this build of Horovod has no GPU "
+         "operations (rebuild with HOROVOD_GPU_OPERATIONS=NCCL, or use the GPU image)";
+}
+
+std::unique_ptr<GpuOperations> MakeGpuOperations(MpiContext*, Timeline*) { return nullptr; }
+
+}  // namespace hvd

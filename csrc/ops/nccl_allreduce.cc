@@ -1,0 +1,23 @@
+// GPU allreduce: one ncclAllReduce over the whole (fused) buffer. NCCL picks ring or tree by
+// size and topology; its ring moves 2(n-1)/n of the buffer per rank, like our CPU ring.
+// Average and the scale factors cost no extra pass: ncclAvg, or a pre-multiplied sum
+// (NcclReduction) that scales each input as it is reduced.
+#include "ops/nccl_collectives.h"
+
+namespace hvd {
+
+Status NcclAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                     double scale, NcclComm* c, cudaStream_t stream, const std::string& tensor) {
+  ncclDataType_t t;
+  if (!NcclType(dtype, &t)) return Status::InvalidArgument("tensor '" + tensor + "': no NCCL type");
+  ncclRedOp_t red;
+  bool custom = false;
+  Status s = NcclReduction(op, dtype, scale, c, &red, &custom, tensor);
+  if (!s.ok()) return s;
+  const ncclResult_t rc = ncclAllReduce(src, dst, count, t, red, c->comm, stream);
+  NcclReleaseOp(red, custom, c);  // allowed once the call using it has returned
+  HVD_NCCL_CHECK(rc, tensor);
+  return Status();
+}
+
+}  // namespace hvd

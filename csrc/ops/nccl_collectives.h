@@ -1,0 +1,74 @@
+// The GPU collectives, one file each (nccl_<op>.cc), each opening with its algorithm. Internal
+// to GPU builds (HOROVOD_GPU_OPERATIONS=NCCL). They only enqueue work on `stream` and return:
+// the caller (common/gpu_operations.cc) waits for completion with a bound and NCCL's async
+// error check. Every NCCL and CUDA call's result goes through HVD_NCCL_CHECK / HVD_CUDA_CHECK,
+// which return a Status naming the call and the tensor.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <string>
+#include <vector>
+
+#include "common/common.h"
+
+namespace hvd {
+
+// `tensor` names the op's first tensor in the error text (a std::string in scope).
+#define HVD_NCCL_CHECK(call, tensor)                                                         \
+  do {                                                                                       \
+    ncclResult_t nccl_rc_ = (call);                                                          \
+    if (nccl_rc_ != ncclSuccess && nccl_rc_ != ncclInProgress)                               \
+      return ::hvd::NcclError(#call, nccl_rc_, tensor);                                      \
+  } while (0)
+#define HVD_CUDA_CHECK(call, tensor)                                                         \
+  do {                                                                                       \
+    cudaError_t cuda_rc_ = (call);                                                           \
+    if (cuda_rc_ != cudaSuccess) return ::hvd::CudaError(#call, cuda_rc_, tensor);           \
+  } while (0)
+
+Status NcclError(const char* call, ncclResult_t rc, const std::string& tensor);
+Status CudaError(const char* call, cudaError_t rc, const std::string& tensor);
+
+// One communicator per device, over the engine's ranks (nccl_comm.cc).
+struct NcclComm {
+  ncclComm_t comm = nullptr;
+  int rank = 0, size = 1;
+  std::string aborted;  // non-empty once an error aborted it: every later op fails with this
+};
+// Collective over `mpi_comm`: rank 0 makes the unique id, MPI broadcasts it, every rank joins.
+// HOROVOD_NCCL_<X> variables are copied to NCCL_<X> first (unless NCCL_<X> is set).
+Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::string& tensor);
+void NcclCommAbort(NcclComm* c, const std::string& why);
+
+bool NcclType(DataType t, ncclDataType_t* out);
+
+// nccl_allreduce.cc: src may equal dst. `scale` multiplies every rank's input (pre- and
+// postscale combined, and 1/n for Average): NCCL's pre-multiplied sum, so no kernel of ours.
+Status NcclAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                     double scale, NcclComm* c, cudaStream_t stream, const std::string& tensor);
+// nccl_allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
+Status NcclAllgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
+                     NcclComm* c, cudaStream_t stream, const std::string& tensor);
+// nccl_broadcast.cc: in place in `buf` (the root's data must already be there).
+Status NcclBroadcast(void* buf, size_t bytes, int root, NcclComm* c, cudaStream_t stream,
+                     const std::string& tensor);
+// nccl_alltoall.cc: rows to send to and receive from each rank (already exchanged over MPI).
+Status NcclAlltoall(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& send_rows,
+                    const std::vector<int64_t>& recv_rows, NcclComm* c, cudaStream_t stream,
+                    const std::string& tensor);
+// nccl_reducescatter.cc: `rows_of[r]` rows of `row_elems` go to rank r, in rank order; this
+// rank's reduced rows land in `out`.
+Status NcclReducescatter(const void* src, void* out, size_t row_elems, const std::vector<int64_t>& rows_of,
+                         DataType dtype, ReduceOp op, double scale, NcclComm* c, cudaStream_t stream,
+                         const std::string& tensor);
+
+// The reduction for (op, dtype, scale): a built-in one, or a pre-multiplied sum that the caller
+// releases with NcclReleaseOp. Scale != 1 needs Sum or Average on a floating type.
+Status NcclReduction(ReduceOp op, DataType dtype, double scale, NcclComm* c, ncclRedOp_t* out,
+                     bool* custom, const std::string& tensor);
+void NcclReleaseOp(ncclRedOp_t op, bool custom, NcclComm* c);
+
+}  // namespace hvd

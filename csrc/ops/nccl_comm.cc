@@ -1,0 +1,175 @@
+// NCCL communicators, error texts, data types and reductions shared by the nccl_*.cc files.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/logging.h"
+#include "ops/nccl_collectives.h"
+
+extern char** environ;
+
+namespace hvd {
+namespace {
+
+// IEEE half and bfloat16 bit patterns of a double, rounded to nearest even, for the scalar of a
+// pre-multiplied sum (NCCL takes it in the tensor's own type). Scale factors are finite.
+uint16_t ToHalfBits(double d) {
+  float f = static_cast<float>(d);
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);  // overflow: infinity
+  if (exp <= 0) {                                               // subnormal or zero
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;  // may carry into the exponent: correct
+  return static_cast<uint16_t>(sign | h);
+}
+
+uint16_t ToBfloat16Bits(double d) {
+  float f = static_cast<float>(d);
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+// HOROVOD_NCCL_<X>=v becomes NCCL_<X>=v unless NCCL_<X> is set: the knobs travel with the
+// HOROVOD_ prefix that horovodrun forwards to every rank. Done once, before NCCL reads them.
+void PassNcclEnvironment() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  const char prefix[] = "HOROVOD_NCCL_";
+  std::vector<std::pair<std::string, std::string>> found;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, prefix, sizeof(prefix) - 1) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    const char* var = *e + 8;  // "NCCL_<X>"
+    found.emplace_back(std::string(var, static_cast<size_t>(eq - var)), eq + 1);
+  }
+  for (const auto& kv : found) {
+    if (std::getenv(kv.first.c_str())) continue;
+    setenv(kv.first.c_str(), kv.second.c_str(), 0);
+    HVD_LOG(DEBUG, "NCCL setting from HOROVOD_" << kv.first << ": " << kv.first << "=" << kv.second);
+  }
+}
+
+}  // namespace
+
+Status NcclError(const char* call, ncclResult_t rc, const std::string& tensor) {
+  std::string detail = ncclGetErrorString(rc);
+  const char* last = ncclGetLastError(nullptr);
+  if (last && *last) detail += std::string(": ") + last;
+  return Status::Internal("NCCL error in " + std::string(call) + " for tensor '" + tensor + "': " + detail);
+}
+
+Status CudaError(const char* call, cudaError_t rc, const std::string& tensor) {
+  return Status::Internal("CUDA error in " + std::string(call) + " for tensor '" + tensor + "': " +
+                          cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
+}
+
+Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::string& tensor) {
+  PassNcclEnvironment();
+  MPI_Comm_rank(mpi_comm, &out->rank);
+  MPI_Comm_size(mpi_comm, &out->size);
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  // Rank 0's failure must still reach the others, or they would wait for an id that never
+  // comes: a flag travels with the id and every rank fails with rank 0's reason.
+  struct {
+    ncclUniqueId id;
+    int ok;
+    char why[200];
+  } msg;
+  std::memset(&msg, 0, sizeof(msg));
+  if (out->rank == 0) {
+    ncclResult_t rc = ncclGetUniqueId(&msg.id);
+    msg.ok = rc == ncclSuccess;
+    if (!msg.ok) std::snprintf(msg.why, sizeof(msg.why), "%s", ncclGetErrorString(rc));
+  }
+  MPI_Bcast(&msg, sizeof(msg), MPI_BYTE, 0, mpi_comm);
+  if (!msg.ok)
+    return Status::Internal("NCCL error in ncclGetUniqueId on rank 0, creating the communicator for tensor '" +
+                            tensor + "': " + msg.why);
+  id = msg.id;
+  HVD_CUDA_CHECK(cudaSetDevice(device), tensor);
+  HVD_NCCL_CHECK(ncclCommInitRank(&out->comm, out->size, id, out->rank), tensor);
+  HVD_LOG(DEBUG, "NCCL communicator on device " << device << ": rank " << out->rank << " of " << out->size);
+  return Status();
+}
+
+void NcclCommAbort(NcclComm* c, const std::string& why) {
+  if (c->comm) ncclCommAbort(c->comm);
+  c->comm = nullptr;
+  c->aborted = why;
+}
+
+bool NcclType(DataType t, ncclDataType_t* out) {
+  switch (t) {
+    case DataType::UINT8: *out = ncclUint8; return true;
+    case DataType::INT8: *out = ncclInt8; return true;
+    case DataType::INT32: *out = ncclInt32; return true;
+    case DataType::INT64: *out = ncclInt64; return true;
+    case DataType::FLOAT16: *out = ncclFloat16; return true;
+    case DataType::BFLOAT16: *out = ncclBfloat16; return true;
+    case DataType::FLOAT32: *out = ncclFloat32; return true;
+    case DataType::FLOAT64: *out = ncclFloat64; return true;
+  }
+  return false;
+}
+
+Status NcclReduction(ReduceOp op, DataType dtype, double scale, NcclComm* c, ncclRedOp_t* out,
+                     bool* custom, const std::string& tensor) {
+  *custom = false;
+  const bool avg = op == ReduceOp::AVERAGE;
+  if (scale == 1.0) {
+    switch (op) {
+      case ReduceOp::SUM: *out = ncclSum; return Status();
+      // Integers: NCCL sums in the tensor's own type, then divides (truncating).
+      case ReduceOp::AVERAGE: *out = ncclAvg; return Status();
+      case ReduceOp::MIN: *out = ncclMin; return Status();
+      case ReduceOp::MAX: *out = ncclMax; return Status();
+      case ReduceOp::PRODUCT: *out = ncclProd; return Status();
+    }
+  }
+  if (!(op == ReduceOp::SUM || avg) || !IsFloating(dtype))
+    return Status::InvalidArgument("tensor '" + tensor + "': on GPU, prescale/postscale factors need op Sum or "
+                                   "Average on a floating type (got " + ReduceOpName(op) + " on " +
+                                   DataTypeName(dtype) + ")");
+  // sum(a * x_r) * b == sum(a * b * x_r): one pre-multiplied sum does both scalings.
+  const double s = avg ? scale / c->size : scale;
+  ncclDataType_t t;
+  NcclType(dtype, &t);
+  union {
+    double d;
+    float f;
+    uint16_t h;
+  } scalar;
+  if (dtype == DataType::FLOAT64) scalar.d = s;
+  else if (dtype == DataType::FLOAT32) scalar.f = static_cast<float>(s);
+  else if (dtype == DataType::FLOAT16) scalar.h = ToHalfBits(s);
+  else scalar.h = ToBfloat16Bits(s);
+  HVD_NCCL_CHECK(ncclRedOpCreatePreMulSum(out, &scalar, t, ncclScalarHostImmediate, c->comm), tensor);
+  *custom = true;
+  return Status();
+}
+
+void NcclReleaseOp(ncclRedOp_t op, bool custom, NcclComm* c) {
+  if (custom && c->comm) ncclRedOpDestroy(op, c->comm);
+}
+
+}  // namespace hvd
