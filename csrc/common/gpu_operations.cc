@@ -140,7 +140,7 @@ class NcclOperations : public GpuOperations {
     cudaError_t rc = cudaEventRecord(ev, static_cast<cudaStream_t>(e.stream));
     if (rc == cudaSuccess) rc = cudaStreamWaitEvent(d->stream, ev, 0);
     cudaEventDestroy(ev);  // released once the recorded work completes
-    HVD_CUDA_CHECK(rc, tensor);
+    if (rc != cudaSuccess) return CudaError("cudaEventRecord/cudaStreamWaitEvent (output after TensorFlow's stream)", rc, tensor);
     return Status();
   }
 

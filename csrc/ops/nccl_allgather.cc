@@ -25,8 +25,8 @@ Status NcclAllgather(const void* in, void* out, size_t row_bytes, const std::vec
     off += bytes;
   }
   const ncclResult_t end = ncclGroupEnd();  // always close the group, even after an error
-  HVD_NCCL_CHECK(rc, tensor);
-  HVD_NCCL_CHECK(end, tensor);
+  HVD_NCCL_RESULT(rc, "ncclBroadcast (allgather of unequal rows)", tensor);
+  HVD_NCCL_RESULT(end, "ncclGroupEnd", tensor);
   return Status();
 }
 

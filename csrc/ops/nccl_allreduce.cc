@@ -16,7 +16,7 @@ Status NcclAllreduce(const void* src, void* dst, size_t count, DataType dtype, R
   if (!s.ok()) return s;
   const ncclResult_t rc = ncclAllReduce(src, dst, count, t, red, c->comm, stream);
   NcclReleaseOp(red, custom, c);  // allowed once the call using it has returned
-  HVD_NCCL_CHECK(rc, tensor);
+  HVD_NCCL_RESULT(rc, "ncclAllReduce", tensor);
   return Status();
 }
 

@@ -21,8 +21,8 @@ Status NcclAlltoall(const void* in, void* out, size_t row_bytes, const std::vect
     recv_off += rb;
   }
   const ncclResult_t end = ncclGroupEnd();
-  HVD_NCCL_CHECK(rc, tensor);
-  HVD_NCCL_CHECK(end, tensor);
+  HVD_NCCL_RESULT(rc, "ncclSend/ncclRecv", tensor);
+  HVD_NCCL_RESULT(end, "ncclGroupEnd", tensor);
   return Status();
 }
 

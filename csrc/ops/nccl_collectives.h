@@ -23,6 +23,12 @@ namespace hvd {
     if (nccl_rc_ != ncclSuccess && nccl_rc_ != ncclInProgress)                               \
       return ::hvd::NcclError(#call, nccl_rc_, tensor);                                      \
   } while (0)
+// For a result kept in a variable (a call inside a group, or one that must not return before
+// cleanup): `what` names the call.
+#define HVD_NCCL_RESULT(rc, what, tensor)                                                    \
+  do {                                                                                       \
+    if ((rc) != ncclSuccess && (rc) != ncclInProgress) return ::hvd::NcclError(what, rc, tensor); \
+  } while (0)
 #define HVD_CUDA_CHECK(call, tensor)                                                         \
   do {                                                                                       \
     cudaError_t cuda_rc_ = (call);                                                           \

@@ -32,8 +32,8 @@ Status NcclReducescatter(const void* src, void* out, size_t row_elems, const std
     end = ncclGroupEnd();
   }
   NcclReleaseOp(red, custom, c);
-  HVD_NCCL_CHECK(rc, tensor);
-  HVD_NCCL_CHECK(end, tensor);
+  HVD_NCCL_RESULT(rc, equal ? "ncclReduceScatter" : "ncclReduce (reducescatter of unequal rows)", tensor);
+  HVD_NCCL_RESULT(end, "ncclGroupEnd", tensor);
   return Status();
 }
 
