@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# usage: scripts/stage.sh ROOT_IMAGE
-# Prepares $STAGE_DIR for the image builds and writes $STAGE_DIR/build-args, the extra
+# usage: [FLAVOUR=cpu|gpu] scripts/stage.sh ROOT_IMAGE
+# Prepares $STAGE_DIR for the image builds of FLAVOUR and writes $STAGE_DIR/build-args, the extra
 # `docker build` flags that point RUN steps at it.  Build containers on this kind of machine reach
 # the Debian mirror but not PyPI over TLS (see docs/images.md), so by default:
 #   PIP_SOURCE=stage  wheels are `pip download`ed on the host (its pip config, mirrors and CA
@@ -19,12 +19,32 @@ mkdir -p "$stage"
 args=()
 
 # ---- wheels -------------------------------------------------------------------------------------
-wheels=("mpi4py==$MPI4PY_VERSION" "numpy==$NUMPY_VERSION" "tensorflow-cpu==$TENSORFLOW_VERSION"
-        "scikit-learn==$SCIKIT_LEARN_VERSION"
+flavour=${FLAVOUR:-cpu}
+wheels=("mpi4py==$MPI4PY_VERSION" "numpy==$NUMPY_VERSION" "scikit-learn==$SCIKIT_LEARN_VERSION"
         "scikit-build-core==$SCIKIT_BUILD_CORE_VERSION" "pybind11==$PYBIND11_VERSION")
+case $flavour in
+  cpu) wheels+=("tensorflow-cpu==$TENSORFLOW_VERSION") ;;
+  gpu)
+    # The cuda layer's nvidia-* wheels (2.8 GB; 3.4 GB with tensorflow): NCCL_VERSION and every NVIDIA_<NAME>_VERSION key
+    # of versions.env (see there).  Resolved together with tensorflow[and-cuda], so a pin outside
+    # TensorFlow's ranges fails here (an nvidia wheel it needs but versions.env lacks would be
+    # staged, not installed: tests/images/test_tensorflow.py checks the extra is satisfied).
+    # + the CUDA headers the horovod builder stage needs (CCCL_BUILD_VERSION, build-time only).
+    cu=cu${CUDA_VERSION%%.*}
+    wheels+=("tensorflow[and-cuda]==$TENSORFLOW_VERSION" "nvidia-nccl-$cu==$NCCL_VERSION"
+             "nvidia-cuda-cccl-$cu==$CCCL_BUILD_VERSION")
+    for key in $(sed -n 's/^NVIDIA_\([A-Z0-9_]*\)_VERSION=.*/\1/p' versions.env); do
+      var=NVIDIA_${key}_VERSION
+      wheels+=("nvidia-$(tr 'A-Z_' 'a-z-' <<<"$key")-$cu==${!var}")
+    done ;;
+  *) echo "stage: FLAVOUR=$flavour: expected cpu or gpu" >&2; exit 2 ;;
+esac
 if [[ ${PIP_SOURCE:-stage} == stage ]]; then
+  # One stamp per flavour, one shared wheel directory: switching flavours never re-resolves or
+  # re-downloads (pip download keeps files already in --dest, and nothing here deletes any), so a
+  # CPU stage leaves the GPU wheels in place and a GPU stage re-fetches none of the CPU ones.
   key="${wheels[*]}"
-  if [[ $(cat "$stage/wheels/.stamp" 2>/dev/null) != "$key" ]]; then
+  if [[ $(cat "$stage/wheels/.stamp-$flavour" 2>/dev/null) != "$key" ]]; then
     echo "stage: pip download ${wheels[*]}" >&2
     # Wheels for the image's interpreter and glibc (2.36), whatever the host runs; pip does not
     # expand --platform to older manylinux tags, so list them all.
@@ -34,7 +54,7 @@ if [[ ${PIP_SOURCE:-stage} == stage ]]; then
     # shellcheck disable=SC2086
     $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
       --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" "${wheels[@]}"
-    echo "$key" >"$stage/wheels/.stamp"
+    echo "$key" >"$stage/wheels/.stamp-$flavour"
   fi
   args+=(--build-arg PIP_NO_INDEX=1 --build-arg "PIP_FIND_LINKS=$url/wheels/" --build-arg PIP_TRUSTED_HOST=127.0.0.1)
 fi
@@ -78,4 +98,6 @@ if [[ $apt_source == stage ]]; then
   args+=(--build-arg "APT_MIRROR=$url/debs")
 fi
 
-printf '%s\n' "${args[@]}" >"$stage/build-args"
+# Replaced in one rename: a build of the other flavour may be reading it right now.
+printf '%s\n' "${args[@]}" >"$stage/build-args.tmp"
+mv "$stage/build-args.tmp" "$stage/build-args"

@@ -3,6 +3,8 @@
 Every check is marked with the layer that introduced it (`@pytest.mark.layer("mpi")`) and runs
 on that image and on every image built FROM it, so a child re-runs all its parents' checks.
 `--image NAME` picks one image (`make test/NAME`), `--image all` every image of the chain.
+$FLAVOUR (cpu, gpu) picks the chain: checks of a layer outside it (cuda on cpu) are deselected,
+checks marked `@pytest.mark.flavour("gpu")` are skipped on the other flavours.
 """
 import os
 import pathlib
@@ -13,7 +15,10 @@ import pytest
 import testinfra
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHAINS = {"cpu": ["base", "mpi", "tensorflow", "horovod"]}
+CHAINS = {"cpu": ["base", "mpi", "tensorflow", "horovod"],
+          "gpu": ["base", "cuda", "mpi", "tensorflow", "horovod"]}
+LATEST = {"cpu": "horovod:latest", "gpu": "horovod:latest-gpu"}  # the Makefile's floating tags
+TF_PACKAGE = {"cpu": "tensorflow-cpu", "gpu": "tensorflow"}     # the TensorFlow wheel installed
 TEST_LABEL = {"io.horovod.test": "1"}  # `make clean/images` removes leftovers by this label
 
 
@@ -45,6 +50,12 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "layer(name): check added by layer NAME; runs on it and its descendants")
+    config.addinivalue_line(
+        "markers", "flavour(name): check only for the NAME flavour's images (skipped on the others)")
+
+
+def pytest_report_header(config):
+    return f"image chain (FLAVOUR={FLAVOUR}, tag {IMAGE_TAG}): {' -> '.join(CHAIN)}"
 
 
 def pytest_generate_tests(metafunc):
@@ -54,16 +65,23 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Keep a check only for images at or below the layer that introduced it."""
+    """Keep a check only for images at or below the layer that introduced it (none if that
+    layer is not in this flavour's chain); skip flavour-specific checks of other flavours."""
     keep, drop = [], []
     for item in items:
+        flavour = item.get_closest_marker("flavour")
+        if flavour and FLAVOUR not in flavour.args:
+            item.add_marker(pytest.mark.skip(
+                reason=f"{'/'.join(flavour.args)} flavour only (FLAVOUR={FLAVOUR})"))
         cs = getattr(item, "callspec", None)
         if cs is None or "image" not in cs.params:
             keep.append(item)
             continue
         marker = item.get_closest_marker("layer")
         assert marker, f"{item.nodeid}: mark the check with @pytest.mark.layer(...)"
-        applies = CHAIN.index(cs.params["image"]) >= CHAIN.index(marker.args[0])
+        layer = marker.args[0]
+        assert layer in set().union(*CHAINS.values()), f"{item.nodeid}: unknown layer {layer}"
+        applies = layer in CHAIN and CHAIN.index(cs.params["image"]) >= CHAIN.index(layer)
         (keep if applies else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -78,6 +96,34 @@ def client():
 @pytest.fixture(scope="session")
 def pins():
     return dict(PINS)
+
+
+@pytest.fixture(scope="session")
+def nvidia_wheels():
+    """{wheel name: version} of the cuda layer: NCCL_VERSION and every NVIDIA_<NAME>_VERSION
+    (nvidia-<name>-cu<CUDA major>), as scripts/stage.sh and images/cuda/Dockerfile read them."""
+    cu = "cu" + PINS["CUDA_VERSION"].split(".")[0]
+    wheels = {f"nvidia-nccl-{cu}": PINS["NCCL_VERSION"]}
+    for key, value in PINS.items():
+        if key.startswith("NVIDIA_") and key.endswith("_VERSION"):
+            name = key[len("NVIDIA_"):-len("_VERSION")].lower().replace("_", "-")
+            wheels[f"nvidia-{name}-{cu}"] = value
+    return wheels
+
+
+@pytest.fixture(scope="session")
+def flavour():
+    return FLAVOUR
+
+
+@pytest.fixture(scope="session")
+def tf_package():
+    return TF_PACKAGE[FLAVOUR]
+
+
+@pytest.fixture(scope="session")
+def latest_ref():
+    return LATEST[FLAVOUR]
 
 
 @pytest.fixture(scope="session")

@@ -1,24 +1,51 @@
-"""horovod: our package, built in the builder stage, works under mpirun in the runtime image."""
+"""horovod: our package, built in the builder stage, works under mpirun in the runtime image
+(GPU flavour: built with NCCL, checked as far as a machine without a GPU allows)."""
+import os
 import re
 
 import pytest
+import requests
 
 pytestmark = pytest.mark.layer("horovod")
 
+CORE = "/opt/venv/lib/python3.11/site-packages/horovod/libhorovod_core.so"
 
-def test_check_build(host, pins, run_ok):
+
+def test_check_build(host, pins, run_ok, flavour):
     out = run_ok(host, "horovodrun --check-build")
     rows = {line.split("  ")[0].strip(): line for line in out.splitlines()}
     assert pins["HOROVOD_VERSION"] in rows["Horovod"]
     assert re.search(r"\[X\]\s+Open MPI v" + re.escape(pins["OPENMPI_VERSION"]), rows["MPI"])
-    assert "[ ]" in rows["NCCL"] and "[ ]" in rows["Gloo"]
+    assert "[ ]" in rows["Gloo"]
+    if flavour == "gpu":
+        assert re.search(r"\[X\]\s+" + re.escape(pins["NCCL_VERSION"]) + "$", rows["NCCL"]), rows["NCCL"]
+    else:
+        assert "[ ]" in rows["NCCL"]
     tf_version = pins["TENSORFLOW_VERSION"]
     assert re.search(rf"\[X\]\s+{re.escape(tf_version)} \(frontend built against {re.escape(tf_version)}\)$",
                      rows["TensorFlow"]), rows["TensorFlow"]
     assert f"{pins['MPI4PY_VERSION']} installed" in rows["mpi4py"]
     # The image's ENV pins, echoed by check-build, agree with versions.env.
-    for key in ("HOROVOD_VERSION", "OPENMPI_VERSION", "TENSORFLOW_VERSION", "PYTHON_VERSION"):
+    keys = ["HOROVOD_VERSION", "OPENMPI_VERSION", "TENSORFLOW_VERSION", "PYTHON_VERSION"]
+    for key in keys + (["CUDA_VERSION", "NCCL_VERSION"] if flavour == "gpu" else []):
         assert f"{key}={pins[key]}" in rows["image pins"]
+
+
+def test_engine_libraries_resolve(host, run_ok, flavour):
+    """Every library of the engine is found; the GPU build links NCCL and the CUDA runtime from
+    the cuda layer's wheels, the CPU build neither."""
+    ldd = run_ok(host, f"ldd {CORE}")
+    assert "not found" not in ldd, ldd
+    # normpath: the engine's RUNPATH is $ORIGIN/../nvidia/<lib>/lib
+    linked = {line.split()[0]: os.path.normpath(line.split()[2])
+              for line in ldd.splitlines() if " => " in line}
+    gpu_libs = {"libnccl.so.2": "nccl", "libcudart.so.12": "cuda_runtime"}
+    if flavour == "gpu":
+        for soname, package in gpu_libs.items():
+            assert linked.get(soname, "").startswith(
+                f"/opt/venv/lib/python3.11/site-packages/nvidia/{package}/lib/"), ldd
+    else:
+        assert not set(gpu_libs) & set(linked), ldd
 
 
 def test_selftest_as_documented(client, ref):
@@ -59,3 +86,17 @@ def test_runtime_has_no_build_tools(host):
 def test_examples_included(host):
     assert host.file("/opt/horovod/examples").is_directory
     assert host.file("/opt/horovod/examples").listdir()
+
+
+@pytest.mark.flavour("gpu")
+def test_gpu_selftest_says_no_gpu(containers, ref):
+    """`python -m horovod.selftest --gpu` on a machine without a GPU fails fast and says why
+    (no hang in NCCL or CUDA initialization)."""
+    c = containers.start(ref, ["python", "-m", "horovod.selftest", "--gpu"])
+    try:
+        rc = c.wait(timeout=60)["StatusCode"]
+    except (requests.exceptions.ConnectionError, requests.exceptions.ReadTimeout):
+        pytest.fail("selftest --gpu still running after 60 s:\n" + c.logs().decode())
+    out = c.logs().decode()
+    assert rc != 0, out
+    assert "no GPU visible" in out, out

@@ -2,7 +2,12 @@
 what the software itself says (plus `horovodrun --check-build` in test_horovod.py)."""
 import pytest
 
-# pin -> (layer that sets it, label, shell command printing the installed version)
+# What the CUDA runtime and NCCL say they are, through the dynamic loader (no GPU needed).
+CTYPES = ("python -c 'import ctypes; v = ctypes.c_int(); "
+          "assert ctypes.CDLL(\"{lib}\").{call}(ctypes.byref(v)) == 0; print({fmt})'")
+
+# pin -> (layer that sets it, label, shell command printing the installed version);
+# TF_PACKAGE stands for the flavour's TensorFlow wheel (tensorflow-cpu or tensorflow).
 PINNED = {
     "DEBIAN_VERSION": ("base", "io.horovod.debian.version", "cut -d. -f1 /etc/debian_version"),
     "PYTHON_VERSION": ("base", "io.horovod.python.version",
@@ -13,8 +18,14 @@ PINNED = {
                        "python -c 'import mpi4py; print(mpi4py.__version__)'"),
     "NUMPY_VERSION": ("mpi", "io.horovod.numpy.version",
                       "python -c 'import numpy; print(numpy.__version__)'"),
+    "CUDA_VERSION": ("cuda", "io.horovod.cuda.version", CTYPES.format(
+        lib="libcudart.so.12", call="cudaRuntimeGetVersion",
+        fmt="v.value // 1000, v.value % 1000 // 10, sep=\".\"")),
+    "NCCL_VERSION": ("cuda", "io.horovod.nccl.version", CTYPES.format(
+        lib="libnccl.so.2", call="ncclGetVersion",
+        fmt="v.value // 10000, v.value // 100 % 100, v.value % 100, sep=\".\"")),
     "TENSORFLOW_VERSION": ("tensorflow", "io.horovod.tensorflow.version",
-                           "python -c 'import importlib.metadata as m; print(m.version(\"tensorflow-cpu\"))'"),
+                           "python -c 'import importlib.metadata as m; print(m.version(\"TF_PACKAGE\"))'"),
     "HOROVOD_VERSION": ("horovod", "io.horovod.version",
                         "python -c 'import horovod; print(horovod.__version__)'"),
 }
@@ -26,7 +37,9 @@ def _cases():
 
 
 @pytest.mark.parametrize("key,label,command", list(_cases()))
-def test_label_env_and_software_agree_with_pin(key, label, command, pins, inspect, host, run_ok):
+def test_label_env_and_software_agree_with_pin(key, label, command, pins, inspect, host, run_ok,
+                                               tf_package):
+    command = command.replace("TF_PACKAGE", tf_package)
     assert inspect["Labels"].get(label) == pins[key], f"label {label}"
     assert inspect["Env"].get(key) == pins[key], f"ENV {key}"
     assert run_ok(host, command) == pins[key], f"installed version ({command})"
@@ -50,5 +63,6 @@ def test_release_labels(inspect, pins):
 
 
 @pytest.mark.layer("horovod")
-def test_latest_is_this_build(client, ref):
-    assert client.images.get("horovod:latest").id == client.images.get(ref).id
+def test_latest_is_this_build(client, ref, latest_ref):
+    """horovod:latest (cpu) or horovod:latest-gpu (gpu) is the image just built."""
+    assert client.images.get(latest_ref).id == client.images.get(ref).id
