@@ -49,6 +49,11 @@ def main():
 
     # Horovod: initialize.
     hvd.init()
+    # On GPUs: one per process, by local rank (a no-op without GPUs).
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+        tf.config.experimental.set_memory_growth(gpus[hvd.local_rank() % len(gpus)], True)
     keras.utils.set_random_seed(1234 + hvd.rank())
 
     (x_train, y_train), (x_test, y_test) = load_data()

@@ -58,6 +58,11 @@ def main():
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     hvd.init()
+    # On GPUs: one per process, by local rank (a no-op without GPUs).
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+        tf.config.experimental.set_memory_growth(gpus[hvd.local_rank() % len(gpus)], True)
 
     builder = getattr(keras.applications, args.model, None)
     if builder is None or not callable(builder):
