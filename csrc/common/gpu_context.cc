@@ -50,6 +50,16 @@ std::string PrepareGpuEntry(TensorEntry* e) {
   if (e->device < 0 || e->device >= count)
     return "tensor '" + name + "' is on GPU " + std::to_string(e->device) + ", but this process sees " +
            std::to_string(count) + " GPU(s)";
+  // A buffer that is not this device's memory would crash inside NCCL: refuse it by name.
+  if (e->input) {
+    cudaPointerAttributes attr;
+    const cudaError_t prc = cudaPointerGetAttributes(&attr, e->input);
+    if (prc != cudaSuccess || attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeUnregistered ||
+        attr.device != e->device) {
+      cudaGetLastError();  // clear the sticky error of a failed query
+      return "tensor '" + name + "' is not in GPU " + std::to_string(e->device) + "'s memory";
+    }
+  }
   cudaError_t rc = cudaSetDevice(e->device);
   cudaEvent_t ev = nullptr;
   if (rc == cudaSuccess) rc = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);

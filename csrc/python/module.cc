@@ -118,7 +118,7 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
 // outputs: None (the engine allocates) or a list with an array or None per input.
 int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const py::list& inputs,
                      const py::object& outputs, int reduce_op, int root, double prescale,
-                     double postscale, const std::vector<int64_t>& splits) {
+                     double postscale, const std::vector<int64_t>& splits, int device) {
   auto h = std::make_shared<Handle>();
   const size_t n = names.size();
   if (inputs.size() != n) throw py::value_error("one name per input is needed");
@@ -139,6 +139,12 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     r.prescale = prescale;
     r.postscale = postscale;
     r.splits = splits;
+    // device >= 0 claims the buffers are on that GPU: only the engine's refusal paths can be
+    // reached from NumPy (a GPU build checks the claim with CUDA and refuses host memory).
+    if (device >= 0) {
+      r.gpu = true;
+      e.device = device;
+    }
     r.rank = rank;
     r.shape.assign(input.shape(), input.shape() + input.ndim());
     py::object out = outputs.is_none() ? py::object(py::none()) : py::list(outputs)[i];
@@ -356,7 +362,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("enqueue", &EnqueueGroup, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
-        py::arg("postscale"), py::arg("splits"));
+        py::arg("postscale"), py::arg("splits"), py::arg("device") = -1);
   m.def("poll", &Poll);
   m.def("release", &Release);
   m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet

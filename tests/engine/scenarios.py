@@ -497,6 +497,25 @@ def sc_log_rank():
     hvd.init()
 
 
+def sc_gpu_claim():
+    """Host memory enqueued as a GPU tensor (the engine's `device` argument): every rank fails
+    with the engine's reason for each rank, and the job goes on. The reason, from argv[2], is the
+    build's: no GPU operations (CPU build), no GPU visible (GPU build, no GPU), or not in the
+    GPU's memory (GPU build on a GPU)."""
+    from horovod import _core
+    r, n = hvd.rank(), hvd.size()
+    x = np.ones(4, np.float32)
+
+    def submit():
+        h = _core.enqueue(0, ["gpu/claim"], [x], None, int(hvd.Sum), 0, 1.0, 1.0, [], device=0)
+        _core.wait(h, 60.0)
+
+    msg = expect_error(submit, ValueError, "Invalid arguments for tensor 'gpu/claim'", sys.argv[2],
+                       *[f"on rank {q}:" for q in range(n)])
+    assert msg.count(sys.argv[2]) == n, msg
+    assert hvd.allreduce(np.ones(2), op=hvd.Sum, name="gpu/after")[0] == n
+
+
 SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
 NO_INIT = {"subcomm", "config_error", "log_rank"}
 

@@ -11,6 +11,10 @@ def test_mismatches_are_named_on_every_rank(world):
     run_ok(world, "mismatch")
 
 
+def test_gpu_tensor_in_a_cpu_build_is_refused_on_every_rank(world):
+    run_ok(world, "gpu_claim", "this build of Horovod has no GPU operations")
+
+
 def test_op_before_init_is_a_value_error():
     code = ("import numpy as np, horovod.numpy as hvd\n"
             "for f in (lambda: hvd.allreduce(np.ones(2)), hvd.rank, hvd.size):\n"

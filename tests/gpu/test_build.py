@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import MPIRUN, pins, python, run
+from conftest import MPIRUN, ROOT, pins, python, run
 
 PINS = pins()
 
@@ -63,3 +63,14 @@ def test_gpu_selftest_without_gpu_fails_clearly_on_every_rank(site, gpu_count):
     assert p.returncode != 0
     assert p.stderr.count("no GPU visible on host") == 2, p.stderr
     assert "--gpus all" in p.stderr
+
+
+@pytest.mark.parametrize("np_", [2, 3])
+def test_gpu_tensor_is_refused_by_name_on_every_rank(site, gpu_count, np_):
+    """Host memory enqueued as a GPU tensor: each rank's reason reaches every rank, and the job
+    goes on (tests/engine/scenarios.py gpu_claim)."""
+    reason = "is not in GPU 0's memory" if gpu_count[0] else "no GPU visible on host"
+    p = run(MPIRUN + ["-np", str(np_), sys.executable, str(ROOT / "tests" / "engine" / "scenarios.py"),
+                      "gpu_claim", reason], timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert all(f"OK gpu_claim rank={q}" in p.stdout for q in range(np_)), p.stdout + p.stderr
