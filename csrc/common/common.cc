@@ -45,6 +45,12 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
   return n;
 }
 
+size_t RowElements(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= static_cast<size_t>(shape[i]);
+  return n;
+}
+
 bool ShapeBytes(const std::vector<int64_t>& shape, DataType t, int64_t* bytes) {
   int64_t n = static_cast<int64_t>(DataTypeSize(t));
   for (auto d : shape)

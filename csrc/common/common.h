@@ -23,6 +23,8 @@ const char* OpTypeName(OpType t);  // "ALLREDUCE", ...
 bool IsFloating(DataType t);
 
 int64_t NumElements(const std::vector<int64_t>& shape);  // shape already checked by ShapeBytes
+// Elements per row: the product of every dimension but the first (1 for a vector).
+size_t RowElements(const std::vector<int64_t>& shape);
 // Overflow-checked arithmetic for sizes computed from user input: false instead of wrapping.
 inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
 inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }

@@ -33,12 +33,6 @@ const char* Activity(OpType t) {
   return "NCCL";
 }
 
-size_t RowElems(const std::vector<int64_t>& shape) {
-  size_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= static_cast<size_t>(shape[i]);
-  return n;
-}
-
 struct Device {
   int id = -1;
   cudaStream_t stream = nullptr;
@@ -211,7 +205,7 @@ class NcclOperations : public GpuOperations {
 
   Status Allgather(const Response& r, TensorEntry& e, Device* d) {
     std::vector<int64_t> shape = e.request.shape;
-    const size_t row_bytes = RowElems(shape) * DataTypeSize(r.dtype);
+    const size_t row_bytes = RowElements(shape) * DataTypeSize(r.dtype);
     int64_t rows = 0;
     for (auto x : r.first_dims) rows += x;
     shape[0] = rows;
@@ -231,7 +225,7 @@ class NcclOperations : public GpuOperations {
 
   Status Alltoall(const Response& r, TensorEntry& e, Device* d) {
     std::vector<int64_t> shape = e.request.shape;
-    const size_t row_bytes = RowElems(shape) * DataTypeSize(r.dtype);
+    const size_t row_bytes = RowElements(shape) * DataTypeSize(r.dtype);
     // Row counts travel over MPI (host memory) so each rank can size its output first.
     std::vector<int64_t> recv_rows(mpi_->size);
     HVD_MPI_CHECK(MPI_Alltoall(e.request.splits.data(), 1, MPI_INT64_T, recv_rows.data(), 1, MPI_INT64_T,
@@ -255,7 +249,7 @@ class NcclOperations : public GpuOperations {
     std::vector<int64_t> rows_of(n);
     for (int q = 0; q < n; ++q) rows_of[q] = rows / n + (q < rows % n ? 1 : 0);
     shape[0] = rows_of[mpi_->rank];
-    const size_t row_elems = RowElems(shape);
+    const size_t row_elems = RowElements(shape);
     void* out = nullptr;
     Status alloc;
     Status s = Output(e, shape, static_cast<size_t>(shape[0]) * row_elems * DataTypeSize(r.dtype), d, &out, &alloc);

@@ -203,8 +203,7 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
 
 Status Operations::Allgather(const Response& r, TensorEntry& e) {
   std::vector<int64_t> shape = e.request.shape;
-  size_t row_elems = 1;
-  for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
+  const size_t row_elems = RowElements(shape);
   int64_t rows = 0;
   for (auto d : r.first_dims) rows += d;
   shape[0] = rows;
@@ -232,8 +231,7 @@ Status Operations::Broadcast(const Response& r, TensorEntry& e) {
 
 Status Operations::Alltoall(const Response& r, TensorEntry& e) {
   std::vector<int64_t> shape = e.request.shape;
-  size_t row_elems = 1;
-  for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
+  const size_t row_elems = RowElements(shape);
   std::vector<int64_t> recv_rows;
   Status s;
   WatchScope watch(Watch(r, "ALLTOALL", false));
@@ -254,8 +252,7 @@ Status Operations::Alltoall(const Response& r, TensorEntry& e) {
 Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
   std::vector<int64_t> shape = e.request.shape;
   const size_t count = static_cast<size_t>(NumElements(shape));
-  size_t row_elems = 1;
-  for (size_t i = 1; i < shape.size(); ++i) row_elems *= static_cast<size_t>(shape[i]);
+  const size_t row_elems = RowElements(shape);
   // Rows per rank from the first dimension itself: with rows of zero elements the element
   // segments are all empty, but the output still has its share of rows.
   const int n = mpi_->size, rank = mpi_->rank;

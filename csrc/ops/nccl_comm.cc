@@ -7,44 +7,12 @@
 
 #include "common/logging.h"
 #include "ops/nccl_collectives.h"
+#include "ops/reduce_kernels.h"
 
 extern char** environ;
 
 namespace hvd {
 namespace {
-
-// IEEE half and bfloat16 bit patterns of a double, rounded to nearest even, for the scalar of a
-// pre-multiplied sum (NCCL takes it in the tensor's own type). Scale factors are finite.
-uint16_t ToHalfBits(double d) {
-  float f = static_cast<float>(d);
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffff;
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);  // overflow: infinity
-  if (exp <= 0) {                                               // subnormal or zero
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;  // may carry into the exponent: correct
-  return static_cast<uint16_t>(sign | h);
-}
-
-uint16_t ToBfloat16Bits(double d) {
-  float f = static_cast<float>(d);
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  x += 0x7fff + ((x >> 16) & 1);
-  return static_cast<uint16_t>(x >> 16);
-}
 
 // HOROVOD_NCCL_<X>=v becomes NCCL_<X>=v unless NCCL_<X> is set: the knobs travel with the
 // HOROVOD_ prefix that horovodrun forwards to every rank. Done once, before NCCL reads them.
@@ -159,10 +127,11 @@ Status NcclReduction(ReduceOp op, DataType dtype, double scale, NcclComm* c, ncc
     float f;
     uint16_t h;
   } scalar;
+  // NCCL takes the scalar in the tensor's own type.
   if (dtype == DataType::FLOAT64) scalar.d = s;
   else if (dtype == DataType::FLOAT32) scalar.f = static_cast<float>(s);
-  else if (dtype == DataType::FLOAT16) scalar.h = ToHalfBits(s);
-  else scalar.h = ToBfloat16Bits(s);
+  else if (dtype == DataType::FLOAT16) scalar.h = FloatToHalf(static_cast<float>(s));
+  else scalar.h = FloatToBFloat16(static_cast<float>(s));
   HVD_NCCL_CHECK(ncclRedOpCreatePreMulSum(out, &scalar, t, ncclScalarHostImmediate, c->comm), tensor);
   *custom = true;
   return Status();
