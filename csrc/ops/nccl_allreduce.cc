@@ -8,14 +8,11 @@ namespace hvd {
 
 Status NcclAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                      double scale, NcclComm* c, cudaStream_t stream, const std::string& tensor) {
-  ncclDataType_t t;
-  if (!NcclType(dtype, &t)) return Status::InvalidArgument("tensor '" + tensor + "': no NCCL type");
-  ncclRedOp_t red;
-  bool custom = false;
-  Status s = NcclReduction(op, dtype, scale, c, &red, &custom, tensor);
+  NcclReduce red;
+  Status s = NcclReduction(dtype, op, scale, c, &red, tensor);
   if (!s.ok()) return s;
-  const ncclResult_t rc = ncclAllReduce(src, dst, count, t, red, c->comm, stream);
-  NcclReleaseOp(red, custom, c);  // allowed once the call using it has returned
+  const ncclResult_t rc = ncclAllReduce(src, dst, count, red.type, red.op, c->comm, stream);
+  NcclReleaseOp(red, c);
   HVD_NCCL_RESULT(rc, "ncclAllReduce", tensor);
   return Status();
 }

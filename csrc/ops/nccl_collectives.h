@@ -71,10 +71,16 @@ Status NcclReducescatter(const void* src, void* out, size_t row_elems, const std
                          DataType dtype, ReduceOp op, double scale, NcclComm* c, cudaStream_t stream,
                          const std::string& tensor);
 
-// The reduction for (op, dtype, scale): a built-in one, or a pre-multiplied sum that the caller
-// releases with NcclReleaseOp. Scale != 1 needs Sum or Average on a floating type.
-Status NcclReduction(ReduceOp op, DataType dtype, double scale, NcclComm* c, ncclRedOp_t* out,
-                     bool* custom, const std::string& tensor);
-void NcclReleaseOp(ncclRedOp_t op, bool custom, NcclComm* c);
+// The NCCL type and reduction of a reducing collective for (dtype, op, scale): a built-in
+// reduction, or a pre-multiplied sum that the caller releases with NcclReleaseOp once the call
+// using it has returned. Scale != 1 needs Sum or Average on a floating type.
+struct NcclReduce {
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  bool custom = false;
+};
+Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, NcclReduce* out,
+                     const std::string& tensor);
+void NcclReleaseOp(const NcclReduce& r, NcclComm* c);
 
 }  // namespace hvd

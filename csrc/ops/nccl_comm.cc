@@ -100,18 +100,19 @@ bool NcclType(DataType t, ncclDataType_t* out) {
   return false;
 }
 
-Status NcclReduction(ReduceOp op, DataType dtype, double scale, NcclComm* c, ncclRedOp_t* out,
-                     bool* custom, const std::string& tensor) {
-  *custom = false;
+Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, NcclReduce* out,
+                     const std::string& tensor) {
+  out->custom = false;
+  if (!NcclType(dtype, &out->type)) return Status::InvalidArgument("tensor '" + tensor + "': no NCCL type");
   const bool avg = op == ReduceOp::AVERAGE;
   if (scale == 1.0) {
     switch (op) {
-      case ReduceOp::SUM: *out = ncclSum; return Status();
+      case ReduceOp::SUM: out->op = ncclSum; return Status();
       // Integers: NCCL sums in the tensor's own type, then divides (truncating).
-      case ReduceOp::AVERAGE: *out = ncclAvg; return Status();
-      case ReduceOp::MIN: *out = ncclMin; return Status();
-      case ReduceOp::MAX: *out = ncclMax; return Status();
-      case ReduceOp::PRODUCT: *out = ncclProd; return Status();
+      case ReduceOp::AVERAGE: out->op = ncclAvg; return Status();
+      case ReduceOp::MIN: out->op = ncclMin; return Status();
+      case ReduceOp::MAX: out->op = ncclMax; return Status();
+      case ReduceOp::PRODUCT: out->op = ncclProd; return Status();
     }
   }
   if (!(op == ReduceOp::SUM || avg) || !IsFloating(dtype))
@@ -120,8 +121,6 @@ Status NcclReduction(ReduceOp op, DataType dtype, double scale, NcclComm* c, ncc
                                    DataTypeName(dtype) + ")");
   // sum(a * x_r) * b == sum(a * b * x_r): one pre-multiplied sum does both scalings.
   const double s = avg ? scale / c->size : scale;
-  ncclDataType_t t;
-  NcclType(dtype, &t);
   union {
     double d;
     float f;
@@ -132,13 +131,13 @@ Status NcclReduction(ReduceOp op, DataType dtype, double scale, NcclComm* c, ncc
   else if (dtype == DataType::FLOAT32) scalar.f = static_cast<float>(s);
   else if (dtype == DataType::FLOAT16) scalar.h = FloatToHalf(static_cast<float>(s));
   else scalar.h = FloatToBFloat16(static_cast<float>(s));
-  HVD_NCCL_CHECK(ncclRedOpCreatePreMulSum(out, &scalar, t, ncclScalarHostImmediate, c->comm), tensor);
-  *custom = true;
+  HVD_NCCL_CHECK(ncclRedOpCreatePreMulSum(&out->op, &scalar, out->type, ncclScalarHostImmediate, c->comm), tensor);
+  out->custom = true;
   return Status();
 }
 
-void NcclReleaseOp(ncclRedOp_t op, bool custom, NcclComm* c) {
-  if (custom && c->comm) ncclRedOpDestroy(op, c->comm);
+void NcclReleaseOp(const NcclReduce& r, NcclComm* c) {
+  if (r.custom && c->comm) ncclRedOpDestroy(r.op, c->comm);
 }
 
 }  // namespace hvd
