@@ -48,8 +48,11 @@ test/gpu: build/engine-gpu ## GPU engine: links and reports NCCL, refuses GPU wo
 
 test: test/engine test/tf test/gpu test/runner test/images test/images-gpu test/cluster ## everything CI runs
 
-clean: ## remove build outputs
-	rm -rf build horovod/_core*.so horovod/libhorovod_core.so
+# Compiled outputs only: the tools' venv and the staged wheels (build/venv, build/stage) stay, and
+# so do images and containers (`make clean/images`).
+clean: ## remove build outputs (not images: make clean/images; not build/venv, build/stage)
+	rm -rf $(BUILD_DIR) $(GPU_BUILD_DIR) build/unit horovod/_core*.so horovod/libhorovod_core.so \
+	  horovod/tensorflow/mpi_lib.so horovod/tensorflow/mpi_lib.tf_version
 
 # ---------------------------------------------------------------------------------------------
 # Images: images/<name>/Dockerfile, a chain of layers each FROM the previous (build arg
@@ -65,13 +68,15 @@ export DOCKER_BUILDKIT ?= 0
 # from PyPI's nvidia-* wheels) between base and mpi; the other layers are the same Dockerfiles.
 FLAVOUR ?= cpu
 IMAGE_TAG ?= $(HOROVOD_VERSION)-$(FLAVOUR)
-# Layers in build order.
-IMAGES_cpu := base mpi tensorflow horovod
-IMAGES_gpu := base cuda mpi tensorflow horovod
-IMAGES := $(IMAGES_$(FLAVOUR))
-$(if $(IMAGES),,$(error FLAVOUR=$(FLAVOUR): expected cpu or gpu))
-# Layers of the other flavour: their targets fail with a hint instead of doing nothing.
-OTHER_IMAGES := $(filter-out $(IMAGES),$(sort $(IMAGES_cpu) $(IMAGES_gpu)))
+# The image graph (images/layers): FLAVOUR's layers in build order, each as "layer:parent".
+LAYERS_FILE := images/layers
+FLAVOURS := $(strip $(shell awk '!/^\#/ && NF {$$1=""; print; exit}' $(LAYERS_FILE)))
+_parents := $(shell awk -v f=$(FLAVOUR) '/^\#/ || !NF {next} !c {for (i = 2; i <= NF; i++) if ($$i == f) c = i; next} $$c != "-" {print $$1 ":" $$c}' $(LAYERS_FILE))
+IMAGES := $(foreach p,$(_parents),$(firstword $(subst :, ,$(p))))
+$(if $(IMAGES),,$(error FLAVOUR=$(FLAVOUR): expected one of $(FLAVOURS) ($(LAYERS_FILE))))
+# Layers of other flavours: their targets fail with a hint instead of doing nothing.
+ALL_IMAGES := $(shell awk '/^\#/ || !NF {next} !h {h = 1; next} {print $$1}' $(LAYERS_FILE))
+OTHER_IMAGES := $(filter-out $(IMAGES),$(ALL_IMAGES))
 # The floating tag of the last layer, one per flavour.
 LATEST_cpu := horovod:latest
 LATEST_gpu := horovod:latest-gpu
@@ -92,8 +97,6 @@ PIP ?= $(PYTHON) -m pip
 PYTEST_IMAGES ?= $(PYTHON) -m pytest -q -p no:cacheprovider
 
 image_ref = $(if $(filter horovod,$(1)),horovod:$(IMAGE_TAG),horovod/$(1):$(IMAGE_TAG))
-# "mpi:base tensorflow:mpi ...": each layer paired with the one before it.
-_parents := $(join $(IMAGES),$(addprefix :,rootfs $(IMAGES)))
 parent_of = $(patsubst $(1):%,%,$(filter $(1):%,$(_parents)))
 ROOT_REF_FILE := $(STAGE_DIR)/root-image
 parent_ref = $(if $(filter rootfs,$(call parent_of,$(1))),$$(cat $(ROOT_REF_FILE)),$(call image_ref,$(call parent_of,$(1))))
@@ -140,7 +143,7 @@ $(addprefix build/,$(IMAGES)): build/%: stage
 	    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) \
 	    $(FLAVOUR_ARGS_$*_$(FLAVOUR)) $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
 $(addprefix build/,$(OTHER_IMAGES)) $(addprefix test/,$(OTHER_IMAGES)):
-	@echo "$@: no $(@F) layer in the $(FLAVOUR) chain ($(IMAGES)); try FLAVOUR=gpu" >&2; exit 2
+	@echo "$@: no $(@F) layer in the $(FLAVOUR) images ($(IMAGES)); try another FLAVOUR ($(FLAVOURS))" >&2; exit 2
 
 test/base: ## base checks on the base image
 test/mpi: ## base + mpi checks on the mpi image
@@ -167,7 +170,6 @@ clean/images: ## remove FLAVOUR's images (children first; not the rootfs), test 
 	@v=$$($(DOCKER) volume ls -q --filter label=io.horovod.test); [ -z "$$v" ] || $(DOCKER) volume rm $$v
 	-$(DOCKER) rmi $(LATEST) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
 	-$(DOCKER) image prune -f --filter label=io.horovod.stage=builder >/dev/null
-clean: clean/images
 
 # ---------------------------------------------------------------------------------------------
 # Local cluster: compose/compose.yaml (Compose v2) with the images above; the launcher finds the

@@ -1,7 +1,8 @@
 """Image tests: pytest + testinfra over docker://, containers managed with the Docker SDK.
 
 Every check is marked with the layer that introduced it (`@pytest.mark.layer("mpi")`) and runs
-on that image and on every image built FROM it, so a child re-runs all its parents' checks.
+on that image and on every image built FROM it, so a child re-runs all its ancestors' checks.
+The graph of layers comes from images/layers, the file the Makefile builds from.
 `--image NAME` picks one image (`make test/NAME`), `--image all` every image of the chain.
 $FLAVOUR (cpu, gpu) picks the chain: checks of a layer outside it (cuda on cpu) are deselected,
 checks marked `@pytest.mark.flavour("gpu")` are skipped on the other flavours.
@@ -15,8 +16,6 @@ import pytest
 import testinfra
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHAINS = {"cpu": ["base", "mpi", "tensorflow", "horovod"],
-          "gpu": ["base", "cuda", "mpi", "tensorflow", "horovod"]}
 LATEST = {"cpu": "horovod:latest", "gpu": "horovod:latest-gpu"}  # the Makefile's floating tags
 TF_PACKAGE = {"cpu": "tensorflow-cpu", "gpu": "tensorflow"}     # the TensorFlow wheel installed
 TEST_LABEL = {"io.horovod.test": "1"}  # `make clean/images` removes leftovers by this label
@@ -32,9 +31,30 @@ def load_versions(path=ROOT / "versions.env"):
     return pins
 
 
+def load_layers(path=ROOT / "images" / "layers"):
+    """The image graph the Makefile builds: {flavour: {layer: parent}}, layers in build order
+    ("rootfs" is the Debian root image; a "-" cell leaves the layer out of that flavour)."""
+    rows = [line.split() for line in path.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+    flavours = rows[0][1:]
+    return {f: {row[0]: row[1 + i] for row in rows[1:] if row[1 + i] != "-"}
+            for i, f in enumerate(flavours)}
+
+
+def ancestors(graph, layer):
+    """`layer` and every layer it is built FROM, up to the root image."""
+    chain = []
+    while layer in graph:
+        chain.append(layer)
+        layer = graph[layer]
+    return chain
+
+
 PINS = load_versions()
+GRAPH = load_layers()
 FLAVOUR = os.environ.get("FLAVOUR", "cpu")
-CHAIN = CHAINS[FLAVOUR]
+PARENTS = GRAPH[FLAVOUR]
+CHAIN = list(PARENTS)  # this flavour's layers in build order
 IMAGE_TAG = os.environ.get("IMAGE_TAG", f"{PINS['HOROVOD_VERSION']}-{FLAVOUR}")
 
 
@@ -55,7 +75,8 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return f"image chain (FLAVOUR={FLAVOUR}, tag {IMAGE_TAG}): {' -> '.join(CHAIN)}"
+    edges = ", ".join(f"{p} -> {layer}" for layer, p in PARENTS.items())
+    return f"image graph (FLAVOUR={FLAVOUR}, tag {IMAGE_TAG}): {edges}"
 
 
 def pytest_generate_tests(metafunc):
@@ -80,8 +101,8 @@ def pytest_collection_modifyitems(config, items):
         marker = item.get_closest_marker("layer")
         assert marker, f"{item.nodeid}: mark the check with @pytest.mark.layer(...)"
         layer = marker.args[0]
-        assert layer in set().union(*CHAINS.values()), f"{item.nodeid}: unknown layer {layer}"
-        applies = layer in CHAIN and CHAIN.index(cs.params["image"]) >= CHAIN.index(layer)
+        assert any(layer in g for g in GRAPH.values()), f"{item.nodeid}: unknown layer {layer}"
+        applies = layer in ancestors(PARENTS, cs.params["image"])
         (keep if applies else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
