@@ -94,7 +94,7 @@ def parse_args(argv, env=os.environ):
             p.error("--check-network runs its own program; give no command")
         if args.check_seconds <= 0 or args.check_step_timeout <= 0:
             p.error("--check-seconds and --check-step-timeout must be positive")
-        args.command = ["python", "-m", "horovod.runner.network_check"]
+        args.command = ["python", "-m", "horovod.runner.task.network_check"]
     if not args.command:
         p.error("a command is required (e.g. horovodrun -np 2 python train.py)")
     if args.np is not None and args.np < 1:
