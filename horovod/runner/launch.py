@@ -142,6 +142,11 @@ def parse_args(argv, env=os.environ):
         if args.command:
             p.error("--check-network runs its own program; give no command")
         args.command = ["python", "-m", "horovod.runner.task.network_check"]
+        if args.model and not args.model_bytes:
+            try:
+                args.model_bytes = model_bytes(args)
+            except ValueError as e:
+                p.error(f"argument --model: {e}")
     if not args.command:
         p.error("a command is required (e.g. horovodrun -np 2 python train.py)")
     if args.np is not None and args.np < 1:
@@ -347,12 +352,19 @@ def model_bytes(args):
     if not args.model:
         return None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import keras
+    try:
+        import keras
+    except ImportError as e:
+        raise ValueError(f"needs Keras, which is not importable ({e})") from None
     build = getattr(keras.applications, args.model, None)
-    if build is None:
-        raise ValueError(f"--model {args.model}: keras.applications has no such model "
-                         "(e.g. ResNet50, MobileNetV2, EfficientNetB0)")
-    return int(build(weights=None).count_params()) * 4
+    error = (f"keras.applications has no model {args.model!r} (e.g. ResNet50, MobileNetV2, "
+             "EfficientNetB0)")
+    if not callable(build):  # missing, or a submodule such as 'resnet'
+        raise ValueError(error)
+    try:
+        return int(build(weights=None).count_params()) * 4
+    except (TypeError, ValueError):  # a helper such as 'decode_predictions'
+        raise ValueError(error) from None
 
 
 def check_bound(plan):

@@ -156,3 +156,16 @@ def test_horovodrun_prints_no_traceback():
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith(
         "horovodrun: error: argument --fusion-threshold-mb: 'abc' is not valid")
+
+
+@pytest.mark.parametrize("model", ["NoSuchNet", "resnet", "decode_predictions"])
+def test_unknown_keras_model(model, capsys):
+    pytest.importorskip("keras")
+    with pytest.raises(SystemExit) as e:
+        launch.parse_args(["--check-network", "--model", model], env={})
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        f"horovodrun: error: argument --model: keras.applications has no model {model!r} "
+        "(e.g. ResNet50, MobileNetV2, EfficientNetB0)")
