@@ -63,8 +63,8 @@ struct Config {
 
   // Checks one knob's value exactly as FromEnvironment parses it (same parser, bounds and
   // allowed values): "" if valid, else the error FromEnvironment reports for it, naming the
-  // variable. Launchers call it before starting ranks. An unknown name is an error. The one
-  // rule between knobs (shutdown time >= check time) needs both, so only FromEnvironment checks it.
+  // variable. Launchers call it before starting ranks. An unknown name is an error. The rule
+  // between two knobs (shutdown time >= check time) is FromEnvironment's alone.
   static std::string Check(const std::string& env, const std::string& value);
 
   struct Knob {
