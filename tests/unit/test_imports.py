@@ -212,3 +212,20 @@ def test_import_forms_resolve_to_modules(tmp_path, text, want):
                                "pkg/sub/__init__.py": "", "pkg/sub/leaf.py": ""})
     _, edges = graph(root, "pkg")
     assert sorted({e[0] for e in edges["pkg.user"]}) == want, edges["pkg.user"]
+
+
+def test_runner_programs_stay_apart():
+    # horovod/runner holds three programs: the launcher (horovodrun), what runs on the ranks
+    # (task/) and a cluster's entrypoint (cluster/). None imports another's modules.
+    _, edges = graph(ROOT, "horovod")
+
+    def side(module):
+        for sub in ("horovod.runner.task", "horovod.runner.cluster"):
+            if module == sub or module.startswith(sub + "."):
+                return sub
+        return "horovod.runner" if module.startswith("horovod.runner.") else None
+
+    crossing = [f"{m} imports {t} (line {line})" for m, es in edges.items() if side(m)
+                for t, line, _, implicit in es
+                if not implicit and side(t) and side(t) != side(m)]
+    assert not crossing, "\n".join(crossing)
