@@ -175,7 +175,7 @@ test/images: build/horovod ## every image with its own and its ancestors' checks
 test/images-gpu: ## the GPU image chain (built if missing), every check that needs no GPU
 	$(MAKE) --no-print-directory test/images FLAVOUR=gpu
 
-test/runner: ## horovodrun unit tests (host, no docker)
+test/runner: build ## horovodrun unit tests (host, no docker; knob flags are checked by the built engine)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/runner
 
 clean/images: ## remove FLAVOUR's images (children first; not the rootfs), test containers, builder stages

@@ -1,10 +1,12 @@
 #include "common/config.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "common/common.h"
 
@@ -58,17 +60,54 @@ std::string ToString(const T& v) {
 }
 std::string ToString(bool v) { return v ? "1" : "0"; }
 
-template <typename T>
-std::string Range(double lo, double hi) {
-  if constexpr (std::is_same_v<T, int64_t>) return "[" + ToString(static_cast<int64_t>(lo)) + ", " + ToString(static_cast<int64_t>(hi)) + "]";
-  if constexpr (std::is_same_v<T, double>) return "[" + ToString(lo) + ", " + ToString(hi) + "]";
-  return "";
+// String knobs that accept a fixed set of values, and whether case is ignored.
+struct Choices {
+  const char* env;
+  std::vector<std::string> values;
+  bool ignore_case;
+};
+const std::vector<Choices>& ChoiceTable() {
+  static const std::vector<Choices> table = {
+      {"HOROVOD_CPU_OPERATIONS", {"ring", "mpi"}, false},
+      {"HOROVOD_LOG_LEVEL", {"trace", "debug", "info", "warning", "error"}, true},
+  };
+  return table;
+}
+const Choices* ChoicesOf(const std::string& env) {
+  for (const auto& c : ChoiceTable())
+    if (env == c.env) return &c;
+  return nullptr;
 }
 
-bool OneOf(const std::string& v, std::initializer_list<const char*> allowed) {
-  for (const char* a : allowed)
-    if (v == a) return true;
-  return false;
+template <typename T>
+const char* TypeName() {
+  if constexpr (std::is_same_v<T, int64_t>) return "int";
+  if constexpr (std::is_same_v<T, double>) return "float";
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  return "string";
+}
+
+// One knob's value into *field, with its parser, bounds and allowed values: "" or the error
+// naming the variable. FromEnvironment and Check both parse through here, so they cannot differ.
+template <typename T>
+std::string ParseKnob(const char* env, const std::string& value, T* field, double lo, double hi) {
+  std::string expected;
+  if (!Parse(value.c_str(), field, lo, hi, &expected))
+    return std::string(env) + "='" + value + "' is not valid: expected " + expected;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (const Choices* c = ChoicesOf(env)) {
+      if (c->ignore_case)
+        for (auto& ch : *field)
+          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      for (const auto& v : c->values)
+        if (*field == v) return "";
+      std::string list;
+      for (size_t i = 0; i < c->values.size(); ++i)
+        list += (i == 0 ? "" : i + 1 == c->values.size() ? " or " : ", ") + c->values[i];
+      return std::string(env) + "='" + value + "' is not valid: expected " + list;
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -79,20 +118,10 @@ Config Config::FromEnvironment(std::string* error) {
   auto fail = [&](const std::string& msg) {
     if (error->empty()) *error = msg;
   };
-#define HVD_READ_FIELD(field, env, type, def, lo, hi, scope, doc)                         \
-  if (const char* v = std::getenv(env)) {                                                 \
-    std::string expected;                                                                 \
-    if (!Parse(v, &c.field, lo, hi, &expected))                                           \
-      fail(std::string(env) + "='" + v + "' is not valid: expected " + expected);         \
-  }
+#define HVD_READ_FIELD(field, env, type, def, lo, hi, scope, doc) \
+  if (const char* v = std::getenv(env)) fail(ParseKnob(env, v, &c.field, lo, hi));
   HVD_CONFIG_KNOBS(HVD_READ_FIELD)
 #undef HVD_READ_FIELD
-  if (!OneOf(c.cpu_operations, {"ring", "mpi"}))
-    fail("HOROVOD_CPU_OPERATIONS='" + c.cpu_operations + "' is not valid: expected 'ring' or 'mpi'");
-  for (auto& ch : c.log_level) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (!OneOf(c.log_level, {"trace", "debug", "info", "warning", "error"}))
-    fail("HOROVOD_LOG_LEVEL='" + c.log_level +
-         "' is not valid: expected trace, debug, info, warning or error");
   // A stall is first seen at the check time, so an earlier shutdown could never happen as set.
   if (c.stall_shutdown_time_s > 0 && c.stall_shutdown_time_s < c.stall_check_time_s)
     fail("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" + ToString(c.stall_shutdown_time_s) +
@@ -110,13 +139,28 @@ std::string Config::AgreedValues() const {
   return os.str();
 }
 
+std::string Config::Check(const std::string& env, const std::string& value) {
+  // The environment cannot hold a NUL; c_str() would silently check only what precedes it.
+  if (value.find('\0') != std::string::npos)
+    return env + " is not valid: the value contains a NUL character";
+  Config c;
+#define HVD_CHECK_FIELD(field, name, type, def, lo, hi, scope, doc) \
+  if (env == name) return ParseKnob(name, value, &c.field, lo, hi);
+  HVD_CONFIG_KNOBS(HVD_CHECK_FIELD)
+#undef HVD_CHECK_FIELD
+  return env + " is not a Horovod knob";
+}
+
 std::vector<Config::Knob> Config::Describe() {
   std::vector<Knob> out;
   Config defaults;
-#define HVD_DESCRIBE_FIELD(field, env, type, def, lo, hi, scope, doc)                        \
-  out.push_back({env, ToString(defaults.field),                                              \
-                 std::string(doc) + (Range<type>(lo, hi).empty() ? "" : "; range " + Range<type>(lo, hi)) + \
-                     (Scope::scope == Scope::AGREE ? "; must be equal on every rank" : "")});
+#define HVD_DESCRIBE_FIELD(field, env, type, def, lo, hi, scope, doc)                       \
+  {                                                                                         \
+    Knob k{env, ToString(defaults.field), doc, TypeName<type>(), lo, hi, {},                \
+           Scope::scope == Scope::AGREE};                                                   \
+    if (const Choices* c = ChoicesOf(env)) k.choices = c->values;                           \
+    out.push_back(k);                                                                       \
+  }
   HVD_CONFIG_KNOBS(HVD_DESCRIBE_FIELD)
 #undef HVD_DESCRIBE_FIELD
   return out;

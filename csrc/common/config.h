@@ -61,8 +61,18 @@ struct Config {
   // "ENV=value" lines of the AGREE knobs, as parsed (so "1048576" and "1048576 " compare equal).
   std::string AgreedValues() const;
 
+  // Checks one knob's value exactly as FromEnvironment parses it (same parser, bounds and
+  // allowed values): "" if valid, else the error FromEnvironment reports for it, naming the
+  // variable. Launchers call it before starting ranks. An unknown name is an error. The rule
+  // between two knobs (shutdown time >= check time) is FromEnvironment's alone.
+  static std::string Check(const std::string& env, const std::string& value);
+
   struct Knob {
     std::string env, default_value, doc;
+    std::string type;                  // "int", "float", "bool" or "string"
+    double min = 0, max = 0;           // bounds of "int" and "float" knobs
+    std::vector<std::string> choices;  // the values a "string" knob accepts; empty: any
+    bool agree = false;                // must be equal on every rank (Scope::AGREE)
   };
   static std::vector<Knob> Describe();
 };

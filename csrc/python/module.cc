@@ -357,8 +357,33 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("config_knobs", [] {
     py::list out;
-    for (const auto& k : Config::Describe()) out.append(py::make_tuple(k.env, k.default_value, k.doc));
+    for (const auto& k : Config::Describe()) {
+      const bool numeric = k.type == "int" || k.type == "float";
+      auto bound = [&](double v) -> py::object {
+        if (!numeric) return py::none();
+        return k.type == "int" ? py::object(py::int_(static_cast<int64_t>(v))) : py::float_(v);
+      };
+      out.append(py::make_tuple(k.env, k.default_value, k.doc, k.type, bound(k.min),
+                                bound(k.max), k.choices, k.agree));
+    }
     return out;
+  });
+  // One knob's value checked as init() parses it: "" or init()'s error (for launchers).
+  m.def("check_knob", &Config::Check, py::arg("env"), py::arg("value"));
+  m.def("config_values", [] {
+    // The parsed knobs: after init() those the engine runs with; before, the environment parsed
+    // as init() would parse it (a bad value raises init()'s ValueError).
+    Config c = GetConfig();
+    if (!IsInitialized()) {
+      std::string error;
+      c = Config::FromEnvironment(&error);
+      if (!error.empty()) throw py::value_error(error);
+    }
+    py::dict d;
+#define HVD_VALUE(field, env, type, def, lo, hi, scope, doc) d[env] = c.field;
+    HVD_CONFIG_KNOBS(HVD_VALUE)
+#undef HVD_VALUE
+    return d;
   });
   m.def("enqueue", &EnqueueGroup, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),

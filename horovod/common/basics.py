@@ -3,6 +3,7 @@
 Importing this module does not initialize MPI; `init()` does.
 """
 import atexit
+import collections
 import importlib
 
 from horovod import __version__
@@ -143,6 +144,26 @@ def ccl_built():
     return False
 
 
+# One HOROVOD_* knob as the engine declares it (csrc/common/config.h): its default as text,
+# type "int", "float", "bool" or "string", min/max for numbers (else None), the values a string
+# knob accepts (empty: any), and whether every rank must set it equally.
+Knob = collections.namedtuple("Knob", "env default doc type min max choices equal")
+
+
 def config_knobs():
-    """Every HOROVOD_* variable the engine reads: (name, default, doc)."""
-    return list(_lib().config_knobs())
+    """Every HOROVOD_* variable the engine reads, as Knob tuples. Does not initialize MPI."""
+    return [Knob(*k) for k in _lib().config_knobs()]
+
+
+def check_knob(env, value):
+    """'' if `value` is valid for the knob `env`, else the error init() would raise for it
+    (the engine's own parser and bounds). Does not initialize MPI."""
+    return _lib().check_knob(env, value)
+
+
+def config_values():
+    """{HOROVOD_* name: value} as the engine parsed them (int, float, bool or str): after
+    init() the values it runs with, before it the environment as init() would parse it (a bad
+    value raises ValueError). Python reads knobs here, never from os.environ with a default of
+    its own, so that the engine's defaults and bounds are the only ones."""
+    return dict(_lib().config_values())

@@ -3,6 +3,7 @@ import re
 import socket
 
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
+MAX_HOSTFILE_CHARS = 1 << 20
 
 
 class HostError(ValueError):
@@ -35,15 +36,25 @@ def parse_hosts(spec):
 def parse_hostfile(path):
     """Lines `host slots=N` (or `host:N`, or `host`), '#' comments; as Open MPI's hostfile."""
     try:
-        text = open(path).read()
+        with open(path, encoding="utf-8") as f:
+            text = f.read(MAX_HOSTFILE_CHARS + 1)  # bounded: --hostfile /dev/zero must end
     except OSError as e:
         raise HostError(f"hostfile {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise HostError(f"hostfile {path}: not a text file (byte {e.object[e.start]:#04x} at "
+                        f"offset {e.start} is not UTF-8)") from None
+    if len(text) > MAX_HOSTFILE_CHARS:
+        raise HostError(f"hostfile {path}: longer than {MAX_HOSTFILE_CHARS} characters; not a "
+                        "hostfile")
     hosts = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         where = f"hostfile {path} line {lineno}"
+        # A NUL (or another control character) is in no host name, and no argv can hold a NUL.
+        if not line.replace("\t", " ").isprintable():
+            raise HostError(f"{where}: unexpected control character in {line!r}")
         fields = line.split()
         name, slots = fields[0], 1
         if ":" in name:

@@ -8,6 +8,7 @@ function (mpirun_command) so it can be tested without MPI; main() returns the jo
 """
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -24,17 +25,66 @@ from horovod.runner import hosts as hostlib
 FORWARD_NAMES = {"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
                  "PYTHONUNBUFFERED", "OMP_NUM_THREADS"}
 FORWARD_PREFIXES = ("HOROVOD_", "NCCL_", "TF_", "CUDA_", "GLOO_", "PYTHON")
-# Flags that set an engine knob: (flag, HOROVOD_* variable, conversion).  The variables work too.
+# Flags that set an engine knob: (flag, HOROVOD_* variable, unit) where unit is None when the
+# flag takes the knob's own value, else (knob units per flag unit, name).  The variables work
+# too.  parse_args checks each value with the engine's own parser and bounds.
 KNOB_FLAGS = [
-    ("--fusion-threshold-mb", "HOROVOD_FUSION_THRESHOLD", lambda v: str(int(float(v) * (1 << 20)))),
-    ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", str),
-    ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", str),
-    ("--timeline-filename", "HOROVOD_TIMELINE", str),
-    ("--stall-check-warning-time-seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", str),
-    ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str),
-    ("--log-level", "HOROVOD_LOG_LEVEL", str),
+    ("--fusion-threshold-mb", "HOROVOD_FUSION_THRESHOLD", (1 << 20, "MB")),
+    ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", None),
+    ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", None),
+    ("--timeline-filename", "HOROVOD_TIMELINE", None),
+    ("--stall-check-warning-time-seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", None),
+    ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", None),
+    ("--log-level", "HOROVOD_LOG_LEVEL", None),
 ]
 DEFAULT_START_TIMEOUT = 30.0
+
+
+def _positive(text):
+    """argparse type: a finite number > 0 (float() alone accepts nan, inf and negatives)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected a positive number")
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid: expected a positive integer")
+    return value
+
+
+def _knob_value(var, unit, text):
+    """(the HOROVOD_* value for a knob flag's text, None) or (None, why it is not valid), with
+    the engine's parser and bounds."""
+    try:
+        from horovod.common import basics
+        knob = next(k for k in basics.config_knobs() if k.env == var)
+    except (ImportError, OSError) as e:  # not built, or libmpi missing: nothing to check with
+        return None, (f"cannot be checked: the engine is not importable ({type(e).__name__}: "
+                      f"{e}); see horovodrun --check-build")
+    if unit is None:
+        error = basics.check_knob(var, text)
+        return (None, error) if error else (text, None)
+    # The flag is in larger units (MB): say the range in them, then the engine's own words.
+    scale, name = unit
+    expected = f"expected a number of {name} in [{knob.min / scale:g}, {knob.max / scale:g}]"
+    try:
+        value = float(text)
+        value = str(int(value * scale)) if math.isfinite(value) else None
+    except ValueError:
+        value = None
+    if value is None:
+        return None, f"{text!r} is not valid: {expected}"
+    error = basics.check_knob(var, value)
+    return (None, f"{text!r} is not valid: {expected} ({error})") if error else (value, None)
 
 
 def parse_args(argv, env=os.environ):
@@ -54,10 +104,9 @@ def parse_args(argv, env=os.environ):
     p.add_argument("--network-interface", dest="nics",
                    help="interface name(s) or subnet(s) the ranks talk over, comma-separated "
                         "(default: detected: the subnet every host shares, never lo or docker0)")
-    p.add_argument("--start-timeout", type=float,
-                   default=float(env.get("HOROVOD_START_TIMEOUT", DEFAULT_START_TIMEOUT)),
-                   help="bound in seconds on the preflight of all hosts (default: %(default)s; "
-                        "$HOROVOD_START_TIMEOUT)")
+    p.add_argument("--start-timeout", type=_positive,
+                   help="bound in seconds on the preflight of all hosts (default: "
+                        f"$HOROVOD_START_TIMEOUT, else {DEFAULT_START_TIMEOUT:g})")
     p.add_argument("--check-build", action="store_true",
                    help="print versions and what this build supports, then exit")
     p.add_argument("--verbose", action="store_true",
@@ -71,17 +120,17 @@ def parse_args(argv, env=os.environ):
     check.add_argument("--check-network", action="store_true",
                        help="measure the hosts' network (latency and bandwidth per host pair, "
                             "allreduce, interfaces) with one rank per slot, print a report, exit")
-    check.add_argument("--check-seconds", type=float, default=0.5,
+    check.add_argument("--check-seconds", type=_positive, default=0.5,
                        help="length of each bandwidth measurement (default: %(default)s)")
-    check.add_argument("--check-step-timeout", type=float, default=10.0,
+    check.add_argument("--check-step-timeout", type=_positive, default=10.0,
                        help="bound on each measurement step; a host that does not answer within "
                             "it is named and the check ends (default: %(default)s)")
-    check.add_argument("--model-bytes", type=int,
+    check.add_argument("--model-bytes", type=_positive_int,
                        help="predict the allreduce time per step of a model with this many "
                             "bytes of gradients")
     check.add_argument("--model", help="the same for a keras.applications model, e.g. ResNet50 "
                                        "(float32 parameters)")
-    check.add_argument("--step-time-ms", type=float,
+    check.add_argument("--step-time-ms", type=_positive,
                        help="one rank's compute time per step, for the scaling efficiency bound")
     p.add_argument("--mpi-args", default="", help="extra mpirun arguments, one quoted string")
     p.add_argument("--mpirun", default="mpirun", help="mpirun executable (default: %(default)s)")
@@ -92,20 +141,47 @@ def parse_args(argv, env=os.environ):
     if args.check_network:
         if args.command:
             p.error("--check-network runs its own program; give no command")
-        if args.check_seconds <= 0 or args.check_step_timeout <= 0:
-            p.error("--check-seconds and --check-step-timeout must be positive")
-        args.command = ["python", "-m", "horovod.runner.network_check"]
+        args.command = ["python", "-m", "horovod.runner.task.network_check"]
+        if args.model and not args.model_bytes:
+            try:
+                args.model_bytes = model_bytes(args)
+            except ValueError as e:
+                p.error(f"argument --model: {e}")
     if not args.command:
         p.error("a command is required (e.g. horovodrun -np 2 python train.py)")
     if args.np is not None and args.np < 1:
         p.error("-np must be at least 1")
     if args.hosts and args.hostfile:
         p.error("give -H/--hosts or --hostfile, not both")
-    if args.start_timeout <= 0:
-        p.error("--start-timeout must be positive")
-    if not args.hosts and not args.hostfile:
+    if args.start_timeout is None:
+        # Read here rather than as argparse's default, so that a bad value is a usage error.
+        text = env.get("HOROVOD_START_TIMEOUT")
+        try:
+            args.start_timeout = DEFAULT_START_TIMEOUT if text is None else _positive(text)
+        except argparse.ArgumentTypeError as e:
+            p.error(f"argument --start-timeout: $HOROVOD_START_TIMEOUT={e}")
+    for flag, var, unit in KNOB_FLAGS:
+        text = getattr(args, var)
+        if text is not None:
+            value, error = _knob_value(var, unit, text)
+            if error:
+                p.error(f"argument {flag}: {error}")
+            setattr(args, var, value)
+    try:
+        shlex.split(args.mpi_args)
+    except ValueError as e:  # mpirun_command splits it again, knowing it can
+        p.error(f"argument --mpi-args: cannot split {args.mpi_args!r} like a shell: {e}")
+    if args.hosts or args.hostfile:
+        host_flag = "-H/--hosts" if args.hosts else "--hostfile"
+    else:
         args.hosts = env.get("HOROVOD_HOSTS") or None
         args.hostfile = None if args.hosts else env.get("HOROVOD_HOSTFILE") or None
+        host_flag = ("-H/--hosts ($HOROVOD_HOSTS)" if args.hosts
+                     else "--hostfile ($HOROVOD_HOSTFILE)")
+    try:
+        args.host_list = resolve_hosts(args)
+    except hostlib.HostError as e:
+        p.error(f"argument {host_flag}: {e}")
     return args
 
 
@@ -132,12 +208,13 @@ def forwarded(env):
 
 
 def knob_env(args, env):
-    """env plus the HOROVOD_* variables the knob flags set (flags win over the environment)."""
+    """env plus the HOROVOD_* variables the knob flags set (flags win over the environment);
+    parse_args has converted and checked their values."""
     out = dict(env)
-    for _, var, convert in KNOB_FLAGS:
+    for _, var, _ in KNOB_FLAGS:
         value = getattr(args, var)
         if value is not None:
-            out[var] = convert(value)
+            out[var] = value
     if args.no_stall_check:
         out["HOROVOD_STALL_CHECK_DISABLE"] = "1"
     return out
@@ -275,12 +352,19 @@ def model_bytes(args):
     if not args.model:
         return None
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import keras
+    try:
+        import keras
+    except ImportError as e:
+        raise ValueError(f"needs Keras, which is not importable ({e})") from None
     build = getattr(keras.applications, args.model, None)
-    if build is None:
-        raise ValueError(f"--model {args.model}: keras.applications has no such model "
-                         "(e.g. ResNet50, MobileNetV2, EfficientNetB0)")
-    return int(build(weights=None).count_params()) * 4
+    error = (f"keras.applications has no model {args.model!r} (e.g. ResNet50, MobileNetV2, "
+             "EfficientNetB0)")
+    if not callable(build):  # missing, or a submodule such as 'resnet'
+        raise ValueError(error)
+    try:
+        return int(build(weights=None).count_params()) * 4
+    except (TypeError, ValueError):  # a helper such as 'decode_predictions'
+        raise ValueError(error) from None
 
 
 def check_bound(plan):
@@ -319,11 +403,7 @@ def main(argv=None):
     if args.check_build:
         from horovod.runner.check_build import check_build
         return check_build()
-    try:
-        hosts = resolve_hosts(args)
-    except hostlib.HostError as e:
-        _say(f"horovodrun: {e}")
-        return 2
+    hosts = args.host_list
     env = knob_env(args, os.environ)
     if args.check_network and not any(not hostlib.is_local(h) for h, _ in hosts or []):
         args.command[0] = sys.executable  # this host: the interpreter running horovodrun

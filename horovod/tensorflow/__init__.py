@@ -6,8 +6,15 @@ per `hvd.local_rank()`, wrap the tape (`hvd.DistributedGradientTape`) or the opt
 The ops run on the same engine as `horovod.numpy` (one per process). Errors are TensorFlow's
 types: ranks that disagree about a tensor raise tf.errors.FailedPreconditionError naming it and
 the ranks on each side; a rank that left raises tf.errors.AbortedError naming it.
+
+This file only re-exports. One job per module: mpi_ops (the compiled ops, their names and
+gradients), collectives (hvd.allreduce, ...), reduction (reduce_gradients, the one place
+gradients are reduced, used by the tape, both optimizers and Keras), tape
+(DistributedGradientTape), optimizer_v1 (DistributedOptimizer for tf.compat.v1 optimizers;
+Keras optimizers go to horovod.tensorflow.keras), functions (broadcasts of variables and
+objects), compression.
 """
-import tensorflow as tf
+import tensorflow as tf  # noqa: F401  (hvd.tf, as before the split)
 
 from horovod.common.basics import (  # noqa: F401  (re-exported API)
     build_info, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
@@ -15,137 +22,13 @@ from horovod.common.basics import (  # noqa: F401  (re-exported API)
     mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
 from horovod.common.exceptions import (  # noqa: F401
     HorovodInternalError, HorovodMismatchError, HorovodShutdownError)
-from horovod.tensorflow import mpi_ops as _ops
-from horovod.tensorflow.mpi_ops import _check_process_set
+from horovod.tensorflow.collectives import (  # noqa: F401
+    allgather, allreduce, alltoall, broadcast, grouped_allgather, grouped_allreduce,
+    reducescatter)
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
-    allgather_object, broadcast_object, broadcast_object_fn, broadcast_variables)
+    BroadcastGlobalVariablesHook, allgather_object, broadcast_global_variables,
+    broadcast_object, broadcast_object_fn, broadcast_variables)
 from horovod.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
-from horovod.tensorflow.gradients import (  # noqa: F401
-    BroadcastGlobalVariablesHook, DistributedGradientTape, DistributedOptimizer,
-    broadcast_global_variables)
-
-
-# AutoGraph would convert these wrappers' Python on every trace (10-20 ms per op, measured):
-# they hold no tensor-dependent control flow, so tf.function may call them as they are.
-_no_autograph = tf.autograph.experimental.do_not_convert
-
-
-def _op(average, op):
-    """Upstream's deprecated `average=` flag, resolved against `op` (default Average)."""
-    if average is not None:
-        if op is not None:
-            raise ValueError("pass either op= or the deprecated average=, not both")
-        return Average if average else Sum
-    return Average if op is None else op
-
-
-@_no_autograph
-def allreduce(tensor, average=None, device_dense="", device_sparse="",
-              compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
-              name=None, process_set=None, ignore_name_scope=False):
-    """Reduces `tensor` across ranks (Average by default). A tf.IndexedSlices is reduced by
-    gathering its values and indices (Sum or Average, no scale factors), as upstream does."""
-    _check_process_set(process_set)
-    op = _op(average, op)
-    if isinstance(tensor, tf.IndexedSlices):
-        if op not in (Average, Sum):
-            raise NotImplementedError("tf.IndexedSlices can be reduced with Sum or Average only")
-        if prescale_factor != 1.0 or postscale_factor != 1.0:
-            raise NotImplementedError("scale factors are not supported for tf.IndexedSlices")
-        values = allgather(tensor.values, name=None if name is None else name + ".values")
-        indices = allgather(tensor.indices, name=None if name is None else name + ".indices")
-        if op == Average:
-            values = values / tf.cast(size(), values.dtype)
-        return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
-    if not isinstance(tensor, tf.Tensor):
-        tensor = tf.convert_to_tensor(tensor)
-    if compression is Compression.none:  # the common case, kept short (eager latency)
-        return _ops._allreduce([tensor], op, name, prescale_factor, postscale_factor)[0]
-    compressed, ctx = compression.compress(tensor)
-    reduced = _ops._allreduce([compressed], op, name, prescale_factor, postscale_factor)[0]
-    return compression.decompress(reduced, ctx)
-
-
-@_no_autograph
-def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
-                      compression=Compression.none, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0, name=None, process_set=None, ignore_name_scope=False):
-    """Reduces a list of tensors submitted together: one op (one negotiation, fused) per
-    dtype. Returns the results in the input order."""
-    _check_process_set(process_set)
-    op = _op(average, op)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
-    compressed = [compression.compress(t) for t in tensors]
-    by_dtype = {}
-    for i, (t, _) in enumerate(compressed):
-        by_dtype.setdefault(t.dtype, []).append(i)
-    out = [None] * len(tensors)
-    for dtype, idx in by_dtype.items():
-        group_name = None if name is None else f"{name}.{dtype.name}"
-        reduced = _ops._allreduce([compressed[i][0] for i in idx], op, group_name,
-                                  prescale_factor, postscale_factor)
-        for i, r in zip(idx, reduced):
-            out[i] = compression.decompress(r, compressed[i][1])
-    return out
-
-
-@_no_autograph
-def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
-    """Concatenates every rank's tensor along the first dimension, which may differ."""
-    _check_process_set(process_set)
-    return _ops._allgather([tf.convert_to_tensor(tensor)], name)[0]
-
-
-@_no_autograph
-def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
-    _check_process_set(process_set)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
-    by_dtype = {}
-    for i, t in enumerate(tensors):
-        by_dtype.setdefault(t.dtype, []).append(i)
-    out = [None] * len(tensors)
-    for dtype, idx in by_dtype.items():
-        gathered = _ops._allgather([tensors[i] for i in idx],
-                                   None if name is None else f"{name}.{dtype.name}")
-        for i, g in zip(idx, gathered):
-            out[i] = g
-    return out
-
-
-@_no_autograph
-def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
-    """Returns root_rank's tensor on every rank."""
-    _check_process_set(process_set)
-    return _ops._broadcast([tf.convert_to_tensor(tensor)], _root(root_rank), name)[0]
-
-
-@_no_autograph
-def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
-    """Sends splits[r] rows to rank r (even splits by default). Returns (rows received, rows
-    received from each rank)."""
-    _check_process_set(process_set)
-    tensor = tf.convert_to_tensor(tensor)
-    if splits is None:
-        n = size()
-        rows = tf.shape(tensor)[0]
-        splits = rows // n + tf.cast(tf.range(n) < rows % n, tf.int32)
-    return _ops._alltoall(tensor, splits, name)
-
-
-@_no_autograph
-def reducescatter(tensor, op=Average, name=None, ignore_name_scope=False, process_set=None,
-                  prescale_factor=1.0, postscale_factor=1.0):
-    """Reduces across ranks; returns this rank's block of rows (the first ranks get one extra
-    row when the first dimension does not divide evenly)."""
-    _check_process_set(process_set)
-    return _ops._reducescatter([tf.convert_to_tensor(tensor)], op, name, prescale_factor,
-                               postscale_factor)[0]
-
-
-def _root(root_rank):
-    import operator
-    try:
-        return operator.index(root_rank)
-    except TypeError:
-        raise TypeError(f"root_rank must be an integer, got {root_rank!r}") from None
+from horovod.tensorflow.optimizer_v1 import DistributedOptimizer  # noqa: F401
+from horovod.tensorflow.tape import DistributedGradientTape  # noqa: F401

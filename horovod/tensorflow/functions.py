@@ -1,4 +1,5 @@
-"""Broadcasts and gathers of variables and Python objects, built on the ops."""
+"""Broadcasts and gathers of variables and Python objects, built on the ops; graph mode's
+broadcast_global_variables and BroadcastGlobalVariablesHook."""
 import io
 import pickle
 
@@ -81,3 +82,29 @@ def allgather_object(obj, session=None, name=None, process_set=None):
         out.append(pickle.loads(raw[offset:offset + int(s)]))
         offset += int(s)
     return out
+
+
+def broadcast_global_variables(root_rank):
+    """Graph mode (tf.compat.v1) only: an op assigning root_rank's values to every global
+    variable. Eagerly, use broadcast_variables(model.variables) instead."""
+    if tf.executing_eagerly():
+        raise RuntimeError("broadcast_global_variables() needs graph mode (tf.compat.v1); "
+                           "eagerly, call hvd.broadcast_variables(variables, root_rank)")
+    return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
+
+
+class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
+    """Broadcasts root_rank's global variables once the session exists (MonitoredTrainingSession),
+    so every rank starts from the same weights."""
+
+    def __init__(self, root_rank, device=""):
+        super().__init__()
+        self.root_rank = root_rank
+        self.bcast_op = None
+
+    def begin(self):
+        if self.bcast_op is None or self.bcast_op.graph != tf.compat.v1.get_default_graph():
+            self.bcast_op = broadcast_global_variables(self.root_rank)
+
+    def after_create_session(self, session, coord):
+        session.run(self.bcast_op)

@@ -2,10 +2,15 @@
 choice, the mpirun command, ssh error explanations, the cluster launcher's discovery.
 (Real ssh, real hosts: tests/cluster.)"""
 import socket
+import subprocess
+import sys
+import types
 
 import pytest
 
-from horovod.runner import cluster, hosts, launch, network, preflight, probe
+from horovod.runner import hosts, launch, network, preflight, probe
+from horovod.runner.cluster import discovery, entrypoint
+from horovod.runner.task import network_check
 
 
 def test_host_list():
@@ -161,14 +166,14 @@ def test_cluster_discovery_finds_a_listening_host():
     srv.listen()
     port = srv.getsockname()[1]
     try:
-        found = cluster.discover("localhost", port, timeout=5)
+        found = discovery.discover("localhost", port, timeout=5)
         assert [ip for _, ip in found] == ["127.0.0.1"]
     finally:
         srv.close()
     with pytest.raises(RuntimeError, match=r"sshd on port \d+ never answered on .*127.0.0.1"):
-        cluster.discover("localhost", port, timeout=0.5)
+        discovery.discover("localhost", port, timeout=0.5)
     with pytest.raises(RuntimeError, match="no container answers to the name 'no-such.invalid'"):
-        cluster.discover("no-such.invalid", port, timeout=0.3)
+        discovery.discover("no-such.invalid", port, timeout=0.3)
 
 
 def test_rank_placement_follows_map_by_slot():
@@ -189,7 +194,7 @@ def test_shared_subnets_are_the_interfaces_to_compare():
 
 def test_check_network_arguments():
     args = launch.parse_args(["--check-network", "-H", "w1:2,w2:2", "--model-bytes", "1000"], env={})
-    assert args.command == ["python", "-m", "horovod.runner.network_check"]
+    assert args.command == ["python", "-m", "horovod.runner.task.network_check"]
     plan = launch.check_plan(args, launch.resolve_hosts(args), None, None)
     assert plan["placement"] == {"0": "w1", "1": "w1", "2": "w2", "3": "w2"}
     assert plan["model_bytes"] == 1000
@@ -197,3 +202,33 @@ def test_check_network_arguments():
     assert launch.check_bound(plan) == 60 + 12 * (10 + 2 * 0.5)
     with pytest.raises(SystemExit):
         launch.parse_args(["--check-network", "python", "x.py"], env={})
+
+
+def test_check_network_report_uses_the_fusion_threshold_it_is_given():
+    # main() passes the engine's parsed HOROVOD_FUSION_THRESHOLD; 64 MiB of gradients is one
+    # fused op under the default 128 MiB, eight under 8 MiB: 7 more small-allreduce latencies.
+    checker = types.SimpleNamespace(hosts=["w1"], size=2, seconds=0.5)
+    allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, 1e9)}
+    plan = {"network": "this host", "model_bytes": 64 << 20}
+
+    def predicted_ms(fusion):
+        text = network_check.report(checker, {}, {}, allreduce, {}, plan, fusion)
+        line = next(l for l in text.splitlines() if l.startswith("model of"))
+        return float(line.split("about ")[1].split(" ms")[0])
+
+    assert predicted_ms(8 << 20) - predicted_ms(128 << 20) == pytest.approx(7.0, abs=0.15)
+    assert predicted_ms(0) == predicted_ms(128 << 20)  # 0: no fusion, counted as one op
+
+
+def test_cluster_entrypoint_runs_as_a_module():
+    p = subprocess.run([sys.executable, "-m", "horovod.runner.cluster", "--help"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "python -m horovod.runner.cluster" in p.stdout, p.stderr
+
+
+def test_cluster_workers_variable_is_checked(monkeypatch, capsys):
+    monkeypatch.setenv("HOROVOD_WORKERS", "two")
+    with pytest.raises(SystemExit) as e:
+        entrypoint.main(["--timeout", "0.1"])
+    assert e.value.code == 2
+    assert "argument --expect: $HOROVOD_WORKERS='two' is not an integer" in capsys.readouterr().err

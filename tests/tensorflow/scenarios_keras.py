@@ -23,7 +23,7 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 import keras  # noqa: E402
 
 import horovod.tensorflow.keras as hvd  # noqa: E402
-from horovod.tensorflow import gradients as hvd_gradients  # noqa: E402
+from horovod.tensorflow import reduction as hvd_reduction  # noqa: E402
 
 
 def digest(arrays):
@@ -158,7 +158,7 @@ def scenario_accumulate():
                for x, y in data]
 
     calls = []
-    real_reduce = hvd_gradients.reduce_gradients
+    real_reduce = hvd_reduction.reduce_gradients
 
     def counting_reduce(*args, **kwargs):  # a spy: the real collective still runs
         calls.append(1)
@@ -171,7 +171,7 @@ def scenario_accumulate():
         layer.set_weights([w0.astype("float32"), b0.astype("float32")])
         opt = hvd.DistributedOptimizer(keras.optimizers.SGD(lr), backward_passes_per_step=k,
                                        average_aggregated_gradients=average)
-        hvd_gradients.reduce_gradients = counting_reduce
+        hvd_reduction.reduce_gradients = counting_reduce
         try:
             calls.clear()
             for step, (x, y) in enumerate(batches[r], 1):
@@ -187,7 +187,7 @@ def scenario_accumulate():
                       f"step {step}: iterations={int(opt.iterations.numpy())}")
             check(len(calls) == len(batches[r]) // k, f"{len(calls)} reductions")
         finally:
-            hvd_gradients.reduce_gradients = real_reduce
+            hvd_reduction.reduce_gradients = real_reduce
         want_w, want_b = accumulate_reference(batches, w0, b0, lr, k, average)
         got_w, got_b = layer.get_weights()
         check(np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),

@@ -1,5 +1,6 @@
-"""`horovodrun --check-network`: the program every rank runs (one per slot) to measure the
-cluster's network, and rank 0's report.
+"""`horovodrun --check-network`: the program every rank runs (one per slot,
+`python -m horovod.runner.task.network_check`) to measure the cluster's network, and rank 0's
+report.
 
 Measured, one step at a time so that measurements do not compete for the links or the CPUs:
   - per host pair, both directions: latency (8-byte ping-pong, half the round trip) and
@@ -15,11 +16,14 @@ The plan (hosts, interfaces, chosen subnet, options) comes from horovodrun in
 HOROVOD_NETWORK_CHECK_PLAN, as JSON.
 """
 import json
+import math
 import os
 import socket
 import statistics
 import sys
 import time
+
+from horovod.common import basics
 
 KIB, MIB = 1 << 10, 1 << 20
 TAG_DATA, TAG_STOP, TAG_CTRL = 11, 12, 13
@@ -271,7 +275,8 @@ def _matrix(title, hosts, values, fmt):
     return lines
 
 
-def report(checker, lat, bw, allreduce, interfaces, plan):
+def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
+    """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off)."""
     hosts = checker.hosts
     lines = [f"horovodrun --check-network: {len(hosts)} host(s), {checker.size} rank(s); "
              f"network {plan['network']} ({plan.get('interface', '?')}); "
@@ -329,7 +334,7 @@ def report(checker, lat, bw, allreduce, interfaces, plan):
         big = allreduce[max(allreduce)]
         small = allreduce[min(allreduce)]
         if big[1]:
-            fusion = int(os.environ.get("HOROVOD_FUSION_THRESHOLD", 128 * MIB)) or model
+            fusion = fusion_threshold or model
             t_comm = model * 2 * (n - 1) / n / big[1] + -(-model // fusion) * small[0]
             line = (f"model of {model / MIB:.1f} MiB of gradients: about {t_comm * 1e3:.1f} ms of allreduce per "
                     f"step on {n} ranks ({_gbs(big[1])} GB/s bus bandwidth at 64 MiB)")
@@ -356,10 +361,13 @@ def main():
     plan = json.loads(os.environ["HOROVOD_NETWORK_CHECK_PLAN"])
     # The engine's watchdog warns after one step bound and aborts after two: the check's own
     # deadlines fire first and say which step and host; the watchdog is the backstop for the
-    # engine's allreduce step.  Equal on every rank (AGREE knobs).
+    # engine's allreduce step.  Equal on every rank (AGREE knobs).  A check time the user set
+    # is kept, as the engine parses it, and the shutdown time is never below it (init refuses).
     step = plan.get("step_timeout", 10.0) + plan.get("seconds", 0.5)
     os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(int(step)))
-    os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(int(2 * step + 5)))
+    check_time = basics.config_values()["HOROVOD_STALL_CHECK_TIME_SECONDS"]
+    os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+                          str(max(int(2 * step + 5), math.ceil(check_time))))
     os.environ.setdefault("HOROVOD_SUMMARY", "0")  # the report says it all
     # Our communicator first, then the engine: creating a communicator while the engine's
     # thread runs its negotiation collectives can stall Open MPI 4.1's context-id agreement
@@ -379,7 +387,9 @@ def main():
         MPI.COMM_WORLD.Abort(2)
         return 2
     if checker.rank == 0:
-        print(report(checker, lat, bw, allreduce, interfaces, plan), flush=True)
+        # The threshold the engine runs with (its default, or the environment's value).
+        fusion = basics.config_values()["HOROVOD_FUSION_THRESHOLD"]
+        print(report(checker, lat, bw, allreduce, interfaces, plan, fusion), flush=True)
     hvd.shutdown()
     return 0
 

@@ -1,0 +1,214 @@
+"""The Keras 3 DistributedOptimizer (hvd.DistributedOptimizer of horovod.tensorflow.keras, and
+of horovod.tensorflow for a Keras optimizer) and load_model, which makes a loaded model's
+optimizer distributed.
+
+It overrides the Keras 3 optimizer's `apply()`, the entry point that both `model.fit` (through
+`apply_gradients`) and custom loops reach, and reduces the gradients with
+`horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce per dtype) first. It
+imports nothing above the TensorFlow core's modules, so horovod.tensorflow can hand Keras
+optimizers to it.
+"""
+import keras
+import tensorflow as tf
+
+from horovod.tensorflow import mpi_ops as _ops
+from horovod.tensorflow import reduction as _reduction
+from horovod.tensorflow.compression import Compression
+from horovod.tensorflow.mpi_ops import Average
+
+
+class _Horovod:
+    """Per-optimizer Horovod state, kept out of Keras' tracking (set with object.__setattr__):
+    the accumulators are not optimizer variables, so a saved model has exactly the variables
+    of the user's plain optimizer class."""
+
+    def __init__(self, name, compression, sparse_as_dense, gradient_predivide_factor, op,
+                 backward_passes_per_step, average_aggregated_gradients, groups):
+        _ops._check_not_adasum(op)
+        if int(backward_passes_per_step) < 1:
+            raise ValueError("backward_passes_per_step must be >= 1, got "
+                             f"{backward_passes_per_step}")
+        self.reduce_options = dict(op=op, compression=compression,
+                                   sparse_as_dense=sparse_as_dense,
+                                   gradient_predivide_factor=gradient_predivide_factor,
+                                   groups=groups, name=name)
+        self.backward_passes_per_step = int(backward_passes_per_step)
+        self.average_aggregated_gradients = average_aggregated_gradients
+        self.accumulators = {}  # variable key -> tf.Variable holding the local sum
+        self.counter = None  # local backward passes seen (tf.Variable, created lazily)
+
+
+class _DistributedOptimizer:
+    """Mixin placed before the user's optimizer class in a dynamic subclass (same name and
+    module, so the object still looks like and saves as the user's class)."""
+
+    def __init__(self, *args, **kwargs):
+        # Reached only when the distributed class itself is instantiated (e.g. from_config):
+        # the optimizer gets the default Horovod options.
+        super().__init__(*args, **kwargs)
+        _attach(self, _default_state(type(self).__mro__[2]))
+
+    def apply(self, grads, trainable_variables=None):
+        grads = list(grads)
+        state = self._hvd
+        if not grads:
+            return super().apply(grads, trainable_variables)
+        if trainable_variables is None:
+            if not self.built:  # Keras raises its own error for this
+                return super().apply(grads, trainable_variables)
+            variables = list(self._trainable_variables)
+        else:
+            variables = list(trainable_variables)
+            if not self.built:
+                # Built here, outside the tf.cond below: variables cannot be created in a branch.
+                with keras.name_scope(self.name, caller=self):
+                    self.build(variables)
+        if state.backward_passes_per_step == 1:
+            reduced = _reduction.reduce_gradients(grads, variables, **state.reduce_options)
+            return super().apply(reduced, trainable_variables)
+        return self._hvd_accumulate_and_apply(grads, variables, trainable_variables)
+
+    def _hvd_accumulate_and_apply(self, grads, variables, trainable_variables):
+        """Adds this pass's gradients to local accumulators; every k-th pass reduces the sums
+        (divided by k if average_aggregated_gradients) across ranks and applies them. Between
+        applications the optimizer does nothing, so `iterations` counts applied updates
+        (as Keras' own gradient_accumulation_steps does for its `iterations`). The count is
+        not reset by fit(): when an epoch's steps are not a multiple of k, a window spans
+        two epochs (as upstream)."""
+        state = self._hvd
+        k = state.backward_passes_per_step
+        if state.counter is None:
+            with tf.init_scope():  # an eager variable even when first reached in tf.function
+                state.counter = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                            name="hvd_backward_passes")
+        accs = [None if g is None else self._hvd_accumulator(v, state)
+                for g, v in zip(grads, variables)]
+        for g, acc in zip(grads, accs):
+            if g is not None:  # IndexedSlices are accumulated dense
+                acc.assign_add(tf.convert_to_tensor(g, dtype_hint=acc.dtype))
+        count = state.counter.assign_add(1)
+
+        def reduce_and_apply():
+            scale = 1.0 / k if state.average_aggregated_gradients else 1.0
+            summed = [None if a is None else
+                      (a.read_value() * tf.cast(scale, a.dtype) if scale != 1.0 else
+                       a.read_value()) for a in accs]
+            reduced = _reduction.reduce_gradients(summed, variables, **state.reduce_options)
+            super(_DistributedOptimizer, self).apply(reduced, trainable_variables)
+            for a in accs:
+                if a is not None:
+                    a.assign(tf.zeros_like(a))
+
+        # Every rank has the same count, so all take the same branch (the collective is in it).
+        tf.cond(tf.equal(count % k, 0), reduce_and_apply, lambda: None)
+
+    def _hvd_accumulator(self, variable, state):
+        key = self._var_key(variable)
+        acc = state.accumulators.get(key)
+        if acc is None:
+            with tf.init_scope():
+                acc = tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False,
+                                  name="hvd_accumulator")
+            state.accumulators[key] = acc
+        return acc
+
+
+_CLASSES = {}  # user's optimizer class -> its distributed subclass
+
+
+def _distributed_class(base):
+    cls = _CLASSES.get(base)
+    if cls is None:
+        cls = type(base.__name__, (_DistributedOptimizer, base),
+                   {"__module__": base.__module__, "__qualname__": base.__qualname__,
+                    "__doc__": base.__doc__})
+        _serialize_as(cls, base)
+        _CLASSES[base] = cls
+    return cls
+
+
+def _serialize_as(cls, base):
+    """Makes Keras serialize `cls` exactly as `base` (same public or registered name), so a
+    saved model loads with the user's plain optimizer class. Keras keeps these names in
+    module dicts; only object->name entries are added, so lookups by name still give `base`.
+    Without them (a future Keras), the same module and class names still load `base`."""
+    try:
+        from keras.src import api_export
+        from keras.src.saving import object_registration
+    except ImportError:
+        return
+    public = api_export.get_name_from_symbol(base)
+    if public is not None:
+        api_export.REGISTERED_OBJS_TO_NAMES[cls] = public
+    if base in object_registration.GLOBAL_CUSTOM_NAMES:
+        object_registration.GLOBAL_CUSTOM_NAMES[cls] = object_registration.GLOBAL_CUSTOM_NAMES[base]
+
+
+def _plain_class(cls):
+    return cls.__mro__[2] if issubclass(cls, _DistributedOptimizer) else cls
+
+
+def _default_state(base):
+    return _Horovod("Distributed" + base.__name__, Compression.none, False, 1.0, Average, 1,
+                    False, None)
+
+
+def _attach(optimizer, state):
+    object.__setattr__(optimizer, "_hvd", state)
+
+
+def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False,
+                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
+                         average_aggregated_gradients=False, num_groups=0, groups=None,
+                         process_set=None, scale_local_gradients=True):
+    """Returns a copy of the Keras optimizer whose `apply()`/`apply_gradients()` first reduces
+    the gradients across ranks (op, Average by default) in one grouped allreduce per dtype.
+
+    The result is an instance of a dynamic subclass of the optimizer's class (isinstance and
+    the class name hold; `model.save` stores the plain class). It shares the optimizer's state
+    (learning rate, variables if built), so keep using only the returned object.
+
+    name: prefix of the allreduce names (default "Distributed<Class>"); the optimizer's own
+    `name` is unchanged. backward_passes_per_step=k: accumulate k local gradients, then reduce
+    and apply once (sum, or mean with average_aggregated_gradients=True); `iterations` counts
+    applied updates. groups/num_groups: split the reduction into groups (see
+    reduce_gradients). device_dense, device_sparse and scale_local_gradients are accepted for
+    upstream compatibility and have no effect (CPU only; no local variables).
+    """
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError("horovod.tensorflow.keras.DistributedOptimizer wraps a Keras 3 "
+                        f"optimizer, got {type(optimizer).__name__}; for tf.compat.v1 "
+                        "optimizers use horovod.tensorflow.DistributedOptimizer")
+    _ops._check_process_set(process_set)
+    base = _plain_class(type(optimizer))
+    state = _Horovod(name or "Distributed" + base.__name__, compression, sparse_as_dense,
+                     gradient_predivide_factor, op, backward_passes_per_step,
+                     average_aggregated_gradients, groups or num_groups or None)
+    # A shallow copy: the user's object keeps its class; the copy shares its state, so a
+    # built (e.g. loaded) optimizer keeps its slots, and callable learning rates survive
+    # (a get_config/from_config round trip would lose both).
+    cls = _distributed_class(base)
+    wrapped = object.__new__(cls)
+    wrapped.__dict__.update(optimizer.__dict__)
+    wrapped.__dict__.pop("_hvd", None)
+    _attach(wrapped, state)
+    return wrapped
+
+
+def load_model(filepath, custom_optimizers=None, custom_objects=None,
+               compression=Compression.none):
+    """keras.models.load_model, then the model's optimizer (with its restored state) becomes
+    a DistributedOptimizer with `compression`. custom_optimizers: optimizer classes the file
+    may name (besides Keras' own and registered ones); custom_objects: as in Keras."""
+    objects = {cls.__name__: cls for cls in (custom_optimizers or [])}
+    objects.update(custom_objects or {})
+    model = keras.models.load_model(filepath, custom_objects=objects)
+    optimizer = getattr(model, "optimizer", None)
+    if isinstance(optimizer, keras.optimizers.Optimizer):
+        # In place: the loaded object is ours, and the model (and anything it compiled)
+        # keeps referring to it.
+        optimizer.__class__ = _distributed_class(_plain_class(type(optimizer)))
+        _attach(optimizer, _Horovod("Distributed" + _plain_class(type(optimizer)).__name__,
+                                    compression, False, 1.0, Average, 1, False, None))
+    return model

@@ -1,0 +1,88 @@
+"""reduce_gradients(): the one place gradients are reduced across ranks. DistributedGradientTape,
+both DistributedOptimizers (tf.compat.v1 and Keras) call it, and nothing else reduces gradients.
+
+A step's dense gradients go out as one grouped allreduce per dtype (per group, if `groups` is
+given): one negotiation and one fused collective instead of one op per gradient.
+"""
+import tensorflow as tf
+
+from horovod.common import basics as _b
+from horovod.tensorflow import collectives as _collectives
+from horovod.tensorflow import mpi_ops as _ops
+from horovod.tensorflow.compression import Compression
+from horovod.tensorflow.mpi_ops import Average, Sum
+
+
+def _scale_factors(op, gradient_predivide_factor):
+    """(op, prescale, postscale): Average with a predivide factor f divides by f before the
+    sum and by size/f after it (upstream's semantics, for fp16 range)."""
+    if gradient_predivide_factor != 1.0:
+        if op != Average:
+            raise ValueError("gradient_predivide_factor needs op=Average")
+        return Sum, 1.0 / gradient_predivide_factor, gradient_predivide_factor / _b.size()
+    return op, 1.0, 1.0
+
+
+def _groups_of(variables, groups):
+    """Indices of the gradients in each group: one group by default; `groups` is a number of
+    groups or a list of lists of variables (the others form one more group)."""
+    n = len(variables)
+    if not groups:
+        return [list(range(n))]
+    if isinstance(groups, int):
+        if groups <= 0:
+            raise ValueError(f"groups must be positive, got {groups}")
+        k = min(groups, n) or 1
+        return [list(range(i * n // k, (i + 1) * n // k)) for i in range(k)]
+    position = {id(v): i for i, v in enumerate(variables)}
+    out, seen = [], set()
+    for group in groups:
+        idx = [position[id(v)] for v in group if id(v) in position]
+        seen.update(idx)
+        if idx:
+            out.append(idx)
+    rest = [i for i in range(n) if i not in seen]
+    return out + ([rest] if rest else [])
+
+
+@tf.autograph.experimental.do_not_convert
+def reduce_gradients(grads, variables, op=Average, compression=Compression.none,
+                     sparse_as_dense=False, gradient_predivide_factor=1.0, groups=None,
+                     name="DistributedGradients"):
+    """Allreduces a list of gradients (None entries stay None) across ranks."""
+    _ops._check_not_adasum(op)
+    if _b.size() == 1:
+        return list(grads)
+    # Sparse gradients are gathered and divided by the size for Average, whatever the predivide
+    # factor (as upstream): decide before Average-with-predivide becomes a scaled Sum below.
+    sparse_op = Average if op == Average else Sum
+    op, prescale, postscale = _scale_factors(op, gradient_predivide_factor)
+    grads = list(grads)
+    out = list(grads)
+    dense = []
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        if isinstance(g, tf.IndexedSlices):
+            if sparse_as_dense:
+                grads[i] = tf.convert_to_tensor(g)
+            else:  # gathered values and indices, as upstream
+                key = f"{name}.sparse.{i}" if tf.executing_eagerly() else None
+                out[i] = _collectives.allreduce(g, op=sparse_op, name=key)
+                continue
+        dense.append(i)
+    # Eagerly, stable names let the engine's cached fast path take every step after the first;
+    # in a tf.function the node names are stable by themselves.
+    eager = tf.executing_eagerly()
+    for gi, idx in enumerate(_groups_of([variables[i] for i in dense], groups)):
+        members = [dense[j] for j in idx]
+        compressed = [compression.compress(grads[i]) for i in members]
+        by_dtype = {}
+        for j, (t, _) in enumerate(compressed):
+            by_dtype.setdefault(t.dtype, []).append(j)
+        for dtype, js in by_dtype.items():
+            key = f"{name}.{gi}.{dtype.name}" if eager else None
+            reduced = _ops._allreduce([compressed[j][0] for j in js], op, key, prescale, postscale)
+            for j, r in zip(js, reduced):
+                out[members[j]] = compression.decompress(r, compressed[j][1])
+    return out
