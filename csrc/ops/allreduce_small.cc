@@ -8,7 +8,7 @@
 
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
-#include "ops/reduce_kernels.h"
+#include "common/reduce_kernels.h"
 
 namespace hvd {
 

@@ -7,7 +7,7 @@
 
 #include "common/logging.h"
 #include "ops/nccl_collectives.h"
-#include "ops/reduce_kernels.h"
+#include "common/reduce_kernels.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "common/controller.h"
+#include "engine/controller.h"
 
 #include <algorithm>
 #include <climits>
@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/logging.h"
-#include "common/watchdog.h"
+#include "engine/watchdog.h"
 
 namespace hvd {
 namespace {

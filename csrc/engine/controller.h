@@ -17,9 +17,9 @@
 
 #include "common/config.h"
 #include "common/message.h"
-#include "common/response_cache.h"
-#include "common/tensor_queue.h"
-#include "common/timeline.h"
+#include "engine/response_cache.h"
+#include "engine/tensor_queue.h"
+#include "engine/timeline.h"
 #include "mpi/mpi_context.h"
 
 namespace hvd {

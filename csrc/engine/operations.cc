@@ -1,10 +1,10 @@
-#include "common/operations.h"
+#include "engine/operations.h"
 
 #include <cstring>
 
 #include "common/logging.h"
-#include "common/watchdog.h"
-#include "ops/reduce_kernels.h"
+#include "engine/watchdog.h"
+#include "common/reduce_kernels.h"
 
 namespace hvd {
 namespace {
