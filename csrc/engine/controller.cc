@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
-#include <tuple>
 #include <sstream>
 
 #include "common/logging.h"
@@ -181,16 +180,10 @@ ResponseList Controller::RunRound(bool want_shutdown) {
     // Cache what was negotiated, identically everywhere, before it runs.
     for (const auto& resp : slow.responses) {
       if (!resp.error.empty()) continue;
-      // One tensor's response, built field by field: copying the fused response per name
+      // One tensor's response, built from the spec: copying the fused response per name
       // would copy all its names each time (quadratic in the group size).
       Response single;
-      single.type = resp.type;
-      single.dtype = resp.dtype;
-      single.reduce_op = resp.reduce_op;
-      single.root = resp.root;
-      single.prescale = resp.prescale;
-      single.postscale = resp.postscale;
-      single.gpu = resp.gpu;
+      single.spec() = resp.spec();
       single.first_dims = resp.first_dims;  // only single-tensor responses carry them
       single.names.resize(1);
       single.num_elements.resize(1);
@@ -269,13 +262,7 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   const auto& reqs = entry.requests;
   const Request& first = reqs[0];
   Response resp;
-  resp.type = first.type;
-  resp.dtype = first.dtype;
-  resp.reduce_op = first.reduce_op;
-  resp.root = first.root;
-  resp.prescale = first.prescale;
-  resp.postscale = first.postscale;
-  resp.gpu = first.gpu;
+  resp.spec() = first.spec();
   resp.names = {name};
   resp.num_elements = {NumElements(first.shape)};
 
@@ -324,15 +311,15 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
 }
 
 std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
-  // Next fit per kind, in one pass: each (device, dtype, op, scale factors) has one open group that a
-  // response joins if it fits under the threshold; otherwise the group closes and a new one
-  // opens. Linear in the number of responses, and deterministic, so every rank fusing the same
+  // Next fit per kind, in one pass: each OpSpec (device, dtype, op, scale factors; root is 0 in
+  // every frontend's allreduce) has one open group that a response joins if it fits under the
+  // threshold; otherwise the group closes and a new one opens. Linear in the number of responses, and deterministic, so every rank fusing the same
   // fast-path list gets the same groups. Groups run in the order they were opened.
   if (config_.fusion_threshold <= 0 || responses.size() < 2) return responses;
   std::vector<Response> out;
   out.reserve(responses.size());
   std::vector<int64_t> out_bytes;
-  std::map<std::tuple<bool, DataType, ReduceOp, double, double>, size_t> open;  // kind -> index in out
+  std::map<OpSpec, size_t> open;  // kind -> index in out
   for (auto& resp : responses) {
     if (resp.type != OpType::ALLREDUCE || !resp.error.empty()) {
       out.push_back(std::move(resp));
@@ -340,7 +327,7 @@ std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
       continue;
     }
     const int64_t bytes = resp.TotalBytes();
-    const auto kind = std::make_tuple(resp.gpu, resp.dtype, resp.reduce_op, resp.prescale, resp.postscale);
+    const OpSpec& kind = resp.spec();
     auto it = open.find(kind);
     if (it != open.end() && out_bytes[it->second] + bytes <= config_.fusion_threshold) {
       Response& group = out[it->second];
