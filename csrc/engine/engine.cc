@@ -8,10 +8,10 @@
 #include <mutex>
 #include <thread>
 
+#include "common/logging.h"
 #include "engine/controller.h"
 #include "engine/gpu_context.h"
 #include "engine/job_stats.h"
-#include "common/logging.h"
 #include "engine/operations.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"

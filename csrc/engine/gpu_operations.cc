@@ -12,8 +12,8 @@
 #include <map>
 #include <thread>
 
-#include "engine/gpu_context.h"
 #include "common/logging.h"
+#include "engine/gpu_context.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
 #include "mpi/mpi_context.h"

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "common/config.h"
-#include "engine/gpu_context.h"
 #include "common/message.h"
+#include "engine/gpu_context.h"
 #include "engine/tensor_queue.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "ops/nccl_collectives.h"
 #include "common/reduce_kernels.h"
+#include "ops/nccl_collectives.h"
 
 extern char** environ;
 
