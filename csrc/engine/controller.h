@@ -44,7 +44,6 @@ class Controller {
 
   ResponseList Coordinate(const std::vector<std::string>& blobs);
   Response ConstructResponse(const std::string& name, const TableEntry& entry) const;
-  std::vector<Response> Fuse(std::vector<Response> responses) const;
   void InspectStalls(int64_t now);
 
   MpiContext* mpi_;
