@@ -19,7 +19,7 @@ class MpiContext;
 class Timeline;
 
 // Fills the NCCL and CUDA runtime versions of `info` (engine.h); needs no GPU and no driver.
-// GpuDeviceCount(), which frontends call, is declared in engine.h too.
+// GpuDeviceCount(), which frontends call, is declared in engine.h and defined with these.
 void GetGpuBuildInfo(LinkedLibraries* info);
 
 // Frontend thread, at Enqueue, for an entry with request.gpu: checks that entry->device is a
