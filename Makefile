@@ -9,7 +9,7 @@ BUILD_DIR ?= build/dev
 # ---------------------------------------------------------------------------------------------
 # Engine (csrc/ + horovod/)
 # ---------------------------------------------------------------------------------------------
-.PHONY: help build test test/engine test/tf test/gpu build/engine-gpu bench clean
+.PHONY: help build test test/unit test/engine test/tf test/gpu build/engine-gpu bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_/%.-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -19,6 +19,17 @@ build: ## compile csrc/ in place (libhorovod_core.so + horovod/_core) for tests 
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
 	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
 	cmake --build $(BUILD_DIR) -j2
+
+# Its own build of the engine (no TensorFlow ops, no GPU) with the tests on, and its libraries
+# kept under build/unit, so the one in horovod/ that the other tests load stays as it is.
+UNIT_BUILD_DIR ?= build/unit
+test/unit: ## fast unit tests without MPI (C++ via ctest, and tests/unit/*.py)
+	cmake -S . -B $(UNIT_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DHOROVOD_BUILD_TESTS=ON \
+	  -DHOROVOD_WITH_TENSORFLOW=OFF -DHOROVOD_GPU_OPERATIONS= -DHOROVOD_DEV_OUTPUT_DIR=$(CURDIR)/$(UNIT_BUILD_DIR)/lib \
+	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
+	cmake --build $(UNIT_BUILD_DIR) --target unit_tests -j2
+	ctest --test-dir $(UNIT_BUILD_DIR) --output-on-failure
+	$(PYTHON) -m pytest -q tests/unit
 
 test/engine: build ## engine tests under real MPI ranks (np 1, 2 and 3)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/engine
@@ -60,7 +71,7 @@ format: ## apply ruff's safe fixes and clang-format in place
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/engine test/tf test/gpu test/runner test/images test/images-gpu test/cluster ## everything CI runs
+test: test/unit test/engine test/tf test/gpu test/runner test/images test/images-gpu test/cluster ## everything CI runs
 
 # Compiled outputs only: the tools' venv and the staged wheels (build/venv, build/stage) stay, and
 # so do images and containers (`make clean/images`).

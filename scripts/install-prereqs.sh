@@ -8,11 +8,12 @@ sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
 command -v docker >/dev/null && docker info >/dev/null \
   || { echo "install-prereqs: needs the docker CLI and a running daemon" >&2; exit 1; }
 
-# Engine: compiler, cmake, Open MPI, Python headers.  Images: debootstrap builds the Debian root
-# image without a registry; dpkg-dev indexes staged .debs if containers lack the mirror.
+# Engine: compiler, cmake, Open MPI, Python headers, GoogleTest (make test/unit).  Images:
+# debootstrap builds the Debian root image without a registry; dpkg-dev indexes staged .debs if
+# containers lack the mirror.
 export DEBIAN_FRONTEND=noninteractive
 apt_pkgs=(ca-certificates git make g++ cmake python3 python3-dev python3-venv
-          openmpi-bin libopenmpi-dev debootstrap dpkg-dev iperf3)
+          openmpi-bin libopenmpi-dev libgtest-dev debootstrap dpkg-dev iperf3)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

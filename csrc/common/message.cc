@@ -1,6 +1,7 @@
 #include "common/message.h"
 
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 
 namespace hvd {
@@ -22,9 +23,19 @@ class Writer {
     Pod<uint64_t>(v.size());
     for (const auto& x : v) Pod(x);
   }
+  // The one encoding of an OpSpec, field by field in OpSpec::Fields() order.
+  void Spec(const OpSpec& spec) {
+    std::apply([this](const auto&... f) { (Field(f), ...); }, OpSpec::Fields(spec));
+  }
   std::string Take() { return std::move(out_); }
 
  private:
+  template <typename T>
+  void Field(const T& v) {
+    if constexpr (std::is_same<T, bool>::value) Pod<uint8_t>(v);  // one byte, 0 or 1
+    else Pod(v);
+  }
+
   std::string out_;
 };
 
@@ -54,9 +65,27 @@ class Reader {
       if (!Pod(&x)) return false;
     return true;
   }
+  // A count of items that take at least `min_bytes` each: a garbled count is refused here
+  // instead of sizing a vector from it (which would throw, or allocate gigabytes).
+  bool Count(uint64_t* n, size_t min_bytes) { return Pod(n) && *n <= (n_ - pos_) / min_bytes; }
+  bool Spec(OpSpec* spec) {
+    return std::apply([this](auto&... f) { return (Field(&f) && ...); }, OpSpec::Fields(*spec));
+  }
   bool Done() const { return pos_ == n_; }
 
  private:
+  template <typename T>
+  bool Field(T* v) {
+    if constexpr (std::is_same<T, bool>::value) {
+      uint8_t b = 0;
+      if (!Pod(&b)) return false;
+      *v = b != 0;
+      return true;
+    } else {
+      return Pod(v);
+    }
+  }
+
   const char* d_;
   size_t n_, pos_ = 0;
 };
@@ -64,9 +93,8 @@ class Reader {
 }  // namespace
 
 bool Request::SameParams(const Request& o) const {
-  return type == o.type && dtype == o.dtype && reduce_op == o.reduce_op && root == o.root &&
-         prescale == o.prescale && postscale == o.postscale && shape == o.shape &&
-         splits == o.splits && name == o.name && gpu == o.gpu && invalid.empty() && o.invalid.empty();
+  return spec() == o.spec() && shape == o.shape && splits == o.splits && name == o.name &&
+         invalid.empty() && o.invalid.empty();
 }
 
 int64_t Response::TotalBytes() const {
@@ -75,15 +103,29 @@ int64_t Response::TotalBytes() const {
   return n * static_cast<int64_t>(DataTypeSize(dtype));
 }
 
+namespace {
+
+size_t SpecBytes() {
+  Writer w;
+  w.Spec(OpSpec());
+  return w.Take().size();
+}
+// The smallest encoding of a list item, for Reader::Count. A request: rank, spec, and the
+// length prefixes of name, shape, splits and invalid. A response: spec, the names count, the
+// length prefixes of num_elements, first_dims and error, and its flag byte.
+const size_t kMinRequestBytes = sizeof(int32_t) + SpecBytes() + 4 * sizeof(uint64_t);
+const size_t kMinResponseBytes = SpecBytes() + 4 * sizeof(uint64_t) + 1;
+
+}  // namespace
+
 std::string Encode(const RequestList& l) {
   Writer w;
   w.Pod<uint8_t>(l.shutdown);
   w.Pod<uint64_t>(l.requests.size());
   for (const auto& r : l.requests) {
-    w.Pod(r.rank); w.Pod(r.type); w.Pod(r.dtype); w.Pod(r.reduce_op); w.Pod(r.root);
-    w.Pod(r.prescale); w.Pod(r.postscale);
+    w.Pod(r.rank);
+    w.Spec(r);
     w.Str(r.name); w.Vec(r.shape); w.Vec(r.splits); w.Str(r.invalid);
-    w.Pod<uint8_t>(r.gpu);
   }
   return w.Take();
 }
@@ -92,17 +134,13 @@ bool Decode(const char* data, size_t size, RequestList* l) {
   Reader rd(data, size);
   uint8_t shutdown;
   uint64_t n;
-  if (!rd.Pod(&shutdown) || !rd.Pod(&n)) return false;
+  if (!rd.Pod(&shutdown) || !rd.Count(&n, kMinRequestBytes)) return false;
   l->shutdown = shutdown != 0;
   l->requests.resize(n);
   for (auto& r : l->requests) {
-    if (!(rd.Pod(&r.rank) && rd.Pod(&r.type) && rd.Pod(&r.dtype) && rd.Pod(&r.reduce_op) &&
-          rd.Pod(&r.root) && rd.Pod(&r.prescale) && rd.Pod(&r.postscale) && rd.Str(&r.name) &&
-          rd.Vec(&r.shape) && rd.Vec(&r.splits) && rd.Str(&r.invalid)))
+    if (!(rd.Pod(&r.rank) && rd.Spec(&r) && rd.Str(&r.name) && rd.Vec(&r.shape) &&
+          rd.Vec(&r.splits) && rd.Str(&r.invalid)))
       return false;
-    uint8_t gpu = 0;
-    if (!rd.Pod(&gpu)) return false;
-    r.gpu = gpu != 0;
   }
   return rd.Done();
 }
@@ -113,13 +151,11 @@ std::string Encode(const ResponseList& l) {
   w.Str(l.shutdown_reason);
   w.Pod<uint64_t>(l.responses.size());
   for (const auto& r : l.responses) {
-    w.Pod(r.type); w.Pod(r.dtype); w.Pod(r.reduce_op); w.Pod(r.root);
-    w.Pod(r.prescale); w.Pod(r.postscale);
+    w.Spec(r);
     w.Pod<uint64_t>(r.names.size());
     for (const auto& n : r.names) w.Str(n);
     w.Vec(r.num_elements); w.Vec(r.first_dims); w.Str(r.error);
     w.Pod<uint8_t>(r.error_is_invalid_argument);
-    w.Pod<uint8_t>(r.gpu);
   }
   return w.Take();
 }
@@ -128,23 +164,21 @@ bool Decode(const char* data, size_t size, ResponseList* l) {
   Reader rd(data, size);
   uint8_t shutdown;
   uint64_t n;
-  if (!rd.Pod(&shutdown) || !rd.Str(&l->shutdown_reason) || !rd.Pod(&n)) return false;
+  if (!rd.Pod(&shutdown) || !rd.Str(&l->shutdown_reason) || !rd.Count(&n, kMinResponseBytes))
+    return false;
   l->shutdown = shutdown != 0;
   l->responses.resize(n);
   for (auto& r : l->responses) {
     uint64_t nn;
-    if (!(rd.Pod(&r.type) && rd.Pod(&r.dtype) && rd.Pod(&r.reduce_op) && rd.Pod(&r.root) &&
-          rd.Pod(&r.prescale) && rd.Pod(&r.postscale) && rd.Pod(&nn)))
-      return false;
+    if (!(rd.Spec(&r) && rd.Count(&nn, sizeof(uint64_t)))) return false;
     r.names.resize(nn);
     for (auto& s : r.names)
       if (!rd.Str(&s)) return false;
-    uint8_t invalid_argument = 0, gpu = 0;
+    uint8_t invalid_argument = 0;
     if (!(rd.Vec(&r.num_elements) && rd.Vec(&r.first_dims) && rd.Str(&r.error) &&
-          rd.Pod(&invalid_argument) && rd.Pod(&gpu)))
+          rd.Pod(&invalid_argument)))
       return false;
     r.error_is_invalid_argument = invalid_argument != 0;
-    r.gpu = gpu != 0;
   }
   return rd.Done();
 }

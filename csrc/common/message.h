@@ -3,45 +3,64 @@
 #pragma once
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/common.h"
 
 namespace hvd {
 
-struct Request {
-  int32_t rank = 0;
+// What identifies an op apart from its tensor's name and shape: every rank must submit the
+// same spec (the controller checks each field and names the ranks that differ), a response
+// carries it, fusion groups allreduces with equal specs, and it crosses the wire as one unit.
+// Shape is not part of it: a fused response holds tensors of many shapes (num_elements), and
+// allgather/alltoall ranks legitimately differ in the first dimension.
+// Adding a field: declare it and list it in Fields(); copies, comparison (the response cache's
+// test, fusion's key) and the wire encoding follow. If ranks must agree on it, its mismatch
+// message goes with the others in Controller::ConstructResponse.
+struct OpSpec {
   OpType type = OpType::ALLREDUCE;
   DataType dtype = DataType::FLOAT32;
   ReduceOp reduce_op = ReduceOp::SUM;
   int32_t root = 0;
   double prescale = 1.0, postscale = 1.0;
+  // The tensor is in GPU memory (each rank its own device): ranks must agree, and GPU tensors
+  // run through NCCL, never fused with host tensors.
+  bool gpu = false;
+
+  // Every field, in wire order, as a tuple of references (const or not, as `s` is).
+  template <typename S>
+  static auto Fields(S& s) {
+    return std::tie(s.type, s.dtype, s.reduce_op, s.root, s.prescale, s.postscale, s.gpu);
+  }
+  OpSpec& spec() { return *this; }
+  const OpSpec& spec() const { return *this; }
+  bool operator==(const OpSpec& o) const { return Fields(*this) == Fields(o); }
+  bool operator!=(const OpSpec& o) const { return !(*this == o); }
+  bool operator<(const OpSpec& o) const { return Fields(*this) < Fields(o); }  // fusion's map key
+};
+
+// Request and Response are an OpSpec plus what belongs to one rank or one tensor, so r.dtype
+// reads as before and r.spec() is the whole spec.
+struct Request : OpSpec {
+  int32_t rank = 0;
   std::string name;
   std::vector<int64_t> shape;
   std::vector<int64_t> splits;  // alltoall only: rows sent to each rank (local, not compared)
   // Non-empty: this rank's arguments failed local validation (bad root, splits, shape). The
   // request is still negotiated so that every rank fails with this text instead of waiting.
   std::string invalid;
-  // The tensor is in GPU memory (each rank its own device): ranks must agree, and GPU tensors
-  // run through NCCL, never fused with host tensors.
-  bool gpu = false;
 
   // Same op, same parameters: the test behind the response-cache fast path.
   bool SameParams(const Request& o) const;
 };
 
-struct Response {
-  OpType type = OpType::ALLREDUCE;
-  DataType dtype = DataType::FLOAT32;
-  ReduceOp reduce_op = ReduceOp::SUM;
-  int32_t root = 0;
-  double prescale = 1.0, postscale = 1.0;
+struct Response : OpSpec {
   std::vector<std::string> names;    // >1 only for a fused allreduce
   std::vector<int64_t> num_elements;  // per name, for fusion sizing
   std::vector<int64_t> first_dims;    // allgather: first dimension of every rank
   std::string error;                  // non-empty: the op fails on every rank with this text
   bool error_is_invalid_argument = false;  // a rank's bad arguments (else ranks disagree)
-  bool gpu = false;                        // GPU tensors: run by GpuOperations (NCCL)
 
   int64_t TotalBytes() const;
 };

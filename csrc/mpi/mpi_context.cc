@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "common/logging.h"
-#include "ops/reduce_kernels.h"
+#include "common/reduce_kernels.h"
 
 namespace hvd {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "common/watchdog.h"
+#include "common/watch_progress.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <vector>
 
+#include "common/reduce_kernels.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
-#include "ops/reduce_kernels.h"
 
 namespace hvd {
 

@@ -3,7 +3,7 @@
 // split-binary tree for large messages): about B bytes received per rank, log2(n) latency steps.
 #include <algorithm>
 
-#include "common/watchdog.h"
+#include "common/watch_progress.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 

@@ -1,6 +1,6 @@
 // The GPU collectives, one file each (nccl_<op>.cc), each opening with its algorithm. Internal
 // to GPU builds (HOROVOD_GPU_OPERATIONS=NCCL). They only enqueue work on `stream` and return:
-// the caller (common/gpu_operations.cc) waits for completion with a bound and NCCL's async
+// the caller (engine/gpu_operations.cc) waits for completion with a bound and NCCL's async
 // error check. Every NCCL and CUDA call's result goes through HVD_NCCL_CHECK / HVD_CUDA_CHECK,
 // which return a Status naming the call and the tensor.
 #pragma once

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/reduce_kernels.h"
 #include "ops/nccl_collectives.h"
-#include "ops/reduce_kernels.h"
 
 extern char** environ;
 

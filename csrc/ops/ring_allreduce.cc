@@ -15,10 +15,10 @@
 #include <cstring>
 #include <vector>
 
-#include "common/watchdog.h"
+#include "common/reduce_kernels.h"
+#include "common/watch_progress.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
-#include "ops/reduce_kernels.h"
 
 namespace hvd {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <exception>
 
-#include "common/watchdog.h"
+#include "common/watch_progress.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 

@@ -10,10 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "common/engine.h"
-#include "common/gpu_context.h"
-#include "mpi/mpi_context.h"
-#include "ops/collectives.h"
+#include "engine/engine.h"
 
 namespace py = pybind11;
 using namespace hvd;
@@ -309,13 +306,13 @@ void Release(int64_t id) {
 py::dict BuildInfo() {
   py::dict d;
   d["mpi_built"] = true;
-  d["mpi_library"] = MpiLibraryVersion();
-  const GpuBuildInfo gpu = GetGpuBuildInfo();  // linked library versions; needs no GPU
-  d["nccl_built"] = gpu.nccl_version;
+  const LinkedLibraries info = GetLinkedLibraries();  // linked library versions; needs no GPU
+  d["mpi_library"] = info.mpi_library;
+  d["nccl_built"] = info.nccl_version;
   d["gloo_built"] = false;
-  d["cuda_built"] = gpu.cuda_runtime_version != 0;
-  d["cuda_runtime_version"] = gpu.cuda_runtime_version;
-  d["gpu_operations"] = gpu.nccl_version ? "NCCL" : "";
+  d["cuda_built"] = info.cuda_runtime_version != 0;
+  d["cuda_runtime_version"] = info.cuda_runtime_version;
+  d["gpu_operations"] = info.nccl_version ? "NCCL" : "";
   d["cpu_operations"] = GetConfig().cpu_operations;
   return d;
 }
@@ -401,12 +398,13 @@ PYBIND11_MODULE(_core, m) {
     // "ring alone" line. float32 sum, in place.
     if (!(buf.flags() & py::array::c_style) || buf.dtype().kind() != 'f' || buf.itemsize() != 4)
       throw py::value_error("ring_allreduce_raw takes a C-contiguous float32 array");
-    MPI_Comm comm = RawComm();
-    if (comm == MPI_COMM_NULL) Raise(Status::InvalidArgument("Horovod has not been initialized; use hvd.init()."));
-    static RingScratch scratch;
-    void* data = buf.mutable_data();
+    float* data = static_cast<float*>(buf.mutable_data());
     size_t n = static_cast<size_t>(buf.size());
-    py::gil_scoped_release nogil;
-    RingAllreduce(data, data, n, DataType::FLOAT32, ReduceOp::SUM, GetConfig().ring_chunk_bytes, &scratch, comm);
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = RingAllreduceRaw(data, n);
+    }
+    if (!s.ok()) Raise(s);
   });
 }

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "common/engine.h"
+#include "engine/engine.h"
 #include "tensorflow/core/framework/control_flow.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"

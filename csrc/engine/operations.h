@@ -5,11 +5,11 @@
 #include <memory>
 
 #include "common/config.h"
-#include "common/gpu_context.h"
 #include "common/message.h"
-#include "common/tensor_queue.h"
-#include "common/timeline.h"
-#include "common/watchdog.h"
+#include "engine/gpu_context.h"
+#include "engine/tensor_queue.h"
+#include "engine/timeline.h"
+#include "engine/watchdog.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 

@@ -1,10 +1,11 @@
-#include "common/operations.h"
+#include "engine/operations.h"
 
 #include <cstring>
 
 #include "common/logging.h"
-#include "common/watchdog.h"
-#include "ops/reduce_kernels.h"
+#include "common/reduce_kernels.h"
+#include "engine/fusion.h"
+#include "engine/watchdog.h"
 
 namespace hvd {
 namespace {
@@ -144,20 +145,12 @@ Status Operations::AllreduceWidened(const Response& r, std::vector<TensorEntry>&
   WatchScope watch(Watch(r, activity, algo == AllreduceAlgorithm::RING));
   int64_t* buf = static_cast<int64_t*>(FusionBuffer(total * sizeof(int64_t)));
   Activity(es, "WIDEN_TO_INT64");
-  size_t off = 0;
-  for (size_t i = 0; i < es.size(); ++i) {
-    WidenToInt64(es[i].input, r.dtype, buf + off, static_cast<size_t>(r.num_elements[i]));
-    off += static_cast<size_t>(r.num_elements[i]);
-  }
+  PackFusionBuffer(es, r.num_elements, r.dtype, /*widen=*/true, buf);
   EndActivity(es);
   Activity(es, activity);
   AllreduceBuffer(buf, buf, total, wide, algo);
   EndActivity(es);
-  off = 0;
-  for (size_t i = 0; i < es.size(); ++i) {
-    NarrowFromInt64(buf + off, r.dtype, es[i].output, static_cast<size_t>(r.num_elements[i]));
-    off += static_cast<size_t>(r.num_elements[i]);
-  }
+  UnpackFusionBuffer(buf, r.num_elements, r.dtype, /*widen=*/true, es);
   return Status();
 }
 
@@ -178,25 +171,15 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
     EndActivity(es);
     return Status();
   }
-  char* buf = static_cast<char*>(FusionBuffer(total * esize));
+  void* buf = FusionBuffer(total * esize);
   Activity(es, "MEMCPY_IN_FUSION_BUFFER");
-  size_t off = 0;
-  for (size_t i = 0; i < es.size(); ++i) {
-    size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-    std::memcpy(buf + off, es[i].input, bytes);
-    off += bytes;
-  }
+  PackFusionBuffer(es, r.num_elements, r.dtype, /*widen=*/false, buf);
   EndActivity(es);
   Activity(es, activity);
   AllreduceBuffer(buf, buf, total, r, algo);
   EndActivity(es);
   Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
-  off = 0;
-  for (size_t i = 0; i < es.size(); ++i) {
-    size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-    std::memcpy(es[i].output, buf + off, bytes);
-    off += bytes;
-  }
+  UnpackFusionBuffer(buf, r.num_elements, r.dtype, /*widen=*/false, es);
   EndActivity(es);
   return Status();
 }

@@ -1,4 +1,4 @@
-#include "common/tensor_queue.h"
+#include "engine/tensor_queue.h"
 
 #include <chrono>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "common/job_stats.h"
+#include "engine/job_stats.h"
 
 #include <algorithm>
 #include <cstdarg>

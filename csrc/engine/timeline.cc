@@ -1,4 +1,4 @@
-#include "common/timeline.h"
+#include "engine/timeline.h"
 
 #include <chrono>
 

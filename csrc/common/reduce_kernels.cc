@@ -1,7 +1,7 @@
 // Every kernel body is an always_inline template instantiated inside per-dtype entry points
 // that GCC clones for x86-64-v3 (AVX2/F16C) and x86-64-v4 (AVX-512): the image runs on any
 // x86-64 host and still uses the widest vectors the CPU has, picked once at load time.
-#include "ops/reduce_kernels.h"
+#include "common/reduce_kernels.h"
 
 #include <algorithm>
 #include <cstdint>

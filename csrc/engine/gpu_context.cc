@@ -1,6 +1,6 @@
 // CUDA side of the GPU interface (GPU builds only): versions, device checks, and the ready
 // event that orders the engine's work after the framework's stream.
-#include "common/gpu_context.h"
+#include "engine/gpu_context.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -19,11 +19,9 @@ std::string HostName() {
 
 }  // namespace
 
-GpuBuildInfo GetGpuBuildInfo() {
-  GpuBuildInfo info;
-  ncclGetVersion(&info.nccl_version);
-  cudaRuntimeGetVersion(&info.cuda_runtime_version);
-  return info;
+void GetGpuBuildInfo(LinkedLibraries* info) {
+  ncclGetVersion(&info->nccl_version);
+  cudaRuntimeGetVersion(&info->cuda_runtime_version);
 }
 
 Status GpuDeviceCount(int* count) {

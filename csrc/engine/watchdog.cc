@@ -1,4 +1,4 @@
-#include "common/watchdog.h"
+#include "engine/watchdog.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -48,7 +48,7 @@ void Watchdog::Enter(const WatchSection& section) {
   ++seq_;
   since_us_ = NowMicros();
   last_report_us_ = since_us_;
-  seen_progress_ = progress_.load(std::memory_order_relaxed);
+  seen_progress_ = WatchProgressCount().load(std::memory_order_relaxed);
   active_ = true;
   announced_ = false;
 }
@@ -113,7 +113,7 @@ void Watchdog::Run() {
     if (now - last_tick > 10 * kTickUs) since_us_ = last_report_us_ = now;
     last_tick = now;
     if (stop_ || !active_) continue;
-    const uint64_t progress = progress_.load(std::memory_order_relaxed);
+    const uint64_t progress = WatchProgressCount().load(std::memory_order_relaxed);
     if (progress != seen_progress_) {  // data moved: not blocked, whatever the op's length
       seen_progress_ = progress;
       since_us_ = last_report_us_ = now;

@@ -12,10 +12,10 @@
 #include <map>
 #include <thread>
 
-#include "common/gpu_context.h"
 #include "common/logging.h"
-#include "common/timeline.h"
-#include "common/watchdog.h"
+#include "engine/gpu_context.h"
+#include "engine/timeline.h"
+#include "engine/watchdog.h"
 #include "mpi/mpi_context.h"
 #include "ops/nccl_collectives.h"
 

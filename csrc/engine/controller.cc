@@ -1,13 +1,13 @@
-#include "common/controller.h"
+#include "engine/controller.h"
 
 #include <algorithm>
 #include <climits>
 #include <functional>
-#include <tuple>
 #include <sstream>
 
 #include "common/logging.h"
-#include "common/watchdog.h"
+#include "engine/fusion.h"
+#include "engine/watchdog.h"
 
 namespace hvd {
 namespace {
@@ -163,7 +163,7 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   invalid_slots_.clear();
 
   ResponseList out;
-  out.responses = Fuse(std::move(fast));
+  out.responses = FuseResponses(std::move(fast), config_.fusion_threshold);
   if (flags & (kHasUncached | kWantsShutdown)) {
     RequestList mine;
     mine.requests.swap(to_send_);
@@ -181,16 +181,10 @@ ResponseList Controller::RunRound(bool want_shutdown) {
     // Cache what was negotiated, identically everywhere, before it runs.
     for (const auto& resp : slow.responses) {
       if (!resp.error.empty()) continue;
-      // One tensor's response, built field by field: copying the fused response per name
+      // One tensor's response, built from the spec: copying the fused response per name
       // would copy all its names each time (quadratic in the group size).
       Response single;
-      single.type = resp.type;
-      single.dtype = resp.dtype;
-      single.reduce_op = resp.reduce_op;
-      single.root = resp.root;
-      single.prescale = resp.prescale;
-      single.postscale = resp.postscale;
-      single.gpu = resp.gpu;
+      single.spec() = resp.spec();
       single.first_dims = resp.first_dims;  // only single-tensor responses carry them
       single.names.resize(1);
       single.num_elements.resize(1);
@@ -251,7 +245,7 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
     timeline_->NegotiateEnd(name, now);
     table_.erase(name);
   }
-  out.responses = Fuse(std::move(responses));
+  out.responses = FuseResponses(std::move(responses), config_.fusion_threshold);
   if (!shutdown_ranks.empty()) {
     out.shutdown = true;
     out.shutdown_reason = "Horovod has been shut down: rank" +
@@ -269,13 +263,7 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   const auto& reqs = entry.requests;
   const Request& first = reqs[0];
   Response resp;
-  resp.type = first.type;
-  resp.dtype = first.dtype;
-  resp.reduce_op = first.reduce_op;
-  resp.root = first.root;
-  resp.prescale = first.prescale;
-  resp.postscale = first.postscale;
-  resp.gpu = first.gpu;
+  resp.spec() = first.spec();
   resp.names = {name};
   resp.num_elements = {NumElements(first.shape)};
 
@@ -321,39 +309,6 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   if (t == OpType::ALLGATHER)
     for (const auto& r : reqs) resp.first_dims.push_back(r.shape.empty() ? 0 : r.shape[0]);
   return resp;
-}
-
-std::vector<Response> Controller::Fuse(std::vector<Response> responses) const {
-  // Next fit per kind, in one pass: each (device, dtype, op, scale factors) has one open group that a
-  // response joins if it fits under the threshold; otherwise the group closes and a new one
-  // opens. Linear in the number of responses, and deterministic, so every rank fusing the same
-  // fast-path list gets the same groups. Groups run in the order they were opened.
-  if (config_.fusion_threshold <= 0 || responses.size() < 2) return responses;
-  std::vector<Response> out;
-  out.reserve(responses.size());
-  std::vector<int64_t> out_bytes;
-  std::map<std::tuple<bool, DataType, ReduceOp, double, double>, size_t> open;  // kind -> index in out
-  for (auto& resp : responses) {
-    if (resp.type != OpType::ALLREDUCE || !resp.error.empty()) {
-      out.push_back(std::move(resp));
-      out_bytes.push_back(0);
-      continue;
-    }
-    const int64_t bytes = resp.TotalBytes();
-    const auto kind = std::make_tuple(resp.gpu, resp.dtype, resp.reduce_op, resp.prescale, resp.postscale);
-    auto it = open.find(kind);
-    if (it != open.end() && out_bytes[it->second] + bytes <= config_.fusion_threshold) {
-      Response& group = out[it->second];
-      group.names.push_back(std::move(resp.names[0]));
-      group.num_elements.push_back(resp.num_elements[0]);
-      out_bytes[it->second] += bytes;
-      continue;
-    }
-    open[kind] = out.size();
-    out_bytes.push_back(bytes);
-    out.push_back(std::move(resp));
-  }
-  return out;
 }
 
 void Controller::InspectStalls(int64_t now) {

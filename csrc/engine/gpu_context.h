@@ -10,22 +10,17 @@
 
 #include "common/common.h"
 #include "common/message.h"
-#include "common/tensor_queue.h"
+#include "engine/engine.h"
+#include "engine/tensor_queue.h"
 
 namespace hvd {
 
 class MpiContext;
 class Timeline;
 
-struct GpuBuildInfo {
-  int nccl_version = 0;          // ncclGetVersion() of the linked library: 23203 = 2.32.3; 0 = none
-  int cuda_runtime_version = 0;  // cudaRuntimeGetVersion(): 12090 = 12.9; 0 = not built with CUDA
-};
-GpuBuildInfo GetGpuBuildInfo();  // needs no GPU and no driver
-
-// The number of CUDA devices this process sees. None, or no usable driver, is an error that
-// says so plainly ("no GPU visible ..."), with CUDA's own reason and what to check.
-Status GpuDeviceCount(int* count);
+// Fills the NCCL and CUDA runtime versions of `info` (engine.h); needs no GPU and no driver.
+// GpuDeviceCount(), which frontends call, is declared in engine.h and defined with these.
+void GetGpuBuildInfo(LinkedLibraries* info);
 
 // Frontend thread, at Enqueue, for an entry with request.gpu: checks that entry->device is a
 // device this process sees and records entry->ready on entry->stream. A non-empty return is the

@@ -14,13 +14,14 @@
 // one uncontended lock and a few stores per section, and text is built only when reporting.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/watch_progress.h"  // WatchProgress(): what collectives call as data moves
 
 namespace hvd {
 
@@ -45,7 +46,6 @@ class Watchdog {
   void Stop();
   void Enter(const WatchSection& section);  // background thread
   void Leave();
-  void Progress() { progress_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   void Run();
@@ -58,8 +58,7 @@ class Watchdog {
   WatchSection section_;
   int64_t seq_ = -1;  // sections entered so far - 1: identical on every rank
   int64_t since_us_ = 0, last_report_us_ = 0;
-  std::atomic<uint64_t> progress_{0};
-  uint64_t seen_progress_ = 0;
+  uint64_t seen_progress_ = 0;  // WatchProgressCount() when last checked
   int rank_ = 0, size_ = 1;
   double warn_s_ = 0, abort_s_ = 0;
   AbortFn abort_;
@@ -69,9 +68,6 @@ class Watchdog {
 
 // The process's watchdog (one engine per process).
 Watchdog& GlobalWatchdog();
-
-// Collectives call this whenever a piece of data has moved: the section is not blocked.
-inline void WatchProgress() { GlobalWatchdog().Progress(); }
 
 class WatchScope {
  public:

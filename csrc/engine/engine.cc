@@ -1,4 +1,4 @@
-#include "common/engine.h"
+#include "engine/engine.h"
 
 #include <sys/prctl.h>
 
@@ -8,14 +8,15 @@
 #include <mutex>
 #include <thread>
 
-#include "common/controller.h"
-#include "common/gpu_context.h"
-#include "common/job_stats.h"
 #include "common/logging.h"
-#include "common/operations.h"
-#include "common/timeline.h"
-#include "common/watchdog.h"
+#include "engine/controller.h"
+#include "engine/gpu_context.h"
+#include "engine/job_stats.h"
+#include "engine/operations.h"
+#include "engine/timeline.h"
+#include "engine/watchdog.h"
 #include "mpi/mpi_context.h"
+#include "ops/collectives.h"
 
 namespace hvd {
 namespace {
@@ -198,7 +199,24 @@ const Config& GetConfig() {
   return g_engine ? g_engine->config : defaults;
 }
 
-MPI_Comm RawComm() { return g_running ? g_engine->mpi.raw_comm() : MPI_COMM_NULL; }
+LinkedLibraries GetLinkedLibraries() {
+  LinkedLibraries info;
+  info.mpi_library = MpiLibraryVersion();
+  GetGpuBuildInfo(&info);
+  return info;
+}
+
+Status RingAllreduceRaw(float* data, size_t count) {
+  // The comm is read without g_mu, as the frontend did before this hook moved here: a
+  // benchmark does not race Init or Shutdown.
+  MPI_Comm comm = g_running ? g_engine->mpi.raw_comm() : MPI_COMM_NULL;
+  if (comm == MPI_COMM_NULL)
+    return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
+  static RingScratch scratch;
+  RingAllreduce(data, data, count, DataType::FLOAT32, ReduceOp::SUM, GetConfig().ring_chunk_bytes,
+                &scratch, comm);
+  return Status();
+}
 
 namespace {
 

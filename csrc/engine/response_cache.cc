@@ -1,4 +1,4 @@
-#include "common/response_cache.h"
+#include "engine/response_cache.h"
 
 namespace hvd {
 

@@ -1,10 +1,10 @@
 // The GPU interface of a build without GPU operations (HOROVOD_GPU_OPERATIONS unset): GPU
 // tensors are refused by name, on every rank, with the way to get a GPU build.
-#include "common/gpu_context.h"
+#include "engine/gpu_context.h"
 
 namespace hvd {
 
-GpuBuildInfo GetGpuBuildInfo() { return GpuBuildInfo(); }
+void GetGpuBuildInfo(LinkedLibraries*) {}  // no GPU libraries linked: the versions stay 0
 
 Status GpuDeviceCount(int* count) {
   *count = 0;

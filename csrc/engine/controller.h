@@ -17,9 +17,9 @@
 
 #include "common/config.h"
 #include "common/message.h"
-#include "common/response_cache.h"
-#include "common/tensor_queue.h"
-#include "common/timeline.h"
+#include "engine/response_cache.h"
+#include "engine/tensor_queue.h"
+#include "engine/timeline.h"
 #include "mpi/mpi_context.h"
 
 namespace hvd {
@@ -44,7 +44,6 @@ class Controller {
 
   ResponseList Coordinate(const std::vector<std::string>& blobs);
   Response ConstructResponse(const std::string& name, const TableEntry& entry) const;
-  std::vector<Response> Fuse(std::vector<Response> responses) const;
   void InspectStalls(int64_t now);
 
   MpiContext* mpi_;

@@ -1,5 +1,7 @@
 // The engine's public C++ API, used by every frontend (pybind11 module, TensorFlow kernels).
 // One engine per process: one background thread, one MPI context.
+// Frontends include this header and headers of common/ (types, status, config), nothing else of
+// the engine, mpi/ or ops/ (scripts/check_layers.py enforces it): what they need is declared here.
 #pragma once
 
 #include <mpi.h>
@@ -9,7 +11,7 @@
 
 #include "common/common.h"
 #include "common/config.h"
-#include "common/tensor_queue.h"
+#include "engine/tensor_queue.h"  // TensorEntry: what a frontend enqueues
 
 namespace hvd {
 
@@ -32,7 +34,22 @@ const Config& GetConfig();
 // Validates locally, then queues the entries atomically (all or none). Each entry's done()
 // runs exactly once, on the background thread, with OK or a named error.
 Status Enqueue(std::vector<TensorEntry> entries);
-// A communicator beside the engine's, for benchmarking the bare ring from a frontend.
-MPI_Comm RawComm();
+
+// What this library was built with (horovodrun --check-build); needs no Init and no GPU.
+struct LinkedLibraries {
+  std::string mpi_library;       // MPI_Get_library_version()
+  int nccl_version = 0;          // ncclGetVersion() of the linked library: 23203 = 2.32.3; 0 = none
+  int cuda_runtime_version = 0;  // cudaRuntimeGetVersion(): 12090 = 12.9; 0 = not built with CUDA
+};
+LinkedLibraries GetLinkedLibraries();
+// The number of CUDA devices this process sees. None, or no usable driver, is an error that
+// says so plainly ("no GPU visible ..."), with CUDA's own reason and what to check; a build
+// without GPU operations says that instead (gpu_context.cc, gpu_stub.cc).
+Status GpuDeviceCount(int* count);
+
+// Benchmark hook (scripts/bench_allreduce.py's "ring alone" line): the bare ring allreduce, a
+// float32 sum of `count` elements in place, on a communicator beside the engine's, bypassing
+// the queue and negotiation. Runs on the calling thread; every rank must call it.
+Status RingAllreduceRaw(float* data, size_t count);
 
 }  // namespace hvd

@@ -1,0 +1,248 @@
+// The negotiation messages: OpSpec comparison, RequestList/ResponseList encode/decode round
+// trips with every field set, and truncated or garbled input refused (never a throw).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+
+#include "common/message.h"
+
+namespace hvd {
+namespace {
+
+OpSpec SomeSpec() {
+  OpSpec s;
+  s.type = OpType::REDUCESCATTER;
+  s.dtype = DataType::BFLOAT16;
+  s.reduce_op = ReduceOp::PRODUCT;
+  s.root = 7;
+  s.prescale = 0.25;
+  s.postscale = -3.5;
+  s.gpu = true;
+  return s;
+}
+
+Request SomeRequest(const std::string& name) {
+  Request r;
+  r.spec() = SomeSpec();
+  r.rank = 3;
+  r.name = name;
+  r.shape = {4, 0, 7};
+  r.splits = {1, 2, 1};
+  r.invalid = "bad root";
+  return r;
+}
+
+Response SomeResponse() {
+  Response r;
+  r.spec() = SomeSpec();
+  r.names = {"a", std::string("b\0c", 3), ""};
+  r.num_elements = {5, 0, std::numeric_limits<int64_t>::max()};
+  r.first_dims = {2, -1};
+  r.error = "Mismatched shapes for tensor 'a': ...";
+  r.error_is_invalid_argument = true;
+  return r;
+}
+
+void ExpectSameRequest(const Request& a, const Request& b) {
+  EXPECT_TRUE(a.spec() == b.spec());
+  EXPECT_EQ(a.type, b.type);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.reduce_op, b.reduce_op);
+  EXPECT_EQ(a.root, b.root);
+  EXPECT_EQ(a.prescale, b.prescale);
+  EXPECT_EQ(a.postscale, b.postscale);
+  EXPECT_EQ(a.gpu, b.gpu);
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.shape, b.shape);
+  EXPECT_EQ(a.splits, b.splits);
+  EXPECT_EQ(a.invalid, b.invalid);
+}
+
+TEST(OpSpec, EveryFieldTakesPartInEqualityAndOrder) {
+  const OpSpec base = SomeSpec();
+  std::vector<OpSpec> changed(7, base);
+  changed[0].type = OpType::ALLREDUCE;
+  changed[1].dtype = DataType::FLOAT32;
+  changed[2].reduce_op = ReduceOp::SUM;
+  changed[3].root = 0;
+  changed[4].prescale = 1.0;
+  changed[5].postscale = 1.0;
+  changed[6].gpu = false;
+  static_assert(std::tuple_size<decltype(OpSpec::Fields(std::declval<OpSpec&>()))>::value == 7,
+                "a new OpSpec field needs a case here");
+  for (size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_FALSE(changed[i] == base) << "field " << i;
+    EXPECT_TRUE(changed[i] != base) << "field " << i;
+    EXPECT_TRUE(changed[i] < base || base < changed[i]) << "field " << i;
+  }
+  EXPECT_TRUE(base == SomeSpec());
+  EXPECT_FALSE(base < SomeSpec());
+}
+
+TEST(OpSpec, RequestAndResponseShareIt) {
+  Request req = SomeRequest("t");
+  Response resp;
+  resp.spec() = req.spec();
+  EXPECT_TRUE(resp.spec() == SomeSpec());
+  EXPECT_EQ(resp.root, 7);
+  EXPECT_EQ(resp.names.size(), 0u);  // only the spec was copied
+}
+
+TEST(Request, SameParamsComparesSpecShapeSplitsAndName) {
+  Request a = SomeRequest("t"), b = SomeRequest("t");
+  a.invalid.clear();
+  b.invalid.clear();
+  EXPECT_TRUE(a.SameParams(b));
+  b.rank = 0;  // the rank is not a parameter
+  EXPECT_TRUE(a.SameParams(b));
+  Request c = b;
+  c.postscale = 2.0;
+  EXPECT_FALSE(a.SameParams(c));
+  c = b;
+  c.gpu = false;
+  EXPECT_FALSE(a.SameParams(c));
+  c = b;
+  c.shape = {4, 0, 8};
+  EXPECT_FALSE(a.SameParams(c));
+  c = b;
+  c.splits = {2, 1, 1};
+  EXPECT_FALSE(a.SameParams(c));
+  c = b;
+  c.name = "u";
+  EXPECT_FALSE(a.SameParams(c));
+  c = b;
+  c.invalid = "x";  // an invalid request never takes the fast path
+  EXPECT_FALSE(a.SameParams(c));
+  EXPECT_FALSE(c.SameParams(a));
+}
+
+TEST(Response, TotalBytesUsesTheDtype) {
+  Response r;
+  r.dtype = DataType::FLOAT64;
+  r.num_elements = {3, 4};
+  EXPECT_EQ(r.TotalBytes(), 56);
+  r.dtype = DataType::FLOAT16;
+  EXPECT_EQ(r.TotalBytes(), 14);
+}
+
+TEST(RequestList, RoundTripsEveryField) {
+  RequestList in;
+  in.shutdown = true;
+  in.requests = {SomeRequest("first"), Request(), SomeRequest(std::string("nul\0inside", 10))};
+  in.requests[1].name = "defaults";
+  const std::string blob = Encode(in);
+  RequestList out;
+  out.requests.resize(5);  // stale content is replaced
+  ASSERT_TRUE(Decode(blob.data(), blob.size(), &out));
+  EXPECT_TRUE(out.shutdown);
+  ASSERT_EQ(out.requests.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) ExpectSameRequest(in.requests[i], out.requests[i]);
+  EXPECT_EQ(Encode(out), blob);
+}
+
+TEST(RequestList, EmptyRoundTrips) {
+  RequestList in, out;
+  const std::string blob = Encode(in);
+  ASSERT_TRUE(Decode(blob.data(), blob.size(), &out));
+  EXPECT_FALSE(out.shutdown);
+  EXPECT_TRUE(out.requests.empty());
+}
+
+TEST(ResponseList, RoundTripsEveryField) {
+  ResponseList in;
+  in.shutdown = true;
+  in.shutdown_reason = "rank 2 called shutdown()";
+  in.shutdown_on_every_rank = true;  // local only: not encoded
+  in.responses = {SomeResponse(), Response()};
+  const std::string blob = Encode(in);
+  ResponseList out;
+  ASSERT_TRUE(Decode(blob.data(), blob.size(), &out));
+  EXPECT_TRUE(out.shutdown);
+  EXPECT_EQ(out.shutdown_reason, in.shutdown_reason);
+  EXPECT_FALSE(out.shutdown_on_every_rank);
+  ASSERT_EQ(out.responses.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const Response &a = in.responses[i], &b = out.responses[i];
+    EXPECT_TRUE(a.spec() == b.spec()) << i;
+    EXPECT_EQ(a.names, b.names) << i;
+    EXPECT_EQ(a.num_elements, b.num_elements) << i;
+    EXPECT_EQ(a.first_dims, b.first_dims) << i;
+    EXPECT_EQ(a.error, b.error) << i;
+    EXPECT_EQ(a.error_is_invalid_argument, b.error_is_invalid_argument) << i;
+  }
+  EXPECT_EQ(Encode(out), blob);
+}
+
+// Every proper prefix of a valid message, and the message with a byte appended, is refused.
+template <typename List>
+void ExpectOnlyTheExactLengthDecodes(const std::string& blob) {
+  for (size_t n = 0; n < blob.size(); ++n) {
+    List l;
+    EXPECT_FALSE(Decode(blob.data(), n, &l)) << "prefix of " << n << " of " << blob.size() << " bytes";
+  }
+  std::string longer = blob + '\0';
+  List l;
+  EXPECT_FALSE(Decode(longer.data(), longer.size(), &l));
+}
+
+TEST(RequestList, TruncatedOrTrailingBytesAreRefused) {
+  RequestList in;
+  in.requests = {SomeRequest("a"), SomeRequest("bb")};
+  ExpectOnlyTheExactLengthDecodes<RequestList>(Encode(in));
+}
+
+TEST(ResponseList, TruncatedOrTrailingBytesAreRefused) {
+  ResponseList in;
+  in.shutdown_reason = "why";
+  in.responses = {SomeResponse(), SomeResponse()};
+  ExpectOnlyTheExactLengthDecodes<ResponseList>(Encode(in));
+}
+
+void Poke(std::string* blob, size_t at, uint64_t value) { std::memcpy(&(*blob)[at], &value, 8); }
+
+TEST(RequestList, GarbledCountsAreRefusedWithoutAllocating) {
+  RequestList in;
+  in.requests = {SomeRequest("a")};
+  const std::string blob = Encode(in);
+  // Layout: shutdown byte, then the request count.
+  for (uint64_t bad : {uint64_t(2), uint64_t(1) << 40, std::numeric_limits<uint64_t>::max()}) {
+    std::string g = blob;
+    Poke(&g, 1, bad);
+    RequestList out;
+    EXPECT_FALSE(Decode(g.data(), g.size(), &out)) << bad;
+  }
+  // The name's length prefix follows the shutdown byte, the count, the rank and the spec; a
+  // request with empty name, shape, splits and invalid is all that plus four length prefixes.
+  RequestList bare;
+  bare.requests.resize(1);
+  const size_t spec_bytes = Encode(bare).size() - 1 - 8 - 4 - 4 * 8;
+  const size_t name_at = 1 + 8 + 4 + spec_bytes;
+  std::string g = blob;
+  Poke(&g, name_at, std::numeric_limits<uint64_t>::max());
+  RequestList out;
+  EXPECT_FALSE(Decode(g.data(), g.size(), &out));
+}
+
+TEST(ResponseList, GarbledCountsAreRefusedWithoutAllocating) {
+  ResponseList in;
+  in.responses = {SomeResponse()};
+  const std::string blob = Encode(in);
+  // Layout: shutdown byte, the reason's length and bytes (empty), then the response count.
+  for (uint64_t bad : {uint64_t(2), uint64_t(1) << 40, std::numeric_limits<uint64_t>::max()}) {
+    std::string g = blob;
+    Poke(&g, 1 + 8, bad);
+    ResponseList out;
+    EXPECT_FALSE(Decode(g.data(), g.size(), &out)) << bad;
+  }
+  std::string g = blob;
+  Poke(&g, 1, uint64_t(1) << 50);  // the reason's length
+  ResponseList out;
+  EXPECT_FALSE(Decode(g.data(), g.size(), &out));
+}
+
+}  // namespace
+}  // namespace hvd
