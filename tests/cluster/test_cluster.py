@@ -5,7 +5,8 @@ import os
 import re
 import subprocess
 
-from conftest import ROOT, TAG, TIMINGS, make_cluster
+from tests.support.compose import TAG, TIMINGS, make_cluster
+from tests.support.paths import ROOT
 
 
 def test_launcher_wrote_the_hostfile(cluster):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TAG, TIMINGS, make_cluster
+from tests.support.compose import TAG, TIMINGS, make_cluster
 
 STEPS = "horovodrun python /jobs/steps.py --seconds 300"
 # Short stall bounds so network faults end quickly: warn after 2 s, shut down after 8 s.

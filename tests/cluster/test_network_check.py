@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import TIMINGS, make_cluster
+from tests.support.compose import TIMINGS, make_cluster
 
 RATE_MBIT = 400                       # the throttle: 400 Mbit/s = 0.05 GB/s
 RATE_GBS = RATE_MBIT / 8 / 1000

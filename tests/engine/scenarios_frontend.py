@@ -1,5 +1,5 @@
 """Frontend scenarios (horovod.numpy and its bindings), run on every rank under mpirun by
-test_frontend.py. Same protocol as scenarios.py: each prints "OK <scenario> rank=<r>"."""
+test_frontend.py (through scenarios.py)."""
 import sys
 import threading
 import time
@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 import horovod.numpy as hvd
-from scenarios import DTYPES, check, make, reference
+from tests.engine.reference import DTYPES, check, make, reference
 
 
 def expect_named(fn, *needles):
@@ -317,13 +317,3 @@ def sc_threads():
     for o in others:
         hvd.synchronize(o)
 
-
-SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
-
-if __name__ == "__main__":
-    name = sys.argv[1]
-    hvd.init()
-    rank = hvd.rank()  # a scenario may shut down
-    SCENARIOS[name]()
-    print(f"OK {name} rank={rank}", flush=True)
-    hvd.shutdown()

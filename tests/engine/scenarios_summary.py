@@ -1,7 +1,6 @@
 """Jobs of known size for the end-of-job summary (HOROVOD_SUMMARY), run on every rank under
-mpirun by test_summary.py. Same protocol as scenarios.py: each prints "OK <scenario> rank=<r>";
-the summary itself is printed by rank 0's engine at hvd.shutdown()."""
-import sys
+mpirun by test_summary.py (through scenarios.py); the summary itself is printed by rank 0's
+engine at hvd.shutdown()."""
 import time
 
 import numpy as np
@@ -36,13 +35,3 @@ def sc_straggler():
         got = hvd.allreduce(np.ones(1000, np.float32), op=hvd.Sum, name=f"step/{i}")
         assert (got == n).all(), got[:4]
 
-
-SCENARIOS = {name[3:]: fn for name, fn in globals().items() if name.startswith("sc_")}
-
-if __name__ == "__main__":
-    name = sys.argv[1]
-    hvd.init()
-    rank = hvd.rank()
-    SCENARIOS[name]()
-    print(f"OK {name} rank={rank}", flush=True)
-    hvd.shutdown()

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from conftest import launch, run_ok
+from tests.support.mpi import ENGINE
 
 SMALL_CHUNKS = {"HOROVOD_RING_CHUNK_BYTES": "4096"}  # many pipelined chunks per ring step
 
@@ -11,26 +11,26 @@ SMALL_CHUNKS = {"HOROVOD_RING_CHUNK_BYTES": "4096"}  # many pipelined chunks per
 @pytest.mark.parametrize("scenario", ["allreduce", "allgather", "broadcast", "alltoall",
                                       "reducescatter", "grouped", "order", "steady"])
 def test_collective(world, scenario):
-    run_ok(world, scenario, env=SMALL_CHUNKS)
+    ENGINE.run_ok(world, scenario, env=SMALL_CHUNKS)
 
 
 def test_allreduce_ring_for_small_tensors(world):
     """Small tensors normally take the one-step direct exchange; force the ring for them too."""
-    run_ok(world, "allreduce", env={"HOROVOD_SMALL_ALLREDUCE_BYTES": "0", **SMALL_CHUNKS})
+    ENGINE.run_ok(world, "allreduce", env={"HOROVOD_SMALL_ALLREDUCE_BYTES": "0", **SMALL_CHUNKS})
 
 
 def test_allreduce_mpi_baseline(world):
     """HOROVOD_CPU_OPERATIONS=mpi (MPI_Allreduce) gives the same answers as the ring."""
-    run_ok(world, "allreduce", env={"HOROVOD_CPU_OPERATIONS": "mpi"})
+    ENGINE.run_ok(world, "allreduce", env={"HOROVOD_CPU_OPERATIONS": "mpi"})
 
 
 def test_allreduce_without_cache(world):
-    run_ok(world, "steady", env={"HOROVOD_CACHE_CAPACITY": "0"})
+    ENGINE.run_ok(world, "steady", env={"HOROVOD_CACHE_CAPACITY": "0"})
 
 
 def test_allreduce_tiny_cache_evicts(world):
     """A cache smaller than the working set evicts every step; results stay right."""
-    run_ok(world, "steady", env={"HOROVOD_CACHE_CAPACITY": "3"})
+    ENGINE.run_ok(world, "steady", env={"HOROVOD_CACHE_CAPACITY": "3"})
 
 
 def digests(out):
@@ -38,23 +38,17 @@ def digests(out):
 
 
 def test_fusion_on_and_off_identical(world):
-    on, _ = run_ok(world, "fusion_digest", env={"HOROVOD_FUSION_THRESHOLD": str(64 << 20)})
-    off, _ = run_ok(world, "fusion_digest", env={"HOROVOD_FUSION_THRESHOLD": "0"})
+    on, _ = ENGINE.run_ok(world, "fusion_digest", env={"HOROVOD_FUSION_THRESHOLD": str(64 << 20)})
+    off, _ = ENGINE.run_ok(world, "fusion_digest", env={"HOROVOD_FUSION_THRESHOLD": "0"})
     assert len(set(digests(on))) == 1, "ranks disagree"
     assert digests(on) == digests(off), "fusion changed the results"
 
 
 def test_single_process_without_mpirun():
-    import os
-    import subprocess
-    import sys
-    from conftest import ROOT, SCENARIOS
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, str(SCENARIOS), "allreduce"], env=env,
-                       capture_output=True, text=True, timeout=120)
+    p = ENGINE.run_single("allreduce", timeout=120)
     assert p.returncode == 0 and "OK allreduce rank=0" in p.stdout, p.stdout + p.stderr
 
 
 def test_bad_config_is_a_clear_error():
-    rc, out, err = launch(2, "topology", env={"HOROVOD_CPU_OPERATIONS": "gloo"}, timeout=60)
+    rc, out, err = ENGINE.launch(2, "topology", env={"HOROVOD_CPU_OPERATIONS": "gloo"}, timeout=60)
     assert rc != 0 and "HOROVOD_CPU_OPERATIONS" in err

@@ -1,18 +1,16 @@
 """Bad input fails with a named error on every rank; a lost rank never hangs the others."""
-import os
 import re
-import subprocess
-import sys
 
-from conftest import ROOT, launch, run_ok
+from tests.support import mpi
+from tests.support.mpi import ENGINE
 
 
 def test_mismatches_are_named_on_every_rank(world):
-    run_ok(world, "mismatch")
+    ENGINE.run_ok(world, "mismatch")
 
 
 def test_gpu_tensor_in_a_cpu_build_is_refused_on_every_rank(world):
-    run_ok(world, "gpu_claim", "this build of Horovod has no GPU operations")
+    ENGINE.run_ok(world, "gpu_claim", "this build of Horovod has no GPU operations")
 
 
 def test_op_before_init_is_a_value_error():
@@ -22,17 +20,16 @@ def test_op_before_init_is_a_value_error():
             "    except ValueError as e: assert 'hvd.init()' in str(e), e\n"
             "    else: raise SystemExit('no error')\n"
             "print('fine')\n")
-    p = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                       capture_output=True, text=True, timeout=60)
+    p = mpi.python(code, timeout=60)
     assert p.returncode == 0 and "fine" in p.stdout, p.stdout + p.stderr
 
 
 def test_rank_that_exits_early_fails_the_others_with_its_name(world):
-    run_ok(world, "early_exit", timeout=60)
+    ENGINE.run_ok(world, "early_exit", timeout=60)
 
 
 def test_killed_rank_aborts_the_job(world):
-    rc, out, err = launch(world, "killed", timeout=60)
+    rc, out, err = ENGINE.launch(world, "killed", timeout=60)
     assert rc != 0
     text = out + err
     # Open MPI names the lost process as [[jobid,vpid],rank] and gives its exit code.
@@ -43,7 +40,7 @@ def test_stopped_rank_is_named_and_the_job_ends(world):
     # A rank stopped inside a collective leaves its peers blocked in MPI, where no timeout can be
     # set; the watchdog must name it and, with a shutdown time, abort the job.
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
-    rc, out, err = launch(world, "stopped_rank", env=env, timeout=90)
+    rc, out, err = ENGINE.launch(world, "stopped_rank", env=env, timeout=90)
     assert rc != 0, out + err
     blocked = [ln for ln in err.splitlines() if "has been blocked for" in ln]
     assert blocked, err
@@ -53,7 +50,7 @@ def test_stopped_rank_is_named_and_the_job_ends(world):
 
 def test_stopped_idle_rank_blocks_negotiation_and_the_job_ends(world):
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
-    rc, out, err = launch(world, "stopped_idle_rank", env=env, timeout=90)
+    rc, out, err = ENGINE.launch(world, "stopped_idle_rank", env=env, timeout=90)
     assert rc != 0, out + err
     assert "negotiation round" in err and "has been blocked for" in err, err
     assert "Aborting the job" in err, err

@@ -1,48 +1,23 @@
 """Regression tests of the engine hardening (issue 7): sizes from user input, knobs that ranks
 must agree on, strict knob parsing, a watchdog that tells progress from blockage and names the
 missing rank, linear negotiation of large groups, and smaller edge cases."""
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import MPIRUN, ROOT, SCENARIOS, launch, run_ok
-
-
-def launch_per_rank(envs, scenario, *args, timeout=60):
-    """One process per entry of `envs`, each with its own environment (mpirun's MPMD form)."""
-    cmd = list(MPIRUN)
-    for i, env in enumerate(envs):
-        if i:
-            cmd.append(":")
-        cmd += ["-np", "1"]
-        for k, v in env.items():
-            cmd += ["-x", f"{k}={v}"]
-        cmd += [sys.executable, str(SCENARIOS), scenario, *args]
-    e = dict(os.environ, PYTHONPATH=str(ROOT))
-    try:
-        p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as ex:
-        pytest.fail(f"{scenario} hung for more than {timeout} s:\n{ex.stdout}\n{ex.stderr}")
-    return p.returncode, p.stdout, p.stderr
-
-
-def ok_ranks(out, scenario):
-    return {int(r) for r in re.findall(rf"OK {re.escape(scenario)} rank=(\d+)", out)}
+from tests.support.mpi import ENGINE, ok_ranks
 
 
 # -- 1. sizes from user input -------------------------------------------------------------------
 
 def test_overflowing_sizes_fail_on_every_rank(world):
     # Before: splits [2**63-1, 2**63-1, 8] summed to 6, passed, then corrupted the heap (SIGABRT).
-    run_ok(world, "size_overflow", timeout=60)
+    ENGINE.run_ok(world, "size_overflow", timeout=60)
 
 
 def test_invalid_arguments_on_one_rank_fail_every_rank():
     # The bad rank's reason reaches the others, which would otherwise wait for a stall timeout.
-    run_ok(3, "size_overflow", timeout=60)
+    ENGINE.run_ok(3, "size_overflow", timeout=60)
 
 
 # -- 4. knobs that every rank must share --------------------------------------------------------
@@ -57,14 +32,15 @@ def test_invalid_arguments_on_one_rank_fail_every_rank():
 def test_knob_set_differently_fails_init_on_every_rank(knob, values):
     # Before: MPI_ERR_TRUNCATE or a hang. Now every rank's init() names the knob and the values.
     envs = [{knob: values[0]}, {knob: values[1]}, {knob: values[0]}]
-    rc, out, err = launch_per_rank(envs, "config_error", knob, "rank 1 has '" + values[1],
-                                   "ranks [0, 2] have '" + values[0])
+    rc, out, err = ENGINE.launch_per_rank(envs, "config_error", knob, "rank 1 has '" + values[1],
+                                          "ranks [0, 2] have '" + values[0])
     assert rc == 0 and ok_ranks(out, "config_error") == {0, 1, 2}, out + err
 
 
 def test_bad_value_on_one_rank_fails_every_rank():
     envs = [{}, {"HOROVOD_CYCLE_TIME": "inf"}]
-    rc, out, err = launch_per_rank(envs, "config_error", "rank 1", "HOROVOD_CYCLE_TIME='inf'")
+    rc, out, err = ENGINE.launch_per_rank(envs, "config_error", "rank 1",
+                                          "HOROVOD_CYCLE_TIME='inf'")
     assert rc == 0 and ok_ranks(out, "config_error") == {0, 1}, out + err
 
 
@@ -87,19 +63,16 @@ def test_bad_value_on_one_rank_fails_every_rank():
     ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "-3", "finite number"),
 ])
 def test_bad_knob_value_is_named(knob, value, needle):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{knob: value})
-    p = subprocess.run([sys.executable, str(SCENARIOS), "config_error", f"{knob}='{value}'", needle],
-                       env=env, capture_output=True, text=True, timeout=60)
+    p = ENGINE.run_single("config_error", f"{knob}='{value}'", needle, env={knob: value},
+                          timeout=60)
     assert p.returncode == 0 and "OK config_error" in p.stdout, p.stdout + p.stderr
 
 
 def test_stall_shutdown_below_check_time_is_an_error():
     # Before: silently raised to the check time.
-    env = dict(os.environ, PYTHONPATH=str(ROOT), HOROVOD_STALL_CHECK_TIME_SECONDS="10",
-               HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="3")
-    p = subprocess.run([sys.executable, str(SCENARIOS), "config_error",
-                        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3", "HOROVOD_STALL_CHECK_TIME_SECONDS=10"],
-                       env=env, capture_output=True, text=True, timeout=60)
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "10", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
+    p = ENGINE.run_single("config_error", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3",
+                          "HOROVOD_STALL_CHECK_TIME_SECONDS=10", env=env, timeout=60)
     assert p.returncode == 0 and "OK config_error" in p.stdout, p.stdout + p.stderr
 
 
@@ -115,7 +88,7 @@ def test_long_progressing_collective_is_not_aborted():
     # addresses, which do not carry traffic between two host processes (MPI init then hangs).
     env = dict(WATCH, HOROVOD_RING_CHUNK_BYTES="64", OMPI_MCA_btl="tcp,self",
                OMPI_MCA_btl_tcp_if_include="lo")
-    out, err = run_ok(2, "long_op_progressing", str(12 << 20), env=env, timeout=180)
+    out, err = ENGINE.run_ok(2, "long_op_progressing", str(12 << 20), env=env, timeout=180)
     elapsed = [float(t) for t in re.findall(r"ELAPSED rank=\d+ ([\d.]+)", out)]
     assert min(elapsed) > 1.5 + 0.5, f"the op ran {elapsed} s: too short to test the watchdog"
     assert "blocked" not in err, err
@@ -126,14 +99,14 @@ def test_large_group_negotiation_is_not_aborted():
     # caching) and the watchdog aborted it at the issue's bounds. A round is one section: rank
     # 0's coordinating time is no progress for the others, so these bounds leave room for load.
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
-    run_ok(2, "many_tensors", "60000", env=env, timeout=120)
+    ENGINE.run_ok(2, "many_tensors", "60000", env=env, timeout=120)
 
 
 # -- 6. a stopped rank is named by the ranks blocked in a negotiation round ----------------------
 
 def test_stopped_idle_rank_is_named(world):
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
-    rc, out, err = launch(world, "stopped_idle_rank", env=env, timeout=90)
+    rc, out, err = ENGINE.launch(world, "stopped_idle_rank", env=env, timeout=90)
     assert rc != 0, out + err
     lines = [ln for ln in err.splitlines() if "negotiation round" in ln and "blocked for" in ln]
     assert lines and all("waiting for rank 1 (silent" in ln for ln in lines), err
@@ -148,7 +121,7 @@ def test_grouped_allreduce_scales_linearly():
     # A complexity check, not a timing target: twice the tensors must cost about twice the time
     # (before: 20k -> 40k tensors took 3.6x, 40k -> 100k 16x). Same run, same machine.
     def seconds(count):
-        out, _ = run_ok(2, "many_tensors", str(count), timeout=180)
+        out, _ = ENGINE.run_ok(2, "many_tensors", str(count), timeout=180)
         return max(float(t) for t in re.findall(r"ELAPSED rank=\d+ step=0 ([\d.]+)", out))
     small, large = seconds(25000), seconds(100000)
     assert large / small < 6.5, f"25k tensors {small:.2f} s, 100k {large:.2f} s: not linear"
@@ -157,18 +130,18 @@ def test_grouped_allreduce_scales_linearly():
 # -- 10. smaller edge cases ----------------------------------------------------------------------
 
 def test_zero_width_rows_keep_their_count(world):
-    run_ok(world, "zero_width")
+    ENGINE.run_ok(world, "zero_width")
 
 
 def test_integer_average_does_not_wrap(world):
-    run_ok(world, "int_average")
+    ENGINE.run_ok(world, "int_average")
 
 
 def test_init_with_another_communicator_while_running_raises():
-    run_ok(2, "reinit_other_comm")
+    ENGINE.run_ok(2, "reinit_other_comm")
 
 
 def test_log_lines_carry_the_rank_from_init_on():
-    out, err = run_ok(2, "log_rank")
+    out, err = ENGINE.run_ok(2, "log_rank")
     assert "rank -1" not in err, err
     assert re.search(r"\[horovod rank [01] WARNING\] MPI provides thread level", err), err

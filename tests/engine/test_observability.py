@@ -1,12 +1,12 @@
 """Timeline file and stall inspector."""
 import json
 
-from conftest import run_ok
+from tests.support.mpi import ENGINE
 
 
 def test_timeline_is_valid_chrome_trace(tmp_path, world):
     path = tmp_path / "timeline.json"
-    run_ok(world, "timeline", env={"HOROVOD_TIMELINE": str(path)})
+    ENGINE.run_ok(world, "timeline", env={"HOROVOD_TIMELINE": str(path)})
     events = json.loads(path.read_text())
     assert isinstance(events, list) and events
     rows = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
@@ -25,7 +25,7 @@ def test_timeline_is_valid_chrome_trace(tmp_path, world):
 
 def test_stall_warning_names_missing_rank(world):
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1"}
-    _, err = run_ok(world, "stall_warning", env=env, timeout=90)
+    _, err = ENGINE.run_ok(world, "stall_warning", env=env, timeout=90)
     assert "Stall inspector" in err, err
     for tensor in ("stall/uncached", "stall/cached"):
         lines = [ln for ln in err.splitlines() if f"'{tensor}'" in ln]
@@ -34,4 +34,4 @@ def test_stall_warning_names_missing_rank(world):
 
 def test_stall_shutdown_fails_pending_ops_on_all_ranks(world):
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2"}
-    run_ok(world, "stall_shutdown", env=env, timeout=90)
+    ENGINE.run_ok(world, "stall_shutdown", env=env, timeout=90)

@@ -1,13 +1,8 @@
 """The end-of-job communication summary rank 0 prints at shutdown (HOROVOD_SUMMARY)."""
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-from conftest import ROOT, launch, run_ok
+from tests.support.mpi import ENGINE, ok_ranks
 
-SCRIPT = Path(__file__).with_name("scenarios_summary.py")
 PREFIX = "[horovod summary] "
 # sc_known_job reduces 10 x 1 MiB of float32 and 4 x 1000 float64 on every rank.
 KNOWN_BYTES_REDUCED = 10 * (1 << 20) + 4 * 1000 * 8
@@ -28,7 +23,7 @@ def percent(text, label):
 
 
 def test_summary_of_a_known_job(world):
-    _, err = run_ok(world, "known_job", script=SCRIPT)
+    _, err = ENGINE.run_ok(world, "known_job")
     lines = summary(err)
     # One block, from one rank: the job line, the time line, the slowest-rank line.
     assert len(lines) == 3, err
@@ -48,12 +43,12 @@ def test_summary_of_a_known_job(world):
 
 
 def test_summary_off_prints_nothing(world):
-    _, err = run_ok(world, "known_job", script=SCRIPT, env={"HOROVOD_SUMMARY": "0"})
+    _, err = ENGINE.run_ok(world, "known_job", env={"HOROVOD_SUMMARY": "0"})
     assert "[horovod summary]" not in err, err
 
 
 def test_summary_level_2_has_a_line_per_rank(world):
-    _, err = run_ok(world, "known_job", script=SCRIPT, env={"HOROVOD_SUMMARY": "2"})
+    _, err = ENGINE.run_ok(world, "known_job", env={"HOROVOD_SUMMARY": "2"})
     lines = summary(err)
     per_rank = [ln for ln in lines if ln.startswith("rank ")]
     assert len(lines) == 3 + world and lines[3:] == per_rank, err
@@ -64,15 +59,14 @@ def test_summary_level_2_has_a_line_per_rank(world):
 
 
 def test_bad_summary_value_is_refused_at_init():
-    rc, out, err = launch(2, "config_error", "HOROVOD_SUMMARY='5'", "integer in [0, 2]",
-                          env={"HOROVOD_SUMMARY": "5"}, timeout=60)
-    ranks = {int(r) for r in re.findall(r"OK config_error rank=(\d+)", out)}
-    assert rc == 0 and ranks == {0, 1}, out + err
+    rc, out, err = ENGINE.launch(2, "config_error", "HOROVOD_SUMMARY='5'", "integer in [0, 2]",
+                                 env={"HOROVOD_SUMMARY": "5"}, timeout=60)
+    assert rc == 0 and ok_ranks(out, "config_error") == {0, 1}, out + err
     assert "[horovod summary]" not in err, err
 
 
 def test_straggler_is_named_the_slowest_rank(world):
-    _, err = run_ok(world, "straggler", script=SCRIPT)
+    _, err = ENGINE.run_ok(world, "straggler")
     lines = [ln for ln in summary(err) if ln.startswith("slowest rank:")]
     assert len(lines) == 1, err
     assert re.match(r"slowest rank: 1 on \S+ \(waited [\d.]+ %", lines[0]), lines[0]
@@ -80,9 +74,7 @@ def test_straggler_is_named_the_slowest_rank(world):
 
 
 def test_single_process_summary():
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, str(SCRIPT), "known_job"], env=env, capture_output=True,
-                       text=True, timeout=120)
+    p = ENGINE.run_single("known_job", timeout=120)
     assert p.returncode == 0 and "OK known_job rank=0" in p.stdout, p.stdout + p.stderr
     lines = summary(p.stderr)
     assert len(lines) == 2, p.stderr  # no slowest rank among one

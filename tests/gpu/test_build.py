@@ -2,11 +2,12 @@
 every CPU collective working, and refuses GPU work with a clear error when no GPU is visible."""
 import re
 import subprocess
-import sys
 
 import pytest
 
-from conftest import MPIRUN, ROOT, pins, python, run
+from tests.support import mpi
+from tests.support.mpi import ENGINE
+from tests.support.paths import pins
 
 PINS = pins()
 
@@ -25,8 +26,9 @@ def test_engine_links_pinned_nccl_and_cudart(site):
 
 
 def test_build_info_reports_linked_versions(site):
-    p = python("import horovod.tensorflow as hvd, horovod.common.basics as b\n"
-               "i = b.build_info(); print(hvd.nccl_built(), hvd.cuda_built(), i['cuda_runtime_version'], i['gpu_operations'])")
+    p = mpi.python("import horovod.tensorflow as hvd, horovod.common.basics as b\n"
+                   "i = b.build_info(); print(hvd.nccl_built(), hvd.cuda_built(), i['cuda_runtime_version'], i['gpu_operations'])",
+                   site=site, tf=True)
     assert p.returncode == 0, p.stderr
     major, minor, patch = (int(x) for x in PINS["NCCL_VERSION"].split("."))
     want = f"{major * 10000 + minor * 100 + patch} True {version_code(PINS['CUDA_VERSION'])} NCCL"
@@ -34,17 +36,19 @@ def test_build_info_reports_linked_versions(site):
 
 
 def test_check_build_shows_nccl(site):
-    p = python("import sys; from horovod.runner.launch import main; sys.argv = ['horovodrun', '--check-build']; main()")
+    p = mpi.python("import sys; from horovod.runner.launch import main; sys.argv = ['horovodrun', '--check-build']; main()",
+                   site=site, tf=True)
     assert p.returncode == 0, p.stderr
     row = [line for line in p.stdout.splitlines() if "NCCL" in line]
     assert row and PINS["NCCL_VERSION"] in row[0] and "[X]" in row[0], p.stdout
 
 
 def test_tensorflow_ops_have_gpu_kernels(site):
-    p = python("import horovod.tensorflow\n"
-               "from tensorflow.python.framework import kernels\n"
-               "for op in ('HorovodAllreduce', 'HorovodAllgather', 'HorovodBroadcast', 'HorovodAlltoall', 'HorovodReducescatter'):\n"
-               "    print(op, sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}))")
+    p = mpi.python("import horovod.tensorflow\n"
+                   "from tensorflow.python.framework import kernels\n"
+                   "for op in ('HorovodAllreduce', 'HorovodAllgather', 'HorovodBroadcast', 'HorovodAlltoall', 'HorovodReducescatter'):\n"
+                   "    print(op, sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}))",
+                   site=site, tf=True)
     assert p.returncode == 0, p.stderr
     lines = [line for line in p.stdout.splitlines() if line.startswith("Horovod")]
     assert len(lines) == 5 and all(line.endswith("['CPU', 'GPU']") for line in lines), p.stdout
@@ -52,25 +56,24 @@ def test_tensorflow_ops_have_gpu_kernels(site):
 
 @pytest.mark.parametrize("np_", [2, 3])
 def test_cpu_selftest_passes_in_gpu_build(site, np_):
-    p = run(MPIRUN + ["-np", str(np_), sys.executable, "-m", "horovod.selftest"], timeout=180)
-    assert p.returncode == 0 and "all checks passed" in p.stdout, p.stdout + p.stderr
+    rc, out, err = mpi.launch(np_, "-m", "horovod.selftest", site=site, tf=True, timeout=180)
+    assert rc == 0 and "all checks passed" in out, out + err
 
 
 def test_gpu_selftest_without_gpu_fails_clearly_on_every_rank(site, gpu_count):
     if gpu_count[0]:
         pytest.skip(f"{gpu_count[0]} GPU(s) visible: the no-GPU error cannot happen here")
-    p = run(MPIRUN + ["-np", "2", sys.executable, "-m", "horovod.selftest", "--gpu"], timeout=60)
-    assert p.returncode != 0
-    assert p.stderr.count("no GPU visible on host") == 2, p.stderr
-    assert "--gpus all" in p.stderr
+    rc, out, err = mpi.launch(2, "-m", "horovod.selftest", "--gpu", site=site, tf=True, timeout=60)
+    assert rc != 0
+    assert err.count("no GPU visible on host") == 2, err
+    assert "--gpus all" in err
 
 
 @pytest.mark.parametrize("np_", [2, 3])
 def test_gpu_tensor_is_refused_by_name_on_every_rank(site, gpu_count, np_):
     """Host memory enqueued as a GPU tensor: each rank's reason reaches every rank, and the job
-    goes on (tests/engine/scenarios.py gpu_claim)."""
+    goes on (gpu_claim in tests/engine/scenarios_errors.py)."""
     reason = "is not in GPU 0's memory" if gpu_count[0] else "no GPU visible on host"
-    p = run(MPIRUN + ["-np", str(np_), sys.executable, str(ROOT / "tests" / "engine" / "scenarios.py"),
-                      "gpu_claim", reason], timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert all(f"OK gpu_claim rank={q}" in p.stdout for q in range(np_)), p.stdout + p.stderr
+    rc, out, err = ENGINE.launch(np_, "gpu_claim", reason, site=site, tf=True, timeout=120)
+    assert rc == 0, out + err
+    assert all(f"OK gpu_claim rank={q}" in out for q in range(np_)), out + err

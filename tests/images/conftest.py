@@ -7,59 +7,15 @@ The graph of layers comes from images/layers, the file the Makefile builds from.
 $FLAVOUR (cpu, gpu) picks the chain: checks of a layer outside it (cuda on cpu) are deselected,
 checks marked `@pytest.mark.flavour("gpu")` are skipped on the other flavours.
 """
-import os
-import pathlib
 import uuid
 
 import docker
 import pytest
 import testinfra
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-LATEST = {"cpu": "horovod:latest", "gpu": "horovod:latest-gpu"}  # the Makefile's floating tags
-TF_PACKAGE = {"cpu": "tensorflow-cpu", "gpu": "tensorflow"}     # the TensorFlow wheel installed
-TEST_LABEL = {"io.horovod.test": "1"}  # `make clean/images` removes leftovers by this label
-
-
-def load_versions(path=ROOT / "versions.env"):
-    pins = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            pins[key] = value
-    return pins
-
-
-def load_layers(path=ROOT / "images" / "layers"):
-    """The image graph the Makefile builds: {flavour: {layer: parent}}, layers in build order
-    ("rootfs" is the Debian root image; a "-" cell leaves the layer out of that flavour)."""
-    rows = [line.split() for line in path.read_text().splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
-    flavours = rows[0][1:]
-    return {f: {row[0]: row[1 + i] for row in rows[1:] if row[1 + i] != "-"}
-            for i, f in enumerate(flavours)}
-
-
-def ancestors(graph, layer):
-    """`layer` and every layer it is built FROM, up to the root image."""
-    chain = []
-    while layer in graph:
-        chain.append(layer)
-        layer = graph[layer]
-    return chain
-
-
-PINS = load_versions()
-GRAPH = load_layers()
-FLAVOUR = os.environ.get("FLAVOUR", "cpu")
-PARENTS = GRAPH[FLAVOUR]
-CHAIN = list(PARENTS)  # this flavour's layers in build order
-IMAGE_TAG = os.environ.get("IMAGE_TAG", f"{PINS['HOROVOD_VERSION']}-{FLAVOUR}")
-
-
-def image_ref(name):
-    return f"horovod:{IMAGE_TAG}" if name == "horovod" else f"horovod/{name}:{IMAGE_TAG}"
+from tests.support import images
+from tests.support.images import (CHAIN, FLAVOUR, GRAPH, IMAGE_TAG, LATEST, PARENTS, PINS,
+                                  TEST_LABEL, TF_PACKAGE, Containers, ancestors, image_ref)
 
 
 def pytest_addoption(parser):
@@ -164,27 +120,6 @@ def inspect(client, ref):
     return config
 
 
-class Containers:
-    """Starts containers for a test session or a single test and removes them afterwards."""
-
-    def __init__(self, client):
-        self.client, self.started = client, []
-
-    def start(self, ref, command=("sleep", "infinity"), **kwargs):
-        labels = dict(TEST_LABEL, **kwargs.pop("labels", {}))
-        c = self.client.containers.run(ref, list(command), detach=True, labels=labels, **kwargs)
-        self.started.append(c)
-        return c
-
-    def remove_all(self):
-        for c in reversed(self.started):
-            try:
-                c.remove(force=True)
-            except docker.errors.NotFound:
-                pass
-        self.started.clear()
-
-
 @pytest.fixture(scope="session")
 def session_containers(client):
     containers = Containers(client)
@@ -226,13 +161,7 @@ def network(client):
     net.remove()
 
 
-def _run_ok(host, command):
-    result = host.run(command)
-    assert result.rc == 0, f"{command!r} exited {result.rc}\n{result.stdout}\n{result.stderr}"
-    return result.stdout.strip()
-
-
 @pytest.fixture(scope="session")
 def run_ok():
     """run_ok(host, command) -> stdout, failing the test with the output unless it exits 0."""
-    return _run_ok
+    return images.run_ok

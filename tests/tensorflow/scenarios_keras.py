@@ -24,6 +24,7 @@ import keras  # noqa: E402
 
 import horovod.tensorflow.keras as hvd  # noqa: E402
 from horovod.tensorflow import reduction as hvd_reduction  # noqa: E402
+from tests.support import scenario  # noqa: E402
 
 
 def digest(arrays):
@@ -306,23 +307,7 @@ def scenario_schedule_checkpoint():
 SCENARIOS = {"fit": scenario_fit, "accumulate": scenario_accumulate,
              "save_load": scenario_save_load, "schedule_checkpoint": scenario_schedule_checkpoint}
 
-
-def main(names):
-    """Runs the scenarios in order in one process (TF's import costs seconds per rank), with
-    conftest.Batch's protocol: "OK <name> rank=<r>" after each; the first failure prints
-    "FAIL <name> rank=<r>" and its traceback and ends the process at once (mpirun then ends
-    the job, so no rank waits on it)."""
-    import traceback
-    hvd.init()
-    for name in names:
-        try:
-            SCENARIOS[name]()
-        except BaseException:  # noqa: B036  (SystemExit too: the report must come out)
-            print(f"FAIL {name} rank={hvd.rank()}\n{traceback.format_exc()}", flush=True)
-            os._exit(1)
-        print(f"OK {name} rank={hvd.rank()}", flush=True)
-    hvd.shutdown()
-
-
+# A program of its own (not a subject module of scenarios_ops.py): it sets TF's thread pools at
+# import, which would change the op scenarios' settings.
 if __name__ == "__main__":
-    main(sys.argv[1].split(","))
+    scenario.main(SCENARIOS, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown)

@@ -7,23 +7,21 @@ below compare. The examples run as users run them, under mpirun -np 2.
 """
 import importlib.util
 import re
-import subprocess
-import sys
 from collections import defaultdict
 
 import pytest
 
-from conftest import MPIRUN, ROOT, environment, run_batch
+from tests.support import mpi
+from tests.support.mpi import KERAS
+from tests.support.paths import EXAMPLES
 
-SCRIPT = ROOT / "tests" / "tensorflow" / "scenarios_keras.py"
-EXAMPLES = ROOT / "examples"
 BATCH = ["fit", "accumulate", "save_load", "schedule_checkpoint"]
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
 def keras_run(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"keras_np{request.param}")
-    return run_batch(request.param, BATCH, script=SCRIPT, env={"HVD_KERAS_TMPDIR": str(tmp)})
+    return KERAS.run_batch(request.param, BATCH, env={"HVD_KERAS_TMPDIR": str(tmp)})
 
 
 def digests(batch, scenario_prefix):
@@ -94,14 +92,9 @@ def test_schedule_and_best_checkpoint(keras_run):
 # ---- examples -------------------------------------------------------------------------------
 
 def run_example(name, *args, np_=2, timeout=180):
-    cmd = MPIRUN + ["-np", str(np_), sys.executable, str(EXAMPLES / name)] + list(args)
-    try:
-        p = subprocess.run(cmd, env=environment(), capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired as ex:
-        pytest.fail(f"{name} on {np_} ranks ran for more than {timeout} s:\n{ex.stdout}")
-    assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
-    return p.stdout
+    rc, out, err = mpi.launch(np_, EXAMPLES / name, *args, tf=True, timeout=timeout)
+    assert rc == 0, f"rc={rc}\nstdout:\n{out}\nstderr:\n{err}"
+    return out
 
 
 needs_sklearn = pytest.mark.skipif(importlib.util.find_spec("sklearn") is None,

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from conftest import run_batch, run_ok, run_python
+from tests.support import mpi
+from tests.support.mpi import TF_OPS
 
 BATCH = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "steady",
          "gradients", "extras", "tape", "frontends", "while_loop", "errors"]
@@ -18,7 +19,7 @@ BATCH = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "st
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
 def ops(request, tmp_path_factory):
     timeline = tmp_path_factory.mktemp(f"np{request.param}") / "timeline.json"
-    batch = run_batch(request.param, BATCH, env={"HOROVOD_TIMELINE": str(timeline)})
+    batch = TF_OPS.run_batch(request.param, BATCH, env={"HOROVOD_TIMELINE": str(timeline)})
     batch.timeline = timeline
     return batch
 
@@ -90,7 +91,7 @@ def test_gradients(ops):
     reducescatter (Sum, Average), eager and in a tf.function, against an analytic reference
     per element and a finite difference of the global objective along a random direction.
     The objectives (sum of the ranks' losses, or their mean for allgather and broadcast, as
-    upstream) are documented above sc_gradients in scenarios_ops.py."""
+    upstream) are documented above sc_gradients in scenarios_ops_gradients.py."""
     ops.check("gradients")
 
 
@@ -143,7 +144,7 @@ def test_v1_graph_monitored_training_session(world):
     GradientDescentOptimizer, BroadcastGlobalVariablesHook(0) in a MonitoredTrainingSession.
     Ranks start from different weights: after the hook they hold rank 0's, after every step
     identical weights, and the (rank-averaged) loss falls by 100x in 40 steps."""
-    run_ok(world, "v1_graph")
+    TF_OPS.run_ok(world, "v1_graph")
 
 
 def test_v1_graph_backward_passes_per_step(world):
@@ -155,8 +156,8 @@ def test_v1_graph_backward_passes_per_step(world):
     unchanged after odd runs, after even runs updated with the sum (mean) over the 2 passes of
     the rank-averaged gradients. compute_gradients() gives local gradients; accumulators and
     counter are non-trainable LOCAL_VARIABLES; the graph has no allreduce outside the cond;
-    global_step counts every run. Details above sc_v1_accumulate in scenarios_ops.py."""
-    run_ok(world, "v1_accumulate")
+    global_step counts every run. Details above sc_v1_accumulate in scenarios_ops_v1.py."""
+    TF_OPS.run_ok(world, "v1_accumulate")
 
 
 def test_op_before_init_and_single_process():
@@ -190,7 +191,7 @@ g = hvd.DistributedGradientTape(tape).gradient(loss, v)
 assert g.numpy().tolist() == [2.0, 4.0]
 print("fine")
 """
-    p = run_python(code)
+    p = mpi.python(code, tf=True)
     assert p.returncode == 0 and "fine" in p.stdout, p.stdout + p.stderr
 
 
@@ -221,5 +222,5 @@ os.remove(stamp)
 assert m._load_library() is not None
 print("fine")
 """
-    p = run_python(code)
+    p = mpi.python(code, tf=True)
     assert p.returncode == 0 and "fine" in p.stdout, p.stdout + p.stderr

@@ -1,0 +1,167 @@
+"""Every collective x dtype x 1-3 dims x reduce op against NumPy, submission order, the cached
+steady state, fusion (test_collectives.py)."""
+import hashlib
+import time
+
+import numpy as np
+
+import horovod.numpy as hvd
+from tests.engine.reference import DTYPES, OPS, SHAPES, check, is_float, make, reference
+
+
+def sc_allreduce():
+    r, n = hvd.rank(), hvd.size()
+    cases = []
+    for dt in DTYPES:
+        for shape in SHAPES:
+            for op in OPS:
+                if op == "product" and int(np.prod(shape)) > 100 and not is_float(dt):
+                    continue
+                name = f"ar/{dt.name}/{'x'.join(map(str, shape))}/{op}"
+                x = make(r, shape, dt, op)
+                cases.append((name, dt, shape, op, hvd.allreduce_async(x, op=OPS[op], name=name)))
+    # Scalars, in-place, and scale factors.
+    scalar = hvd.allreduce(np.float64(r + 1), op=hvd.Sum, name="ar/scalar")
+    check(np.asarray(scalar), np.asarray(n * (n + 1) / 2.0), np.dtype(np.float64), "scalar")
+    inplace = np.full(1000, r + 1, np.int64)
+    hvd.allreduce(inplace, op=hvd.Sum, name="ar/inplace", out=inplace)
+    assert (inplace == n * (n + 1) // 2).all(), "in-place allreduce"
+    # (33,): the direct exchange scales everything; (20001,): the ring scales each rank's own
+    # segment before the allgather.
+    for dt in [d for d in DTYPES if is_float(d)]:
+        for shape in ((33,), (20001,)):
+            x = make(r, shape, dt)
+            got = hvd.allreduce(x, op=hvd.Average, name=f"ar/scale/{dt.name}/{shape[0]}",
+                                prescale_factor=0.5, postscale_factor=3.0)
+            want = reference([make(q, shape, dt).astype(np.float64) * 0.5 for q in range(n)],
+                             "average", dt) * 3.0
+            check(got, want, dt, f"scale {dt} {shape}")
+    for name, dt, shape, op, h in cases:
+        got = hvd.synchronize(h)
+        check(got, reference([make(q, shape, dt, op) for q in range(n)], op, dt), dt, name)
+    return len(cases)
+
+
+def sc_allgather():
+    r, n = hvd.rank(), hvd.size()
+    for dt in DTYPES:
+        for tail in [(), (3,), (2, 4)]:
+            rows = lambda q: (q + 1) if tail != (2, 4) else (0 if q == 1 else q + 2)  # noqa: E731
+            x = make(r, (rows(r),) + tail, dt)
+            got = hvd.allgather(x, name=f"ag/{dt.name}/{len(tail)}")
+            want = np.concatenate([make(q, (rows(q),) + tail, dt) for q in range(n)])
+            check(got, want.astype(np.float64), dt, f"allgather {dt} {tail}")
+
+
+def sc_broadcast():
+    r, n = hvd.rank(), hvd.size()
+    for dt in DTYPES:
+        for shape in [(1,), (7, 3), (2, 3, 5), (300001,)]:
+            for root in range(n):
+                x = make(r, shape, dt)
+                got = hvd.broadcast(x, root_rank=root, name=f"bc/{dt.name}/{len(shape)}/{root}")
+                check(got, make(root, shape, dt).astype(np.float64), dt, f"broadcast root {root}")
+
+
+def sc_alltoall():
+    r, n = hvd.rank(), hvd.size()
+
+    def splits_of(q):  # uneven, with a zero
+        return [(q + d) % 3 for d in range(n)]
+
+    for dt in DTYPES:
+        for tail in [(), (2,), (2, 3)]:
+            x = make(r, (sum(splits_of(r)),) + tail, dt)
+            got, recv = hvd.alltoall(x, splits=splits_of(r), name=f"a2a/{dt.name}/{len(tail)}")
+            parts = []
+            for q in range(n):
+                sq = splits_of(q)
+                xq = make(q, (sum(sq),) + tail, dt)
+                parts.append(xq[sum(sq[:r]):sum(sq[:r + 1])])
+            assert list(recv) == [splits_of(q)[r] for q in range(n)], f"received splits {recv}"
+            check(got, np.concatenate(parts).astype(np.float64), dt, f"alltoall {dt} {tail}")
+    got, recv = hvd.alltoall(np.arange(2 * n, dtype=np.float32) + 100 * r, name="a2a/even")
+    assert list(recv) == [2] * n
+
+
+def sc_reducescatter():
+    r, n = hvd.rank(), hvd.size()
+    for dt in DTYPES:
+        for shape in [(n * 2 + 1,), (5, 3), (7, 2, 2)]:
+            for op in ("sum", "average", "max"):
+                x = make(r, shape, dt, op)
+                got = hvd.reducescatter(x, op=OPS[op], name=f"rs/{dt.name}/{len(shape)}/{op}")
+                full = reference([make(q, shape, dt, op) for q in range(n)], op, dt)
+                rows = [shape[0] // n + (1 if q < shape[0] % n else 0) for q in range(n)]
+                start = sum(rows[:r])
+                check(got, full[start:start + rows[r]], dt, f"reducescatter {dt} {shape} {op}")
+
+
+def sc_grouped():
+    r, n = hvd.rank(), hvd.size()
+    xs = [make(r, (i * 10 + 1,), np.dtype(np.float32), salt=i) for i in range(20)]
+    outs = hvd.grouped_allreduce(xs, op=hvd.Sum, name="grp")
+    for i, got in enumerate(outs):
+        want = reference([make(q, (i * 10 + 1,), np.dtype(np.float32), salt=i) for q in range(n)],
+                         "sum", np.dtype(np.float32))
+        check(got, want, np.dtype(np.float32), f"grouped {i}")
+    # Large enough for the ring: fused through the fusion buffer, averaged and postscaled on
+    # each rank's own segment.
+    for dt in (np.dtype(np.float64), np.dtype(np.int32)):
+        shapes = [(700 + 13 * i,) for i in range(12)]
+        xs = [make(r, s, dt, salt=i) for i, s in enumerate(shapes)]
+        outs = hvd.grouped_allreduce(xs, op=hvd.Average, name=f"grp/ring/{dt.name}",
+                                     postscale_factor=2.0 if is_float(dt) else 1.0)
+        for i, got in enumerate(outs):
+            want = reference([make(q, shapes[i], dt, salt=i) for q in range(n)], "average", dt)
+            check(got, want * (2.0 if is_float(dt) else 1.0), dt, f"grouped ring {dt} {i}")
+
+
+def sc_order():
+    """Ranks submit the same tensors in different orders; results must still match by name."""
+    r, n = hvd.rank(), hvd.size()
+    names = [f"ord/{i}" for i in range(30)]
+    order = list(range(30))
+    np.random.default_rng(r).shuffle(order)
+    handles = {}
+    for i in order:
+        handles[i] = hvd.allreduce_async(np.full(64, i * (r + 1), np.int64), op=hvd.Sum,
+                                         name=names[i])
+        if i % 7 == r:
+            time.sleep(0.002)
+    for i in range(30):
+        got = hvd.synchronize(handles[i])
+        assert (got == i * n * (n + 1) // 2).all(), f"{names[i]}: {got[:3]}"
+
+
+def sc_steady():
+    """Same names every step (the cached fast path), then a legal shape change on all ranks."""
+    r, n = hvd.rank(), hvd.size()
+    for step in range(200):
+        hs = [hvd.allreduce_async(np.full(8 + i, step + r, np.float64), op=hvd.Sum, name=f"w{i}")
+              for i in range(5)]
+        for h in hs:
+            got = hvd.synchronize(h)
+            assert (got == n * step + n * (n - 1) / 2).all(), f"step {step}: {got}"
+    got = hvd.allreduce(np.ones(20), op=hvd.Sum, name="w0")  # new shape for a cached name
+    assert (got == n).all()
+    got = hvd.allreduce(np.ones(20, np.int32), op=hvd.Sum, name="w0")  # new dtype
+    assert (got == n).all() and got.dtype == np.int32
+
+
+def sc_fusion_digest():
+    """Prints a digest of many small fused/unfused results; the test compares two runs.
+
+    Values are multiples of 1/8, so every float sum is exact whatever the order: with 3+ ranks
+    the ring adds an element's contributions in an order that depends on its segment, which
+    fusion shifts, so arbitrary floats could differ in the last bit (as with MPI or NCCL)."""
+    r = hvd.rank()
+    rng = np.random.default_rng(r)
+    xs = [(rng.integers(-800, 800, 1000 + 37 * i) / 8).astype(np.float32) for i in range(40)]
+    xs += [rng.integers(-1000, 1000, 333 + i).astype(np.int64) for i in range(5)]
+    hs = [hvd.allreduce_async(x, op=hvd.Sum, name=f"fz/{i}") for i, x in enumerate(xs)]
+    outs = [hvd.synchronize(h) for h in hs]
+    outs += hvd.grouped_allreduce(xs, op=hvd.Average, name="fzg")
+    digest = hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()
+    print(f"DIGEST rank={r} {digest}")
+

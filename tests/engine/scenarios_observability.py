@@ -1,0 +1,40 @@
+"""The timeline and the stall inspector (test_observability.py)."""
+import time
+
+import numpy as np
+
+import horovod.numpy as hvd
+from tests.support.scenario import expect_error
+
+
+def sc_timeline():
+    r = hvd.rank()
+    for step in range(3):
+        hvd.grouped_allreduce([np.ones(100), np.ones(50)], op=hvd.Sum, name="tl")
+        hvd.allreduce(np.ones(10), name="tl/single")
+        hvd.allreduce(np.ones(100000), name="tl/big")  # above the direct-exchange size: ring
+    hvd.broadcast(np.ones(4), root_rank=0, name="tl/bcast")
+    if r == 0:
+        time.sleep(0.3)
+
+
+def sc_stall_warning():
+    """Rank 1 submits late, first an uncached tensor and then a cached one."""
+    r = hvd.rank()
+    hvd.allreduce(np.ones(2), name="stall/cached")
+    for name in ("stall/uncached", "stall/cached"):
+        if r == 1:
+            time.sleep(3.5)
+        hvd.allreduce(np.ones(2), name=name)
+
+
+def sc_stall_shutdown():
+    r = hvd.rank()
+    if r == 1:
+        time.sleep(5)  # never submits 'stall/never' in time
+        expect_error(lambda: hvd.allreduce(np.ones(2), name="stall/late"),
+                     hvd.HorovodShutdownError, "stall")
+    else:
+        expect_error(lambda: hvd.allreduce(np.ones(2), name="stall/never"),
+                     hvd.HorovodShutdownError, "stall/never", "[1]")
+
