@@ -7,16 +7,20 @@ namespace hvd {
 
 size_t DataTypeSize(DataType t) {
   switch (t) {
-    case DataType::UINT8: case DataType::INT8: return 1;
-    case DataType::FLOAT16: case DataType::BFLOAT16: return 2;
-    case DataType::INT32: case DataType::FLOAT32: return 4;
-    case DataType::INT64: case DataType::FLOAT64: return 8;
+    case DataType::UINT8:
+    case DataType::INT8: return 1;
+    case DataType::FLOAT16:
+    case DataType::BFLOAT16: return 2;
+    case DataType::INT32:
+    case DataType::FLOAT32: return 4;
+    case DataType::INT64:
+    case DataType::FLOAT64: return 8;
   }
   return 0;
 }
 
 const char* DataTypeName(DataType t) {
-  static const char* names[] = {"uint8", "int8", "int32", "int64",
+  static const char* names[] = {"uint8",   "int8",     "int32",   "int64",
                                 "float16", "bfloat16", "float32", "float64"};
   auto i = static_cast<unsigned>(t);
   return i < kNumDataTypes ? names[i] : "unknown";

@@ -10,7 +10,16 @@
 namespace hvd {
 
 // Wire values: do not reorder, they cross process boundaries and the Python bindings.
-enum class DataType : uint8_t { UINT8 = 0, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64 };
+enum class DataType : uint8_t {
+  UINT8 = 0,
+  INT8,
+  INT32,
+  INT64,
+  FLOAT16,
+  BFLOAT16,
+  FLOAT32,
+  FLOAT64
+};
 enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
 enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER };
 
@@ -26,8 +35,12 @@ int64_t NumElements(const std::vector<int64_t>& shape);  // shape already checke
 // Elements per row: the product of every dimension but the first (1 for a vector).
 size_t RowElements(const std::vector<int64_t>& shape);
 // Overflow-checked arithmetic for sizes computed from user input: false instead of wrapping.
-inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
-inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
 // Bytes of a tensor; false if a dimension is negative or the size overflows int64.
 bool ShapeBytes(const std::vector<int64_t>& shape, DataType t, int64_t* bytes);
 std::string ShapeString(const std::vector<int64_t>& shape);

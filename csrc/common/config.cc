@@ -43,8 +43,14 @@ bool Parse(const char* s, bool* out, double, double, std::string* expected) {
   *expected = "one of 1, 0, true, false, yes, no, on, off";
   std::string v(s);
   for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (v == "1" || v == "true" || v == "yes" || v == "on") { *out = true; return true; }
-  if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) { *out = false; return true; }
+  if (v == "1" || v == "true" || v == "yes" || v == "on") {
+    *out = true;
+    return true;
+  }
+  if (v == "0" || v == "false" || v == "no" || v == "off" || v.empty()) {
+    *out = false;
+    return true;
+  }
   return false;
 }
 bool Parse(const char* s, std::string* out, double, double, std::string*) {
@@ -154,12 +160,12 @@ std::string Config::Check(const std::string& env, const std::string& value) {
 std::vector<Config::Knob> Config::Describe() {
   std::vector<Knob> out;
   Config defaults;
-#define HVD_DESCRIBE_FIELD(field, env, type, def, lo, hi, scope, doc)                       \
-  {                                                                                         \
-    Knob k{env, ToString(defaults.field), doc, TypeName<type>(), lo, hi, {},                \
-           Scope::scope == Scope::AGREE};                                                   \
-    if (const Choices* c = ChoicesOf(env)) k.choices = c->values;                           \
-    out.push_back(k);                                                                       \
+#define HVD_DESCRIBE_FIELD(field, env, type, def, lo, hi, scope, doc)       \
+  {                                                                         \
+    Knob k{env, ToString(defaults.field),    doc, TypeName<type>(), lo, hi, \
+           {},  Scope::scope == Scope::AGREE};                              \
+    if (const Choices* c = ChoicesOf(env)) k.choices = c->values;           \
+    out.push_back(k);                                                       \
   }
   HVD_CONFIG_KNOBS(HVD_DESCRIBE_FIELD)
 #undef HVD_DESCRIBE_FIELD
@@ -208,7 +214,8 @@ std::string CheckConfigAcrossRanks(const std::vector<std::string>& errors,
   }
   if (os.tellp() == 0) return "";
   return "Horovod configuration error: these knobs must be equal on every rank (set them the "
-         "same way for every process, e.g. mpirun -x VAR=value): " + os.str();
+         "same way for every process, e.g. mpirun -x VAR=value): " +
+         os.str();
 }
 
 }  // namespace hvd

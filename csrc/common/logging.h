@@ -15,11 +15,11 @@ void LogMessage(LogLevel level, const std::string& msg);
 
 }  // namespace hvd
 
-#define HVD_LOG(level, expr)                                         \
-  do {                                                               \
-    if (::hvd::LogEnabled(::hvd::LogLevel::level)) {                 \
-      std::ostringstream hvd_log_os_;                                \
-      hvd_log_os_ << expr;                                           \
-      ::hvd::LogMessage(::hvd::LogLevel::level, hvd_log_os_.str());  \
-    }                                                                \
+#define HVD_LOG(level, expr)                                        \
+  do {                                                              \
+    if (::hvd::LogEnabled(::hvd::LogLevel::level)) {                \
+      std::ostringstream hvd_log_os_;                               \
+      hvd_log_os_ << expr;                                          \
+      ::hvd::LogMessage(::hvd::LogLevel::level, hvd_log_os_.str()); \
+    }                                                               \
   } while (0)

@@ -32,8 +32,10 @@ class Writer {
  private:
   template <typename T>
   void Field(const T& v) {
-    if constexpr (std::is_same<T, bool>::value) Pod<uint8_t>(v);  // one byte, 0 or 1
-    else Pod(v);
+    if constexpr (std::is_same<T, bool>::value)
+      Pod<uint8_t>(v);  // one byte, 0 or 1
+    else
+      Pod(v);
   }
 
   std::string out_;
@@ -125,7 +127,10 @@ std::string Encode(const RequestList& l) {
   for (const auto& r : l.requests) {
     w.Pod(r.rank);
     w.Spec(r);
-    w.Str(r.name); w.Vec(r.shape); w.Vec(r.splits); w.Str(r.invalid);
+    w.Str(r.name);
+    w.Vec(r.shape);
+    w.Vec(r.splits);
+    w.Str(r.invalid);
   }
   return w.Take();
 }
@@ -154,7 +159,9 @@ std::string Encode(const ResponseList& l) {
     w.Spec(r);
     w.Pod<uint64_t>(r.names.size());
     for (const auto& n : r.names) w.Str(n);
-    w.Vec(r.num_elements); w.Vec(r.first_dims); w.Str(r.error);
+    w.Vec(r.num_elements);
+    w.Vec(r.first_dims);
+    w.Str(r.error);
     w.Pod<uint8_t>(r.error_is_invalid_argument);
   }
   return w.Take();

@@ -56,10 +56,10 @@ struct Request : OpSpec {
 };
 
 struct Response : OpSpec {
-  std::vector<std::string> names;    // >1 only for a fused allreduce
-  std::vector<int64_t> num_elements;  // per name, for fusion sizing
-  std::vector<int64_t> first_dims;    // allgather: first dimension of every rank
-  std::string error;                  // non-empty: the op fails on every rank with this text
+  std::vector<std::string> names;          // >1 only for a fused allreduce
+  std::vector<int64_t> num_elements;       // per name, for fusion sizing
+  std::vector<int64_t> first_dims;         // allgather: first dimension of every rank
+  std::string error;                       // non-empty: the op fails on every rank with this text
   bool error_is_invalid_argument = false;  // a rank's bad arguments (else ranks disagree)
 
   int64_t TotalBytes() const;

@@ -9,7 +9,8 @@
 #include <type_traits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HVD_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define HVD_MULTIVERSION \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define HVD_MULTIVERSION
 #endif
@@ -49,10 +50,16 @@ HVD_INLINE void ReduceLoop(T* __restrict d, const T* __restrict a, const T* __re
 #define HVD_A(i) widen(kInPlace ? d[i] : a[i])
   switch (op) {
     case ReduceOp::MIN:
-      for (size_t i = 0; i < n; ++i) { W x = HVD_A(i), y = widen(b[i]); d[i] = narrow(y < x ? y : x); }
+      for (size_t i = 0; i < n; ++i) {
+        W x = HVD_A(i), y = widen(b[i]);
+        d[i] = narrow(y < x ? y : x);
+      }
       break;
     case ReduceOp::MAX:
-      for (size_t i = 0; i < n; ++i) { W x = HVD_A(i), y = widen(b[i]); d[i] = narrow(y > x ? y : x); }
+      for (size_t i = 0; i < n; ++i) {
+        W x = HVD_A(i), y = widen(b[i]);
+        d[i] = narrow(y > x ? y : x);
+      }
       break;
     case ReduceOp::PRODUCT:
       for (size_t i = 0; i < n; ++i) d[i] = narrow(HVD_A(i) * widen(b[i]));
@@ -65,7 +72,8 @@ HVD_INLINE void ReduceLoop(T* __restrict d, const T* __restrict a, const T* __re
 }
 
 template <typename W, typename T, typename Widen, typename Narrow>
-HVD_INLINE void Reduce(T* d, const T* a, const T* b, size_t n, ReduceOp op, Widen widen, Narrow narrow) {
+HVD_INLINE void Reduce(T* d, const T* a, const T* b, size_t n, ReduceOp op, Widen widen,
+                       Narrow narrow) {
   if (a == d)
     ReduceLoop<true, W>(d, static_cast<const T*>(nullptr), b, n, op, widen, narrow);
   else
@@ -82,8 +90,10 @@ HVD_INLINE void ScaleLoop(T* __restrict b, size_t n, F factor) {
   for (size_t i = 0; i < n; ++i) b[i] = static_cast<T>(static_cast<F>(b[i]) * factor);
 }
 
-#define HVD_NATIVE_REDUCE(fn, T) \
-  HVD_MULTIVERSION void fn(T* d, const T* a, const T* b, size_t n, ReduceOp op) { ReduceNative(d, a, b, n, op); }
+#define HVD_NATIVE_REDUCE(fn, T)                                                  \
+  HVD_MULTIVERSION void fn(T* d, const T* a, const T* b, size_t n, ReduceOp op) { \
+    ReduceNative(d, a, b, n, op);                                                 \
+  }
 HVD_NATIVE_REDUCE(ReduceU8, uint8_t)
 HVD_NATIVE_REDUCE(ReduceI8, int8_t)
 HVD_NATIVE_REDUCE(ReduceI32, int32_t)
@@ -91,11 +101,16 @@ HVD_NATIVE_REDUCE(ReduceI64, int64_t)
 HVD_NATIVE_REDUCE(ReduceF32, float)
 HVD_NATIVE_REDUCE(ReduceF64, double)
 #undef HVD_NATIVE_REDUCE
-HVD_MULTIVERSION void ReduceF16(half_t* d, const half_t* a, const half_t* b, size_t n, ReduceOp op) {
-  Reduce<float>(d, a, b, n, op, [](half_t h) { return F16ToF32(h); }, [](float f) { return F32ToF16(f); });
+HVD_MULTIVERSION void ReduceF16(half_t* d, const half_t* a, const half_t* b, size_t n,
+                                ReduceOp op) {
+  Reduce<float>(
+      d, a, b, n, op, [](half_t h) { return F16ToF32(h); }, [](float f) { return F32ToF16(f); });
 }
-HVD_MULTIVERSION void ReduceBF16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n, ReduceOp op) {
-  Reduce<float>(d, a, b, n, op, [](uint16_t h) { return Bf16ToF32(h); }, [](float f) { return F32ToBf16(f); });
+HVD_MULTIVERSION void ReduceBF16(uint16_t* d, const uint16_t* a, const uint16_t* b, size_t n,
+                                 ReduceOp op) {
+  Reduce<float>(
+      d, a, b, n, op, [](uint16_t h) { return Bf16ToF32(h); },
+      [](float f) { return F32ToBf16(f); });
 }
 
 HVD_MULTIVERSION void ScaleF32(float* b, size_t n, float f) { ScaleLoop(b, n, f); }
@@ -110,8 +125,10 @@ HVD_MULTIVERSION void ScaleBF16(uint16_t* b, size_t n, float f) {
 }  // namespace
 
 void ReduceInto(void* dst, const void* a, const void* b, size_t n, DataType dtype, ReduceOp op) {
-#define HVD_CASE(dt, fn, T) \
-  case DataType::dt: fn(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), n, op); break;
+#define HVD_CASE(dt, fn, T)                                                              \
+  case DataType::dt:                                                                     \
+    fn(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), n, op); \
+    break;
   switch (dtype) {
     HVD_CASE(UINT8, ReduceU8, uint8_t)
     HVD_CASE(INT8, ReduceI8, int8_t)
@@ -136,15 +153,24 @@ void ScaleInPlace(void* buf, size_t n, DataType dtype, double factor) {
     case DataType::INT8: ScaleLoop(static_cast<int8_t*>(buf), n, factor); break;
     case DataType::INT32: ScaleLoop(static_cast<int32_t*>(buf), n, factor); break;
     case DataType::INT64: ScaleLoop(static_cast<int64_t*>(buf), n, factor); break;
-    case DataType::FLOAT16: ScaleF16(static_cast<half_t*>(buf), n, static_cast<float>(factor)); break;
-    case DataType::BFLOAT16: ScaleBF16(static_cast<uint16_t*>(buf), n, static_cast<float>(factor)); break;
-    case DataType::FLOAT32: ScaleF32(static_cast<float*>(buf), n, static_cast<float>(factor)); break;
+    case DataType::FLOAT16:
+      ScaleF16(static_cast<half_t*>(buf), n, static_cast<float>(factor));
+      break;
+    case DataType::BFLOAT16:
+      ScaleBF16(static_cast<uint16_t*>(buf), n, static_cast<float>(factor));
+      break;
+    case DataType::FLOAT32:
+      ScaleF32(static_cast<float*>(buf), n, static_cast<float>(factor));
+      break;
     case DataType::FLOAT64: ScaleF64(static_cast<double*>(buf), n, factor); break;
   }
 }
 
 void DivideIntegers(void* buf, size_t n, DataType dtype, int64_t d) {
-  auto div = [n, d](auto* b) { for (size_t i = 0; i < n; ++i) b[i] = static_cast<std::remove_reference_t<decltype(*b)>>(b[i] / d); };
+  auto div = [n, d](auto* b) {
+    for (size_t i = 0; i < n; ++i)
+      b[i] = static_cast<std::remove_reference_t<decltype(*b)>>(b[i] / d);
+  };
   switch (dtype) {
     case DataType::UINT8: div(static_cast<uint8_t*>(buf)); break;
     case DataType::INT8: div(static_cast<int8_t*>(buf)); break;
@@ -160,7 +186,9 @@ bool AveragesWidened(DataType dtype, ReduceOp op) {
 }
 
 void WidenToInt64(const void* src, DataType dtype, int64_t* dst, size_t n) {
-  auto widen = [&](const auto* s) { for (size_t i = 0; i < n; ++i) dst[i] = s[i]; };
+  auto widen = [&](const auto* s) {
+    for (size_t i = 0; i < n; ++i) dst[i] = s[i];
+  };
   switch (dtype) {
     case DataType::UINT8: widen(static_cast<const uint8_t*>(src)); break;
     case DataType::INT8: widen(static_cast<const int8_t*>(src)); break;
@@ -171,7 +199,8 @@ void WidenToInt64(const void* src, DataType dtype, int64_t* dst, size_t n) {
 
 void NarrowFromInt64(const int64_t* src, DataType dtype, void* dst, size_t n) {
   auto narrow = [&](auto* d) {
-    for (size_t i = 0; i < n; ++i) d[i] = static_cast<std::remove_reference_t<decltype(*d)>>(src[i]);
+    for (size_t i = 0; i < n; ++i)
+      d[i] = static_cast<std::remove_reference_t<decltype(*d)>>(src[i]);
   };
   switch (dtype) {
     case DataType::UINT8: narrow(static_cast<uint8_t*>(dst)); break;
@@ -181,8 +210,17 @@ void NarrowFromInt64(const int64_t* src, DataType dtype, void* dst, size_t n) {
   }
 }
 
-float HalfToFloat(uint16_t h) { half_t x; std::memcpy(&x, &h, 2); return F16ToF32(x); }
-uint16_t FloatToHalf(float f) { half_t x = F32ToF16(f); uint16_t h; std::memcpy(&h, &x, 2); return h; }
+float HalfToFloat(uint16_t h) {
+  half_t x;
+  std::memcpy(&x, &h, 2);
+  return F16ToF32(x);
+}
+uint16_t FloatToHalf(float f) {
+  half_t x = F32ToF16(f);
+  uint16_t h;
+  std::memcpy(&h, &x, 2);
+  return h;
+}
 float BFloat16ToFloat(uint16_t h) { return Bf16ToF32(h); }
 uint16_t FloatToBFloat16(float f) { return F32ToBf16(f); }
 

@@ -28,14 +28,18 @@ std::string FormatDouble(double d) {
 }
 
 // Groups ranks by the value `field` gives their request; names every group if they differ.
-std::string Disagreement(const std::string& name, const char* what, const std::vector<Request>& reqs,
+std::string Disagreement(const std::string& name, const char* what,
+                         const std::vector<Request>& reqs,
                          const std::function<std::string(const Request&)>& field) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (size_t r = 0; r < reqs.size(); ++r) {
     std::string v = field(reqs[r]);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
-    if (it == groups.end()) groups.push_back({v, {static_cast<int>(r)}});
-    else it->second.push_back(static_cast<int>(r));
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+    if (it == groups.end())
+      groups.push_back({v, {static_cast<int>(r)}});
+    else
+      it->second.push_back(static_cast<int>(r));
   }
   if (groups.size() <= 1) return "";
   std::ostringstream os;
@@ -77,10 +81,12 @@ std::string CheckReceivedBytes(const std::string& name, const std::vector<Reques
       os << " would hold more bytes than fit in int64 (";
       if (first.type == OpType::ALLGATHER) {
         os << "first dimensions:";
-        for (int src = 0; src < n; ++src) os << " rank " << src << " " << reqs[src].shape[0] << (src + 1 < n ? "," : "");
+        for (int src = 0; src < n; ++src)
+          os << " rank " << src << " " << reqs[src].shape[0] << (src + 1 < n ? "," : "");
       } else {
         os << "rows sent to it:";
-        for (int src = 0; src < n; ++src) os << " rank " << src << " " << reqs[src].splits[dst] << (src + 1 < n ? "," : "");
+        for (int src = 0; src < n; ++src)
+          os << " rank " << src << " " << reqs[src].splits[dst] << (src + 1 < n ? "," : "");
       }
       os << ")";
       return os.str();
@@ -92,7 +98,8 @@ std::string CheckReceivedBytes(const std::string& name, const std::vector<Reques
 
 }  // namespace
 
-Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue)
+Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline,
+                       TensorQueue* queue)
     : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {
   cache_.SetCapacity(static_cast<size_t>(config.cache_capacity));
   words_ = 1 + (cache_.capacity() + 63) / 64;
@@ -137,11 +144,15 @@ ResponseList Controller::RunRound(bool want_shutdown) {
 
   std::vector<Response> fast;
   for (auto it = pending_hits_.begin(); it != pending_hits_.end();) {
-    if (!TestBit(bits, 1, it->first)) { ++it; continue; }
+    if (!TestBit(bits, 1, it->first)) {
+      ++it;
+      continue;
+    }
     fast.push_back(cache_.Get(it->first));
     cache_.Touch(it->first);
     if (timeline_->enabled()) {
-      timeline_->NegotiateStart(it->second.request.name, it->second.request.type, it->second.since_us);
+      timeline_->NegotiateStart(it->second.request.name, it->second.request.type,
+                                it->second.since_us);
       timeline_->NegotiateEnd(it->second.request.name, NowMicros());
     }
     it = pending_hits_.erase(it);
@@ -248,10 +259,9 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
   out.responses = FuseResponses(std::move(responses), config_.fusion_threshold);
   if (!shutdown_ranks.empty()) {
     out.shutdown = true;
-    out.shutdown_reason = "Horovod has been shut down: rank" +
-                          std::string(shutdown_ranks.size() > 1 ? "s " : " ") +
-                          RankList(shutdown_ranks) +
-                          " called shutdown() or exited; ops that were still pending fail";
+    out.shutdown_reason =
+        "Horovod has been shut down: rank" + std::string(shutdown_ranks.size() > 1 ? "s " : " ") +
+        RankList(shutdown_ranks) + " called shutdown() or exited; ops that were still pending fail";
   } else if (!stall_shutdown_reason_.empty()) {
     out.shutdown = true;
     out.shutdown_reason = stall_shutdown_reason_;
@@ -278,26 +288,32 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
     resp.error_is_invalid_argument = true;
     return resp;
   }
-  std::string err = Disagreement(name, "operations", reqs, [](const Request& r) { return std::string(OpTypeName(r.type)); });
+  std::string err = Disagreement(name, "operations", reqs,
+                                 [](const Request& r) { return std::string(OpTypeName(r.type)); });
   if (err.empty())
     err = Disagreement(name, "devices (host or GPU memory)", reqs,
                        [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
   if (err.empty())
-    err = Disagreement(name, "data types", reqs, [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
+    err = Disagreement(name, "data types", reqs,
+                       [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
   const OpType t = first.type;
   if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
-    err = Disagreement(name, "reduction operations", reqs, [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
+    err = Disagreement(name, "reduction operations", reqs,
+                       [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
   if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
     err = Disagreement(name, "prescale/postscale factors", reqs, [](const Request& r) {
       return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
     });
-  if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
+  if (err.empty() &&
+      (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
     err = Disagreement(name, "shapes", reqs,
                        [](const Request& r) { return "shape " + ShapeString(r.shape); });
   if (err.empty() && t == OpType::BROADCAST)
-    err = Disagreement(name, "broadcast root ranks", reqs, [](const Request& r) { return "root " + std::to_string(r.root); });
+    err = Disagreement(name, "broadcast root ranks", reqs,
+                       [](const Request& r) { return "root " + std::to_string(r.root); });
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
-    err = Disagreement(name, "shapes (all dimensions but the first must agree)", reqs, TrailingDims);
+    err =
+        Disagreement(name, "shapes (all dimensions but the first must agree)", reqs, TrailingDims);
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL)) {
     err = CheckReceivedBytes(name, reqs);
     resp.error_is_invalid_argument = !err.empty();  // the inputs, not a disagreement
@@ -326,8 +342,9 @@ void Controller::InspectStalls(int64_t now) {
     for (int r = 0; r < mpi_->size; ++r) (e.present[r] ? submitted : missing).push_back(r);
     std::ostringstream line;
     line << "tensor '" << kv.first << "' (" << OpTypeName(e.requests[submitted[0]].type)
-         << ") has waited " << waited / 1000000 << " s for rank" << (missing.size() > 1 ? "s " : " ")
-         << RankList(missing) << " (submitted by " << RankList(submitted) << ")";
+         << ") has waited " << waited / 1000000 << " s for rank"
+         << (missing.size() > 1 ? "s " : " ") << RankList(missing) << " (submitted by "
+         << RankList(submitted) << ")";
     if (shutdown_us > 0 && waited >= shutdown_us && stall_shutdown_reason_.empty())
       stall_shutdown_reason_ = "Horovod stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" +
                                FormatDouble(config_.stall_shutdown_time_s) + "): " + line.str();
@@ -338,10 +355,13 @@ void Controller::InspectStalls(int64_t now) {
     }
   }
   if (stalled)
-    HVD_LOG(WARNING, "Stall inspector: " << stalled << " tensor(s) submitted by some ranks are "
-                     "waiting for the others for more than " << config_.stall_check_time_s
-                     << " s. The missing ranks may be on another code path, stuck, or dead:"
-                     << report.str());
+    HVD_LOG(WARNING, "Stall inspector: "
+                         << stalled
+                         << " tensor(s) submitted by some ranks are "
+                            "waiting for the others for more than "
+                         << config_.stall_check_time_s
+                         << " s. The missing ranks may be on another code path, stuck, or dead:"
+                         << report.str());
 }
 
 }  // namespace hvd

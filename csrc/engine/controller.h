@@ -35,7 +35,7 @@ class Controller {
     Request request;
     int64_t since_us;
   };
-  struct TableEntry {  // rank 0: a tensor some ranks have submitted
+  struct TableEntry {               // rank 0: a tensor some ranks have submitted
     std::vector<Request> requests;  // by rank
     std::vector<bool> present;
     int count = 0;

@@ -35,7 +35,7 @@ struct Engine {
   std::string init_error;  // set if Init failed after MPI was initialized
 };
 
-std::mutex g_mu;            // guards g_engine across Init/Shutdown
+std::mutex g_mu;             // guards g_engine across Init/Shutdown
 Engine* g_engine = nullptr;  // owned; stays alive after Shutdown so late callers get errors
 bool g_running = false;
 
@@ -91,7 +91,8 @@ void BackgroundLoop(Engine* e) {
     if (!rl.responses.empty()) round_start = NowMicros();
     if (rl.shutdown) {
       // Ranks finishing together shut down one round apart; only lost work deserves a warning.
-      if (!e->shutdown_requested.load() && e->queue.InFlight() > 0) HVD_LOG(WARNING, rl.shutdown_reason);
+      if (!e->shutdown_requested.load() && e->queue.InFlight() > 0)
+        HVD_LOG(WARNING, rl.shutdown_reason);
       e->queue.FailAll(Status::ShutDown(rl.shutdown_reason));
       // Only when every rank ends in this round: a rank ending alone would gather by itself.
       if (rl.shutdown_on_every_rank && e->config.summary_level > 0) ReportSummary(e);
@@ -116,11 +117,14 @@ Status Init(MPI_Comm comm) {
     return Status();
   }
   if (g_engine && !g_engine->init_error.empty())
-    return Status::InvalidArgument("Horovod failed to initialize in this process and cannot be "
-                                   "initialized again: " + g_engine->init_error);
+    return Status::InvalidArgument(
+        "Horovod failed to initialize in this process and cannot be "
+        "initialized again: " +
+        g_engine->init_error);
   if (g_engine)
-    return Status::InvalidArgument("Horovod was shut down in this process and cannot be "
-                                   "initialized again (MPI cannot be re-initialized)");
+    return Status::InvalidArgument(
+        "Horovod was shut down in this process and cannot be "
+        "initialized again (MPI cannot be re-initialized)");
   auto e = std::make_unique<Engine>();
   std::string config_error;
   e->config = Config::FromEnvironment(&config_error);
@@ -141,7 +145,7 @@ Status Init(MPI_Comm comm) {
   SetLogRank(e->mpi.rank);
   // After the check above: every rank now knows that all of them create it (a collective).
   if (e->config.summary_level > 0) e->mpi.CreateSummaryComm();
-  e->topo = {e->mpi.rank, e->mpi.size, e->mpi.local_rank, e->mpi.local_size,
+  e->topo = {e->mpi.rank,       e->mpi.size,       e->mpi.local_rank,       e->mpi.local_size,
              e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
   if (!e->config.timeline.empty() && e->mpi.rank == 0) {
     s = e->timeline.Init(e->config.timeline);
@@ -157,14 +161,14 @@ Status Init(MPI_Comm comm) {
       roll_call.announce = [mpi](int64_t seq) { mpi->AnnounceBlocked(seq); };
       roll_call.poll = [mpi](std::vector<int64_t>* latest) { mpi->PollAnnouncements(latest); };
     }
-    GlobalWatchdog().Start(e->mpi.rank, e->mpi.size, e->config.stall_check_time_s,
-                           e->config.stall_shutdown_time_s,
-                           [can_abort](const std::string& msg) {
-                             HVD_LOG(ERROR, msg);
-                             if (can_abort) MPI_Abort(MPI_COMM_WORLD, 1);
-                             std::_Exit(1);  // mpirun then ends the other ranks
-                           },
-                           std::move(roll_call));
+    GlobalWatchdog().Start(
+        e->mpi.rank, e->mpi.size, e->config.stall_check_time_s, e->config.stall_shutdown_time_s,
+        [can_abort](const std::string& msg) {
+          HVD_LOG(ERROR, msg);
+          if (can_abort) MPI_Abort(MPI_COMM_WORLD, 1);
+          std::_Exit(1);  // mpirun then ends the other ranks
+        },
+        std::move(roll_call));
   }
   e->stats.start_us = NowMicros();
   e->thread = std::thread(BackgroundLoop, e.get());
@@ -224,13 +228,16 @@ namespace {
 std::string Validate(const Request& r, int n) {
   int64_t bytes = 0;
   if (!ShapeBytes(r.shape, r.dtype, &bytes))
-    return "shape " + ShapeString(r.shape) + " has a negative dimension or more bytes than fit in int64";
-  const bool needs_rows = r.type == OpType::ALLGATHER || r.type == OpType::ALLTOALL ||
-                          r.type == OpType::REDUCESCATTER;
+    return "shape " + ShapeString(r.shape) +
+           " has a negative dimension or more bytes than fit in int64";
+  const bool needs_rows =
+      r.type == OpType::ALLGATHER || r.type == OpType::ALLTOALL || r.type == OpType::REDUCESCATTER;
   if (needs_rows && r.shape.empty())
-    return std::string(OpTypeName(r.type)) + " needs a tensor with at least one dimension, got a scalar";
+    return std::string(OpTypeName(r.type)) +
+           " needs a tensor with at least one dimension, got a scalar";
   if (r.type == OpType::BROADCAST && (r.root < 0 || r.root >= n))
-    return "broadcast root rank " + std::to_string(r.root) + " is outside [0, " + std::to_string(n) + ")";
+    return "broadcast root rank " + std::to_string(r.root) + " is outside [0, " +
+           std::to_string(n) + ")";
   if (r.type == OpType::ALLTOALL) {
     // Checked sum: splits near 2^63 must not wrap around to the right total.
     int64_t total = 0;

@@ -47,8 +47,10 @@ void PackFusionBuffer(const std::vector<TensorEntry>& es, const std::vector<int6
   size_t off = 0;
   for (size_t i = 0; i < es.size(); ++i) {
     const size_t n = static_cast<size_t>(num_elements[i]);
-    if (widen) WidenToInt64(es[i].input, dtype, reinterpret_cast<int64_t*>(p + off), n);
-    else std::memcpy(p + off, es[i].input, n * esize);
+    if (widen)
+      WidenToInt64(es[i].input, dtype, reinterpret_cast<int64_t*>(p + off), n);
+    else
+      std::memcpy(p + off, es[i].input, n * esize);
     off += n * esize;
   }
 }
@@ -60,8 +62,10 @@ void UnpackFusionBuffer(const void* buf, const std::vector<int64_t>& num_element
   size_t off = 0;
   for (size_t i = 0; i < es.size(); ++i) {
     const size_t n = static_cast<size_t>(num_elements[i]);
-    if (widen) NarrowFromInt64(reinterpret_cast<const int64_t*>(p + off), dtype, es[i].output, n);
-    else std::memcpy(es[i].output, p + off, n * esize);
+    if (widen)
+      NarrowFromInt64(reinterpret_cast<const int64_t*>(p + off), dtype, es[i].output, n);
+    else
+      std::memcpy(es[i].output, p + off, n * esize);
     off += n * esize;
   }
 }

@@ -18,8 +18,9 @@ std::vector<Response> FuseResponses(std::vector<Response> responses, int64_t thr
 
 // Copies each entry's input (num_elements[i] elements of dtype) into `buf`, one after the other.
 // widen: the elements go in as int64 (an integer Average reduces in int64; AveragesWidened).
-void PackFusionBuffer(const std::vector<TensorEntry>& entries, const std::vector<int64_t>& num_elements,
-                      DataType dtype, bool widen, void* buf);
+void PackFusionBuffer(const std::vector<TensorEntry>& entries,
+                      const std::vector<int64_t>& num_elements, DataType dtype, bool widen,
+                      void* buf);
 // The reverse: each entry's output from its place in `buf` (narrowed back from int64 if widen).
 void UnpackFusionBuffer(const void* buf, const std::vector<int64_t>& num_elements, DataType dtype,
                         bool widen, const std::vector<TensorEntry>& entries);

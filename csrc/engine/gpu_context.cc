@@ -31,12 +31,15 @@ Status GpuDeviceCount(int* count) {
   const char* visible = std::getenv("NVIDIA_VISIBLE_DEVICES");
   const char* cuda_visible = std::getenv("CUDA_VISIBLE_DEVICES");
   std::string why = rc == cudaSuccess ? "CUDA reports 0 devices"
-                                      : std::string("CUDA says ") + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc);
+                                      : std::string("CUDA says ") + cudaGetErrorName(rc) + ": " +
+                                            cudaGetErrorString(rc);
   *count = 0;
   return Status::InvalidArgument(
-      "no GPU visible on host " + HostName() + " (" + why + "; NVIDIA_VISIBLE_DEVICES=" +
-      (visible ? visible : "unset") + ", CUDA_VISIBLE_DEVICES=" + (cuda_visible ? cuda_visible : "unset") +
-      "). In a container, start it with `--gpus all` (needs the NVIDIA Container Toolkit on the host); "
+      "no GPU visible on host " + HostName() + " (" + why +
+      "; NVIDIA_VISIBLE_DEVICES=" + (visible ? visible : "unset") +
+      ", CUDA_VISIBLE_DEVICES=" + (cuda_visible ? cuda_visible : "unset") +
+      "). In a container, start it with `--gpus all` (needs the NVIDIA Container Toolkit on the "
+      "host); "
       "on the host, `nvidia-smi` must list the GPUs.");
 }
 
@@ -44,16 +47,17 @@ std::string PrepareGpuEntry(TensorEntry* e) {
   const std::string& name = e->request.name;
   int count = 0;
   Status s = GpuDeviceCount(&count);
-  if (!s.ok()) return "tensor '" + name + "' is on GPU " + std::to_string(e->device) + " but " + s.message();
+  if (!s.ok())
+    return "tensor '" + name + "' is on GPU " + std::to_string(e->device) + " but " + s.message();
   if (e->device < 0 || e->device >= count)
-    return "tensor '" + name + "' is on GPU " + std::to_string(e->device) + ", but this process sees " +
-           std::to_string(count) + " GPU(s)";
+    return "tensor '" + name + "' is on GPU " + std::to_string(e->device) +
+           ", but this process sees " + std::to_string(count) + " GPU(s)";
   // A buffer that is not this device's memory would crash inside NCCL: refuse it by name.
   if (e->input) {
     cudaPointerAttributes attr;
     const cudaError_t prc = cudaPointerGetAttributes(&attr, e->input);
-    if (prc != cudaSuccess || attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeUnregistered ||
-        attr.device != e->device) {
+    if (prc != cudaSuccess || attr.type == cudaMemoryTypeHost ||
+        attr.type == cudaMemoryTypeUnregistered || attr.device != e->device) {
       cudaGetLastError();  // clear the sticky error of a failed query
       return "tensor '" + name + "' is not in GPU " + std::to_string(e->device) + "'s memory";
     }
@@ -64,10 +68,12 @@ std::string PrepareGpuEntry(TensorEntry* e) {
   if (rc == cudaSuccess) rc = cudaEventRecord(ev, static_cast<cudaStream_t>(e->stream));
   if (rc != cudaSuccess) {
     if (ev) cudaEventDestroy(ev);
-    return "tensor '" + name + "': CUDA error recording its ready event on GPU " + std::to_string(e->device) +
-           ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")";
+    return "tensor '" + name + "': CUDA error recording its ready event on GPU " +
+           std::to_string(e->device) + ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) +
+           ")";
   }
-  e->ready = std::shared_ptr<void>(ev, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  e->ready =
+      std::shared_ptr<void>(ev, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
   return "";
 }
 

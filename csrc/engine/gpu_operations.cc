@@ -68,15 +68,18 @@ class NcclOperations : public GpuOperations {
     Status s = Get(id, tensor, &d);
     if (!s.ok()) return s;
     if (!d->nccl.aborted.empty())
-      return Status::ShutDown("tensor '" + tensor + "': the NCCL communicator was aborted earlier (" +
-                              d->nccl.aborted + "); GPU collectives cannot continue");
+      return Status::ShutDown("tensor '" + tensor +
+                              "': the NCCL communicator was aborted earlier (" + d->nccl.aborted +
+                              "); GPU collectives cannot continue");
     WatchSection w;
     w.what = Activity(r.type);
     w.tensor = &tensor;
     w.more_tensors = static_cast<int>(es.size()) - 1;
     WatchScope watch(w);
     for (const auto& e : es)
-      if (e.ready) HVD_CUDA_CHECK(cudaStreamWaitEvent(d->stream, static_cast<cudaEvent_t>(e.ready.get()), 0), tensor);
+      if (e.ready)
+        HVD_CUDA_CHECK(cudaStreamWaitEvent(d->stream, static_cast<cudaEvent_t>(e.ready.get()), 0),
+                       tensor);
     if (timeline_->enabled())
       for (const auto& e : es) timeline_->ActivityStart(e.request.name, Activity(r.type));
     Status op;
@@ -134,7 +137,9 @@ class NcclOperations : public GpuOperations {
     cudaError_t rc = cudaEventRecord(ev, static_cast<cudaStream_t>(e.stream));
     if (rc == cudaSuccess) rc = cudaStreamWaitEvent(d->stream, ev, 0);
     cudaEventDestroy(ev);  // released once the recorded work completes
-    if (rc != cudaSuccess) return CudaError("cudaEventRecord/cudaStreamWaitEvent (output after TensorFlow's stream)", rc, tensor);
+    if (rc != cudaSuccess)
+      return CudaError("cudaEventRecord/cudaStreamWaitEvent (output after TensorFlow's stream)", rc,
+                       tensor);
     return Status();
   }
 
@@ -145,7 +150,8 @@ class NcclOperations : public GpuOperations {
     const std::string& tensor = e.request.name;
     *alloc = e.allocate_output(shape, out);
     if (!alloc->ok() || (!*out && bytes)) {
-      if (alloc->ok()) *alloc = Status::Internal("tensor '" + tensor + "': output allocation returned null");
+      if (alloc->ok())
+        *alloc = Status::Internal("tensor '" + tensor + "': output allocation returned null");
       return Fusion(d, bytes, tensor, out);
     }
     return AfterFramework(e, d, tensor);
@@ -165,7 +171,8 @@ class NcclOperations : public GpuOperations {
           // Aborting frees the stuck kernels; the communicator cannot be used again.
           NcclCommAbort(&d->nccl, s.message());
           cudaStreamSynchronize(d->stream);
-          return Status::ShutDown(s.message() + " (the NCCL communicator was aborted; a peer failed or "
+          return Status::ShutDown(s.message() +
+                                  " (the NCCL communicator was aborted; a peer failed or "
                                   "the network broke: GPU collectives cannot continue)");
         }
       }
@@ -189,7 +196,9 @@ class NcclOperations : public GpuOperations {
     size_t off = 0;
     for (size_t i = 0; i < es.size(); ++i) {
       const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-      HVD_CUDA_CHECK(cudaMemcpyAsync(p + off, es[i].input, bytes, cudaMemcpyDeviceToDevice, d->stream), tensor);
+      HVD_CUDA_CHECK(
+          cudaMemcpyAsync(p + off, es[i].input, bytes, cudaMemcpyDeviceToDevice, d->stream),
+          tensor);
       off += bytes;
     }
     s = NcclAllreduce(buf, buf, total, r.dtype, r.reduce_op, scale, &d->nccl, d->stream, tensor);
@@ -197,7 +206,9 @@ class NcclOperations : public GpuOperations {
     off = 0;
     for (size_t i = 0; i < es.size(); ++i) {
       const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-      HVD_CUDA_CHECK(cudaMemcpyAsync(es[i].output, p + off, bytes, cudaMemcpyDeviceToDevice, d->stream), tensor);
+      HVD_CUDA_CHECK(
+          cudaMemcpyAsync(es[i].output, p + off, bytes, cudaMemcpyDeviceToDevice, d->stream),
+          tensor);
       off += bytes;
     }
     return Status();
@@ -212,14 +223,16 @@ class NcclOperations : public GpuOperations {
     void* out = nullptr;
     Status alloc;
     Status s = Output(e, shape, static_cast<size_t>(rows) * row_bytes, d, &out, &alloc);
-    if (s.ok()) s = NcclAllgather(e.input, out, row_bytes, r.first_dims, &d->nccl, d->stream, r.names[0]);
+    if (s.ok())
+      s = NcclAllgather(e.input, out, row_bytes, r.first_dims, &d->nccl, d->stream, r.names[0]);
     return s.ok() ? alloc : s;
   }
 
   Status Broadcast(const Response& r, TensorEntry& e, Device* d) {
     const size_t bytes = static_cast<size_t>(NumElements(e.request.shape)) * DataTypeSize(r.dtype);
     if (mpi_->rank == r.root && e.output != e.input)
-      HVD_CUDA_CHECK(cudaMemcpyAsync(e.output, e.input, bytes, cudaMemcpyDeviceToDevice, d->stream), r.names[0]);
+      HVD_CUDA_CHECK(cudaMemcpyAsync(e.output, e.input, bytes, cudaMemcpyDeviceToDevice, d->stream),
+                     r.names[0]);
     return NcclBroadcast(e.output, bytes, r.root, &d->nccl, d->stream, r.names[0]);
   }
 
@@ -228,8 +241,8 @@ class NcclOperations : public GpuOperations {
     const size_t row_bytes = RowElements(shape) * DataTypeSize(r.dtype);
     // Row counts travel over MPI (host memory) so each rank can size its output first.
     std::vector<int64_t> recv_rows(mpi_->size);
-    HVD_MPI_CHECK(MPI_Alltoall(e.request.splits.data(), 1, MPI_INT64_T, recv_rows.data(), 1, MPI_INT64_T,
-                               mpi_->comm()));
+    HVD_MPI_CHECK(MPI_Alltoall(e.request.splits.data(), 1, MPI_INT64_T, recv_rows.data(), 1,
+                               MPI_INT64_T, mpi_->comm()));
     int64_t rows = 0;
     for (auto x : recv_rows) rows += x;
     shape[0] = rows;
@@ -237,7 +250,8 @@ class NcclOperations : public GpuOperations {
     Status alloc;
     Status s = Output(e, shape, static_cast<size_t>(rows) * row_bytes, d, &out, &alloc);
     if (s.ok())
-      s = NcclAlltoall(e.input, out, row_bytes, e.request.splits, recv_rows, &d->nccl, d->stream, r.names[0]);
+      s = NcclAlltoall(e.input, out, row_bytes, e.request.splits, recv_rows, &d->nccl, d->stream,
+                       r.names[0]);
     if (e.received_splits) *e.received_splits = recv_rows;
     return s.ok() ? alloc : s;
   }
@@ -252,10 +266,11 @@ class NcclOperations : public GpuOperations {
     const size_t row_elems = RowElements(shape);
     void* out = nullptr;
     Status alloc;
-    Status s = Output(e, shape, static_cast<size_t>(shape[0]) * row_elems * DataTypeSize(r.dtype), d, &out, &alloc);
+    Status s = Output(e, shape, static_cast<size_t>(shape[0]) * row_elems * DataTypeSize(r.dtype),
+                      d, &out, &alloc);
     if (s.ok())
-      s = NcclReducescatter(e.input, out, row_elems, rows_of, r.dtype, r.reduce_op, r.prescale * r.postscale,
-                            &d->nccl, d->stream, r.names[0]);
+      s = NcclReducescatter(e.input, out, row_elems, rows_of, r.dtype, r.reduce_op,
+                            r.prescale * r.postscale, &d->nccl, d->stream, r.names[0]);
     return s.ok() ? alloc : s;
   }
 

@@ -9,12 +9,14 @@ void GetGpuBuildInfo(LinkedLibraries*) {}  // no GPU libraries linked: the versi
 Status GpuDeviceCount(int* count) {
   *count = 0;
   return Status::InvalidArgument(
-      "no GPU support in this build of Horovod: it was compiled without HOROVOD_GPU_OPERATIONS=NCCL "
+      "no GPU support in this build of Horovod: it was compiled without "
+      "HOROVOD_GPU_OPERATIONS=NCCL "
       "(use the GPU image, horovod:latest-gpu, or rebuild with HOROVOD_GPU_OPERATIONS=NCCL)");
 }
 
 std::string PrepareGpuEntry(TensorEntry* entry) {
-  return "tensor '" + entry->request.name + "' is in GPU memory but this build of Horovod has no GPU "
+  return "tensor '" + entry->request.name +
+         "' is in GPU memory but this build of Horovod has no GPU "
          "operations (rebuild with HOROVOD_GPU_OPERATIONS=NCCL, or use the GPU image)";
 }
 

@@ -34,7 +34,10 @@ std::string HumanBytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);
   int u = 0;
-  while (v >= 1024 && u < 5) { v /= 1024; ++u; }
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
   return u ? Format("%.1f %s", v, units[u]) : Format("%lld B", static_cast<long long>(bytes));
 }
 
@@ -110,30 +113,31 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
   const std::string bandwidth = n == 1          ? "n/a (1 rank)"
                                 : busbw.empty() ? "n/a (no allreduce)"
                                                 : GBps(Median(busbw));
-  lines.push_back(Format("time in collectives %.1f %% of wall time (plus negotiation %.1f %%), "
-                         "median over ranks; allreduce bus bandwidth %s",
-                         Median(collective_pct), Median(negotiation_pct), bandwidth.c_str()));
+  lines.push_back(
+      Format("time in collectives %.1f %% of wall time (plus negotiation %.1f %%), "
+             "median over ranks; allreduce bus bandwidth %s",
+             Median(collective_pct), Median(negotiation_pct), bandwidth.c_str()));
   if (n > 1) {
-    const int slowest = static_cast<int>(
-        std::min_element(waited_pct.begin(), waited_pct.end()) - waited_pct.begin());
+    const int slowest = static_cast<int>(std::min_element(waited_pct.begin(), waited_pct.end()) -
+                                         waited_pct.begin());
     const double median = Median(waited_pct);
-    lines.push_back(Format(
-        "slowest rank: %d on %s (waited %.1f %% of its time in collectives and negotiation, "
-        "median %.1f %%): %s",
-        slowest, hosts[slowest].c_str(), waited_pct[slowest], median,
-        median - waited_pct[slowest] >= kStragglerPoints
-            ? "the others wait for it"
-            : "ranks are balanced, none waits notably for another"));
+    lines.push_back(
+        Format("slowest rank: %d on %s (waited %.1f %% of its time in collectives and negotiation, "
+               "median %.1f %%): %s",
+               slowest, hosts[slowest].c_str(), waited_pct[slowest], median,
+               median - waited_pct[slowest] >= kStragglerPoints
+                   ? "the others wait for it"
+                   : "ranks are balanced, none waits notably for another"));
   }
   if (level >= 2) {
     for (int r = 0; r < n; ++r) {
       const double bw = BusBandwidth(ranks[r], n);
-      lines.push_back(Format("rank %d on %s: %s, %lld bytes reduced, collectives %.1f %% "
-                             "(plus negotiation %.1f %%), allreduce busbw %s",
-                             r, hosts[r].c_str(),
-                             Plural(ranks[r].collectives, "collective").c_str(),
-                             static_cast<long long>(ranks[r].bytes_reduced), collective_pct[r],
-                             negotiation_pct[r], bw >= 0 ? GBps(bw).c_str() : "n/a"));
+      lines.push_back(
+          Format("rank %d on %s: %s, %lld bytes reduced, collectives %.1f %% "
+                 "(plus negotiation %.1f %%), allreduce busbw %s",
+                 r, hosts[r].c_str(), Plural(ranks[r].collectives, "collective").c_str(),
+                 static_cast<long long>(ranks[r].bytes_reduced), collective_pct[r],
+                 negotiation_pct[r], bw >= 0 ? GBps(bw).c_str() : "n/a"));
     }
   }
   return lines;

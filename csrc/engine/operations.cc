@@ -15,7 +15,8 @@ const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "
 
 }  // namespace
 
-Operations::Operations(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue)
+Operations::Operations(MpiContext* mpi, const Config& config, Timeline* timeline,
+                       TensorQueue* queue)
     : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {}
 
 Operations::~Operations() { AlignedFree(fusion_); }
@@ -60,34 +61,38 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
       // Only possible if the engine is failing everything (shutdown raced this response): the
       // entries taken so far must still complete.
       HVD_LOG(DEBUG, "response for '" << r.names[i] << "' has no local entry");
-      const Status gone = Status::ShutDown("Horovod is shutting down; '" + r.names[i] +
-                                           "' was no longer pending");
+      const Status gone =
+          Status::ShutDown("Horovod is shutting down; '" + r.names[i] + "' was no longer pending");
       for (size_t j = 0; j < i; ++j) entries[j].done(gone);
       return gone;
     }
   }
   if (!r.error.empty()) {
-    const Status s = r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
+    const Status s =
+        r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
     for (auto& e : entries) e.done(s);
     return s;
   }
   // Shapes were checked at Enqueue, so these products fit in int64.
   for (const auto& e : entries)
-    *payload_bytes += NumElements(e.request.shape) * static_cast<int64_t>(DataTypeSize(e.request.dtype));
+    *payload_bytes +=
+        NumElements(e.request.shape) * static_cast<int64_t>(DataTypeSize(e.request.dtype));
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpStart(e.request.name, r.type);
   Status s;
   if (r.gpu) {
     if (!gpu_) gpu_ = MakeGpuOperations(mpi_, timeline_);
     // Unreachable without GPU operations: such entries are refused at Enqueue (gpu_stub.cc).
-    s = gpu_ ? gpu_->Execute(r, entries) : Status::Internal("GPU response in a build without GPU operations");
-  } else switch (r.type) {
-    case OpType::ALLREDUCE: s = Allreduce(r, entries); break;
-    case OpType::ALLGATHER: s = Allgather(r, entries[0]); break;
-    case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;
-    case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
-    case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
-  }
+    s = gpu_ ? gpu_->Execute(r, entries)
+             : Status::Internal("GPU response in a build without GPU operations");
+  } else
+    switch (r.type) {
+      case OpType::ALLREDUCE: s = Allreduce(r, entries); break;
+      case OpType::ALLGATHER: s = Allgather(r, entries[0]); break;
+      case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;
+      case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
+      case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
+    }
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpEnd(e.request.name);
   for (auto& e : entries) e.done(s);
@@ -130,8 +135,9 @@ void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const
 
 Operations::AllreduceAlgorithm Operations::ChooseAllreduce(size_t count, DataType dtype) const {
   if (config_.cpu_operations == "mpi") return AllreduceAlgorithm::MPI;
-  const bool small = static_cast<int64_t>(count * DataTypeSize(dtype)) <= config_.small_allreduce_bytes &&
-                     mpi_->size <= 64;
+  const bool small =
+      static_cast<int64_t>(count * DataTypeSize(dtype)) <= config_.small_allreduce_bytes &&
+      mpi_->size <= 64;
   return small ? AllreduceAlgorithm::DIRECT : AllreduceAlgorithm::RING;
 }
 
@@ -219,14 +225,15 @@ Status Operations::Alltoall(const Response& r, TensorEntry& e) {
   Status s;
   WatchScope watch(Watch(r, "ALLTOALL", false));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "ALLTOALL");
-  hvd::Alltoall(e.input, row_elems * DataTypeSize(r.dtype), e.request.splits, &recv_rows,
-                [&](int64_t rows) -> void* {
-                  shape[0] = rows;
-                  void* out = nullptr;
-                  s = e.allocate_output(shape, &out);
-                  return s.ok() ? out : nullptr;
-                },
-                mpi_->comm());
+  hvd::Alltoall(
+      e.input, row_elems * DataTypeSize(r.dtype), e.request.splits, &recv_rows,
+      [&](int64_t rows) -> void* {
+        shape[0] = rows;
+        void* out = nullptr;
+        s = e.allocate_output(shape, &out);
+        return s.ok() ? out : nullptr;
+      },
+      mpi_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
   if (e.received_splits) *e.received_splits = recv_rows;
   return s;
@@ -251,8 +258,10 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
   const size_t esize = DataTypeSize(wide.dtype);
   std::vector<char> discard, wide_result;
   void* result = out;
-  if (!s.ok()) result = DiscardBuffer(&discard, mine * esize, "REDUCESCATTER output");
-  else if (widen) result = DiscardBuffer(&wide_result, mine * esize, "REDUCESCATTER int64 output");
+  if (!s.ok())
+    result = DiscardBuffer(&discard, mine * esize, "REDUCESCATTER output");
+  else if (widen)
+    result = DiscardBuffer(&wide_result, mine * esize, "REDUCESCATTER int64 output");
   void* work = FusionBuffer(count * esize);
   const void* src = e.input;
   if (widen) {

@@ -17,9 +17,7 @@ ResponseCache::Lookup ResponseCache::Find(const Request& local, int* slot) const
   return slots_[it->second].request.SameParams(local) ? Lookup::HIT : Lookup::INVALID;
 }
 
-void ResponseCache::Touch(int slot) {
-  lru_.splice(lru_.begin(), lru_, slots_[slot].lru);
-}
+void ResponseCache::Touch(int slot) { lru_.splice(lru_.begin(), lru_, slots_[slot].lru); }
 
 int ResponseCache::Put(const Response& response, const Request& local) {
   if (slots_.empty()) return -1;

@@ -37,8 +37,8 @@ class ResponseCache {
   };
   std::vector<Slot> slots_;
   std::unordered_map<std::string, int> by_name_;
-  std::list<int> lru_;          // front = most recently used
-  std::vector<int> free_;       // stack of free slots, identical on every rank
+  std::list<int> lru_;     // front = most recently used
+  std::vector<int> free_;  // stack of free slots, identical on every rank
 };
 
 }  // namespace hvd

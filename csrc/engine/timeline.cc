@@ -8,9 +8,15 @@ namespace {
 std::string JsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '"' || c == '\\') { out += '\\'; out += c; }
-    else if (static_cast<unsigned char>(c) < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); out += b; }
-    else out += c;
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else
+      out += c;
   }
   return out;
 }
@@ -19,7 +25,8 @@ std::string JsonEscape(const std::string& s) {
 
 Status Timeline::Init(const std::string& path) {
   file_ = std::fopen(path.c_str(), "w");
-  if (!file_) return Status::InvalidArgument("HOROVOD_TIMELINE: cannot open '" + path + "' for writing");
+  if (!file_)
+    return Status::InvalidArgument("HOROVOD_TIMELINE: cannot open '" + path + "' for writing");
   std::fputs("[\n", file_);
   start_us_ = NowMicros();
   enabled_ = true;
@@ -43,7 +50,8 @@ int Timeline::PidFor(const std::string& name) {
   return pid;
 }
 
-void Timeline::Event(const std::string& name, char phase, int pid, int64_t ts_us, const char* extra) {
+void Timeline::Event(const std::string& name, char phase, int pid, int64_t ts_us,
+                     const char* extra) {
   std::string ev = "{\"name\": \"" + JsonEscape(name) + "\", \"ph\": \"" + phase +
                    "\", \"ts\": " + std::to_string(ts_us - start_us_) +
                    ", \"pid\": " + std::to_string(pid) + ", \"tid\": 1" + extra + "}";

@@ -76,9 +76,10 @@ std::string Watchdog::Describe(int64_t blocked_us) const {
   const char* culprit = "one of them";
   if (!absent.empty()) {
     // Silent: not blocked here by its own account, so it never arrived or cannot even say so.
-    os << Ranks(absent) << " (silent: not blocked in this section by " << (absent.size() > 1 ? "their" : "its")
-       << " own account";
-    if (!present.empty()) os << "; " << Ranks(present) << (present.size() > 1 ? " are" : " is") << " blocked in it too";
+    os << Ranks(absent) << " (silent: not blocked in this section by "
+       << (absent.size() > 1 ? "their" : "its") << " own account";
+    if (!present.empty())
+      os << "; " << Ranks(present) << (present.size() > 1 ? " are" : " is") << " blocked in it too";
     os << ")";
     culprit = absent.size() > 1 ? "those processes" : "that process";
   } else if (section_.recv_from >= 0) {
@@ -133,8 +134,9 @@ void Watchdog::Run() {
     }
     if (abort_us > 0 && blocked >= abort_us) {
       std::ostringstream os;
-      os << Describe(blocked) << ". Aborting the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="
-         << abort_s_ << "): a blocked transfer cannot be cancelled.";
+      os << Describe(blocked)
+         << ". Aborting the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" << abort_s_
+         << "): a blocked transfer cannot be cancelled.";
       std::string msg = os.str();
       lk.unlock();
       abort_(msg);  // does not return

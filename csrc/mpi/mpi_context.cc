@@ -26,7 +26,8 @@ MPI_Datatype MpiDataType(DataType t) {
     case DataType::INT8: return MPI_INT8_T;
     case DataType::INT32: return MPI_INT32_T;
     case DataType::INT64: return MPI_INT64_T;
-    case DataType::FLOAT16: case DataType::BFLOAT16: return MPI_UINT16_T;
+    case DataType::FLOAT16:
+    case DataType::BFLOAT16: return MPI_UINT16_T;
     case DataType::FLOAT32: return MPI_FLOAT;
     case DataType::FLOAT64: return MPI_DOUBLE;
   }
@@ -66,7 +67,8 @@ MPI_Op MpiReduceOp(DataType t, ReduceOp op) {
     return g_half_ops[t == DataType::BFLOAT16][static_cast<int>(op)];
   }
   switch (op) {
-    case ReduceOp::SUM: case ReduceOp::AVERAGE: return MPI_SUM;
+    case ReduceOp::SUM:
+    case ReduceOp::AVERAGE: return MPI_SUM;
     case ReduceOp::MIN: return MPI_MIN;
     case ReduceOp::MAX: return MPI_MAX;
     case ReduceOp::PRODUCT: return MPI_PROD;
@@ -105,10 +107,12 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
   SetLogRank(rank);  // every line from here on says which rank wrote it
   if (provided < MPI_THREAD_SERIALIZED) {
     // The background thread calls MPI while the main thread runs user code.
-    HVD_LOG(WARNING, "MPI provides thread level " << provided
-                     << " (< MPI_THREAD_SERIALIZED); do not call MPI from other threads");
+    HVD_LOG(WARNING, "MPI provides thread level "
+                         << provided
+                         << " (< MPI_THREAD_SERIALIZED); do not call MPI from other threads");
   }
-  HVD_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
+  HVD_MPI_CHECK(
+      MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
   MPI_Comm_rank(local_comm_, &local_rank);
   MPI_Comm_size(local_comm_, &local_size);
   HVD_MPI_CHECK(MPI_Comm_split(comm_, local_rank, rank, &cross_comm_));
@@ -131,8 +135,7 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
 }
 
 void MpiContext::Finalize() {
-  for (MPI_Comm* c :
-       {&summary_comm_, &diag_comm_, &cross_comm_, &local_comm_, &raw_comm_, &comm_})
+  for (MPI_Comm* c : {&summary_comm_, &diag_comm_, &cross_comm_, &local_comm_, &raw_comm_, &comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -172,7 +175,10 @@ std::vector<std::string> MpiContext::GatherToRoot(const std::string& blob) {
   if (rank == 0) {
     displs.resize(size);
     int total = 0;
-    for (int r = 0; r < size; ++r) { displs[r] = total; total += lens[r]; }
+    for (int r = 0; r < size; ++r) {
+      displs[r] = total;
+      total += lens[r];
+    }
     all.resize(total);
   }
   HVD_MPI_CHECK(MPI_Gatherv(blob.data(), len, MPI_BYTE, &all[0], lens.data(), displs.data(),
@@ -188,7 +194,10 @@ std::vector<std::string> MpiContext::AllgatherStrings(const std::string& blob) {
   std::vector<int> lens(size), displs(size);
   HVD_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_));
   int total = 0;
-  for (int r = 0; r < size; ++r) { displs[r] = total; total += lens[r]; }
+  for (int r = 0; r < size; ++r) {
+    displs[r] = total;
+    total += lens[r];
+  }
   std::string all(total, '\0');
   HVD_MPI_CHECK(MPI_Allgatherv(blob.data(), len, MPI_BYTE, &all[0], lens.data(), displs.data(),
                                MPI_BYTE, comm_));
@@ -221,8 +230,8 @@ void MpiContext::PollAnnouncements(std::vector<int64_t>* latest) {
     if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, diag_comm_, &flag, &st) != MPI_SUCCESS || !flag)
       return;
     int64_t seq = -1;
-    if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kRollCallTag, diag_comm_, MPI_STATUS_IGNORE) !=
-        MPI_SUCCESS)
+    if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kRollCallTag, diag_comm_,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS)
       return;
     (*latest)[st.MPI_SOURCE] = std::max((*latest)[st.MPI_SOURCE], seq);
   }
@@ -242,9 +251,9 @@ std::string MpiContext::GatherRecordsToRoot(const void* record, size_t bytes, in
   summary_send_.assign(static_cast<const char*>(record), static_cast<const char*>(record) + bytes);
   summary_recv_.assign(rank == 0 ? bytes * size : 0, 0);
   MPI_Request req;
-  int rc = MPI_Igather(summary_send_.data(), static_cast<int>(bytes), MPI_BYTE,
-                       summary_recv_.data(), static_cast<int>(bytes), MPI_BYTE, 0, summary_comm_,
-                       &req);
+  int rc =
+      MPI_Igather(summary_send_.data(), static_cast<int>(bytes), MPI_BYTE, summary_recv_.data(),
+                  static_cast<int>(bytes), MPI_BYTE, 0, summary_comm_, &req);
   const int64_t start = NowMicros();
   int done = 0;
   while (rc == MPI_SUCCESS) {

@@ -12,9 +12,9 @@
 
 #include "common/common.h"
 
-#define HVD_MPI_CHECK(call)                                                              \
-  do {                                                                                   \
-    int hvd_mpi_rc_ = (call);                                                            \
+#define HVD_MPI_CHECK(call)                                                                  \
+  do {                                                                                       \
+    int hvd_mpi_rc_ = (call);                                                                \
     if (hvd_mpi_rc_ != MPI_SUCCESS) ::hvd::MpiFatal(#call, hvd_mpi_rc_, __FILE__, __LINE__); \
   } while (0)
 

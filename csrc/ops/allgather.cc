@@ -19,7 +19,8 @@ void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<in
     off += rows;
   }
   // A row is the unit ("element") of the ring here, so rows of any width move as one piece.
-  std::memcpy(static_cast<char*>(out) + seg.offset[rank] * row_bytes, in, seg.count[rank] * row_bytes);
+  std::memcpy(static_cast<char*>(out) + seg.offset[rank] * row_bytes, in,
+              seg.count[rank] * row_bytes);
   if (row_bytes > 0) RingAllgather(out, row_bytes, seg, comm);
 }
 

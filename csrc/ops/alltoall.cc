@@ -17,8 +17,8 @@ bool Alltoall(const void* in, size_t row_bytes, const std::vector<int64_t>& send
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   recv_rows->assign(n, 0);
-  HVD_MPI_CHECK(MPI_Alltoall(send_rows.data(), 1, MPI_INT64_T, recv_rows->data(), 1,
-                             MPI_INT64_T, comm));
+  HVD_MPI_CHECK(
+      MPI_Alltoall(send_rows.data(), 1, MPI_INT64_T, recv_rows->data(), 1, MPI_INT64_T, comm));
   // Sizes were checked for overflow at negotiation (sum of splits, received bytes).
   std::vector<size_t> soff(n + 1, 0), roff(n + 1, 0);
   int64_t total_rows = 0;

@@ -1,6 +1,7 @@
 // Broadcast from any root through MPI_Bcast, cut into 64 MiB pieces so byte counts above INT_MAX
-// work and the watchdog sees progress after each piece. Open MPI's tuned component chooses the tree (binomial for small, pipelined chain or
-// split-binary tree for large messages): about B bytes received per rank, log2(n) latency steps.
+// work and the watchdog sees progress after each piece. Open MPI's tuned component chooses the tree
+// (binomial for small, pipelined chain or split-binary tree for large messages): about B bytes
+// received per rank, log2(n) latency steps.
 #include <algorithm>
 
 #include "common/watch_progress.h"

@@ -61,7 +61,8 @@ void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, Red
 void DirectAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                      RingScratch* scratch, MPI_Comm comm);
 // allreduce_mpi.cc: the MPI_Allreduce baseline (HOROVOD_CPU_OPERATIONS=mpi); src may equal dst.
-void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op, MPI_Comm comm);
+void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                  MPI_Comm comm);
 // allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
 void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
                MPI_Comm comm);

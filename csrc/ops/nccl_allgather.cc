@@ -6,8 +6,9 @@
 
 namespace hvd {
 
-Status NcclAllgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
-                     NcclComm* c, cudaStream_t stream, const std::string& tensor) {
+Status NcclAllgather(const void* in, void* out, size_t row_bytes,
+                     const std::vector<int64_t>& first_dims, NcclComm* c, cudaStream_t stream,
+                     const std::string& tensor) {
   bool equal = true;
   for (auto d : first_dims) equal = equal && d == first_dims[0];
   if (equal) {

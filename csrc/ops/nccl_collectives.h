@@ -17,22 +17,22 @@
 namespace hvd {
 
 // `tensor` names the op's first tensor in the error text (a std::string in scope).
-#define HVD_NCCL_CHECK(call, tensor)                                                         \
-  do {                                                                                       \
-    ncclResult_t nccl_rc_ = (call);                                                          \
-    if (nccl_rc_ != ncclSuccess && nccl_rc_ != ncclInProgress)                               \
-      return ::hvd::NcclError(#call, nccl_rc_, tensor);                                      \
+#define HVD_NCCL_CHECK(call, tensor)                           \
+  do {                                                         \
+    ncclResult_t nccl_rc_ = (call);                            \
+    if (nccl_rc_ != ncclSuccess && nccl_rc_ != ncclInProgress) \
+      return ::hvd::NcclError(#call, nccl_rc_, tensor);        \
   } while (0)
 // For a result kept in a variable (a call inside a group, or one that must not return before
 // cleanup): `what` names the call.
-#define HVD_NCCL_RESULT(rc, what, tensor)                                                    \
-  do {                                                                                       \
+#define HVD_NCCL_RESULT(rc, what, tensor)                                                         \
+  do {                                                                                            \
     if ((rc) != ncclSuccess && (rc) != ncclInProgress) return ::hvd::NcclError(what, rc, tensor); \
   } while (0)
-#define HVD_CUDA_CHECK(call, tensor)                                                         \
-  do {                                                                                       \
-    cudaError_t cuda_rc_ = (call);                                                           \
-    if (cuda_rc_ != cudaSuccess) return ::hvd::CudaError(#call, cuda_rc_, tensor);           \
+#define HVD_CUDA_CHECK(call, tensor)                                               \
+  do {                                                                             \
+    cudaError_t cuda_rc_ = (call);                                                 \
+    if (cuda_rc_ != cudaSuccess) return ::hvd::CudaError(#call, cuda_rc_, tensor); \
   } while (0)
 
 Status NcclError(const char* call, ncclResult_t rc, const std::string& tensor);
@@ -56,20 +56,21 @@ bool NcclType(DataType t, ncclDataType_t* out);
 Status NcclAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                      double scale, NcclComm* c, cudaStream_t stream, const std::string& tensor);
 // nccl_allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
-Status NcclAllgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
-                     NcclComm* c, cudaStream_t stream, const std::string& tensor);
+Status NcclAllgather(const void* in, void* out, size_t row_bytes,
+                     const std::vector<int64_t>& first_dims, NcclComm* c, cudaStream_t stream,
+                     const std::string& tensor);
 // nccl_broadcast.cc: in place in `buf` (the root's data must already be there).
 Status NcclBroadcast(void* buf, size_t bytes, int root, NcclComm* c, cudaStream_t stream,
                      const std::string& tensor);
 // nccl_alltoall.cc: rows to send to and receive from each rank (already exchanged over MPI).
-Status NcclAlltoall(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& send_rows,
-                    const std::vector<int64_t>& recv_rows, NcclComm* c, cudaStream_t stream,
-                    const std::string& tensor);
+Status NcclAlltoall(const void* in, void* out, size_t row_bytes,
+                    const std::vector<int64_t>& send_rows, const std::vector<int64_t>& recv_rows,
+                    NcclComm* c, cudaStream_t stream, const std::string& tensor);
 // nccl_reducescatter.cc: `rows_of[r]` rows of `row_elems` go to rank r, in rank order; this
 // rank's reduced rows land in `out`.
-Status NcclReducescatter(const void* src, void* out, size_t row_elems, const std::vector<int64_t>& rows_of,
-                         DataType dtype, ReduceOp op, double scale, NcclComm* c, cudaStream_t stream,
-                         const std::string& tensor);
+Status NcclReducescatter(const void* src, void* out, size_t row_elems,
+                         const std::vector<int64_t>& rows_of, DataType dtype, ReduceOp op,
+                         double scale, NcclComm* c, cudaStream_t stream, const std::string& tensor);
 
 // The NCCL type and reduction of a reducing collective for (dtype, op, scale): a built-in
 // reduction, or a pre-multiplied sum that the caller releases with NcclReleaseOp once the call

@@ -32,7 +32,8 @@ void PassNcclEnvironment() {
   for (const auto& kv : found) {
     if (std::getenv(kv.first.c_str())) continue;
     setenv(kv.first.c_str(), kv.second.c_str(), 0);
-    HVD_LOG(DEBUG, "NCCL setting from HOROVOD_" << kv.first << ": " << kv.first << "=" << kv.second);
+    HVD_LOG(DEBUG,
+            "NCCL setting from HOROVOD_" << kv.first << ": " << kv.first << "=" << kv.second);
   }
 }
 
@@ -42,12 +43,13 @@ Status NcclError(const char* call, ncclResult_t rc, const std::string& tensor) {
   std::string detail = ncclGetErrorString(rc);
   const char* last = ncclGetLastError(nullptr);
   if (last && *last) detail += std::string(": ") + last;
-  return Status::Internal("NCCL error in " + std::string(call) + " for tensor '" + tensor + "': " + detail);
+  return Status::Internal("NCCL error in " + std::string(call) + " for tensor '" + tensor +
+                          "': " + detail);
 }
 
 Status CudaError(const char* call, cudaError_t rc, const std::string& tensor) {
-  return Status::Internal("CUDA error in " + std::string(call) + " for tensor '" + tensor + "': " +
-                          cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
+  return Status::Internal("CUDA error in " + std::string(call) + " for tensor '" + tensor +
+                          "': " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
 }
 
 Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::string& tensor) {
@@ -71,12 +73,14 @@ Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::s
   }
   MPI_Bcast(&msg, sizeof(msg), MPI_BYTE, 0, mpi_comm);
   if (!msg.ok)
-    return Status::Internal("NCCL error in ncclGetUniqueId on rank 0, creating the communicator for tensor '" +
-                            tensor + "': " + msg.why);
+    return Status::Internal(
+        "NCCL error in ncclGetUniqueId on rank 0, creating the communicator for tensor '" + tensor +
+        "': " + msg.why);
   id = msg.id;
   HVD_CUDA_CHECK(cudaSetDevice(device), tensor);
   HVD_NCCL_CHECK(ncclCommInitRank(&out->comm, out->size, id, out->rank), tensor);
-  HVD_LOG(DEBUG, "NCCL communicator on device " << device << ": rank " << out->rank << " of " << out->size);
+  HVD_LOG(DEBUG, "NCCL communicator on device " << device << ": rank " << out->rank << " of "
+                                                << out->size);
   return Status();
 }
 
@@ -103,7 +107,8 @@ bool NcclType(DataType t, ncclDataType_t* out) {
 Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, NcclReduce* out,
                      const std::string& tensor) {
   out->custom = false;
-  if (!NcclType(dtype, &out->type)) return Status::InvalidArgument("tensor '" + tensor + "': no NCCL type");
+  if (!NcclType(dtype, &out->type))
+    return Status::InvalidArgument("tensor '" + tensor + "': no NCCL type");
   const bool avg = op == ReduceOp::AVERAGE;
   if (scale == 1.0) {
     switch (op) {
@@ -116,9 +121,10 @@ Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, Ncc
     }
   }
   if (!(op == ReduceOp::SUM || avg) || !IsFloating(dtype))
-    return Status::InvalidArgument("tensor '" + tensor + "': on GPU, prescale/postscale factors need op Sum or "
-                                   "Average on a floating type (got " + ReduceOpName(op) + " on " +
-                                   DataTypeName(dtype) + ")");
+    return Status::InvalidArgument("tensor '" + tensor +
+                                   "': on GPU, prescale/postscale factors need op Sum or "
+                                   "Average on a floating type (got " +
+                                   ReduceOpName(op) + " on " + DataTypeName(dtype) + ")");
   // sum(a * x_r) * b == sum(a * b * x_r): one pre-multiplied sum does both scalings.
   const double s = avg ? scale / c->size : scale;
   union {
@@ -127,11 +133,17 @@ Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, Ncc
     uint16_t h;
   } scalar;
   // NCCL takes the scalar in the tensor's own type.
-  if (dtype == DataType::FLOAT64) scalar.d = s;
-  else if (dtype == DataType::FLOAT32) scalar.f = static_cast<float>(s);
-  else if (dtype == DataType::FLOAT16) scalar.h = FloatToHalf(static_cast<float>(s));
-  else scalar.h = FloatToBFloat16(static_cast<float>(s));
-  HVD_NCCL_CHECK(ncclRedOpCreatePreMulSum(&out->op, &scalar, out->type, ncclScalarHostImmediate, c->comm), tensor);
+  if (dtype == DataType::FLOAT64)
+    scalar.d = s;
+  else if (dtype == DataType::FLOAT32)
+    scalar.f = static_cast<float>(s);
+  else if (dtype == DataType::FLOAT16)
+    scalar.h = FloatToHalf(static_cast<float>(s));
+  else
+    scalar.h = FloatToBFloat16(static_cast<float>(s));
+  HVD_NCCL_CHECK(
+      ncclRedOpCreatePreMulSum(&out->op, &scalar, out->type, ncclScalarHostImmediate, c->comm),
+      tensor);
   out->custom = true;
   return Status();
 }

@@ -24,7 +24,9 @@ namespace hvd {
 namespace {
 
 inline int Mod(int a, int n) { return ((a % n) + n) % n; }
-inline size_t NumChunks(size_t len, size_t chunk) { return len == 0 ? 1 : (len + chunk - 1) / chunk; }
+inline size_t NumChunks(size_t len, size_t chunk) {
+  return len == 0 ? 1 : (len + chunk - 1) / chunk;
+}
 inline size_t ChunkLen(size_t len, size_t chunk, size_t k) {
   return k * chunk >= len ? 0 : std::min(chunk, len - k * chunk);
 }

@@ -30,8 +30,10 @@ void* DiscardBuffer(std::vector<char>* storage, size_t bytes, const char* what) 
   try {
     storage->resize(bytes + 1);
   } catch (const std::exception&) {
-    std::fprintf(stderr, "[horovod] FATAL: cannot allocate %zu bytes for the %s, not even to "
-                 "receive and drop it; ending the job\n", bytes, what);
+    std::fprintf(stderr,
+                 "[horovod] FATAL: cannot allocate %zu bytes for the %s, not even to "
+                 "receive and drop it; ending the job\n",
+                 bytes, what);
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::abort();
   }
@@ -76,14 +78,16 @@ void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, siz
   do {
     int n = static_cast<int>(std::min(kPiece, recv_bytes - r));
     reqs.emplace_back();
-    HVD_MPI_CHECK(MPI_Irecv(static_cast<char*>(recv) + r, n, MPI_BYTE, src, tag, comm, &reqs.back()));
+    HVD_MPI_CHECK(
+        MPI_Irecv(static_cast<char*>(recv) + r, n, MPI_BYTE, src, tag, comm, &reqs.back()));
     r += n;
   } while (r < recv_bytes);
   size_t s = 0;
   do {
     int n = static_cast<int>(std::min(kPiece, send_bytes - s));
     reqs.emplace_back();
-    HVD_MPI_CHECK(MPI_Isend(static_cast<const char*>(send) + s, n, MPI_BYTE, dst, tag, comm, &reqs.back()));
+    HVD_MPI_CHECK(
+        MPI_Isend(static_cast<const char*>(send) + s, n, MPI_BYTE, dst, tag, comm, &reqs.back()));
     s += n;
   } while (s < send_bytes);
   if (reqs.size() == 2) {  // the common case: one piece each way
@@ -93,7 +97,8 @@ void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, siz
   }
   for (size_t left = reqs.size(); left > 0; --left) {
     int index;
-    HVD_MPI_CHECK(MPI_Waitany(static_cast<int>(reqs.size()), reqs.data(), &index, MPI_STATUS_IGNORE));
+    HVD_MPI_CHECK(
+        MPI_Waitany(static_cast<int>(reqs.size()), reqs.data(), &index, MPI_STATUS_IGNORE));
     WatchProgress();
   }
 }

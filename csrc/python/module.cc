@@ -22,7 +22,7 @@ struct Slot {
   std::string name;
   py::object input, output;  // touched only with the GIL held
   py::dtype dtype;
-  void* owned = nullptr;     // engine-allocated output (allgather, alltoall, reducescatter)
+  void* owned = nullptr;  // engine-allocated output (allgather, alltoall, reducescatter)
   std::vector<int64_t> owned_shape;
   std::vector<int64_t> received_splits;
 };
@@ -34,7 +34,7 @@ struct Handle {
   size_t pending = 0;
   bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
   bool waiting = false;    // guarded by the GIL: a thread is inside Wait()
-  Status status;  // the first error of the group
+  Status status;           // the first error of the group
   std::vector<Slot> slots;
   ~Handle() {
     for (auto& s : slots) std::free(s.owned);
@@ -66,7 +66,7 @@ void ReapAbandoned() {
 
 [[noreturn]] void Raise(const Status& s) {
   if (s.code() == Status::INVALID_ARGUMENT) throw py::value_error(s.message());
-  const char* cls = s.code() == Status::MISMATCH   ? "HorovodMismatchError"
+  const char* cls = s.code() == Status::MISMATCH    ? "HorovodMismatchError"
                     : s.code() == Status::SHUT_DOWN ? "HorovodShutdownError"
                                                     : "HorovodInternalError";
   py::object exc = py::module_::import("horovod.common.exceptions").attr(cls);
@@ -84,7 +84,8 @@ std::shared_ptr<Handle> FindHandle(int64_t h) {
   ReapAbandoned();
   std::lock_guard<std::mutex> lk(g_handles_mu);
   auto it = g_handles.find(h);
-  if (it == g_handles.end()) throw py::value_error("unknown or already synchronized handle " + std::to_string(h));
+  if (it == g_handles.end())
+    throw py::value_error("unknown or already synchronized handle " + std::to_string(h));
   return it->second;
 }
 
@@ -104,7 +105,8 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
   if (kind == 'f' && size == 2) return DataType::FLOAT16;
   if (kind == 'f' && size == 4) return DataType::FLOAT32;
   if (kind == 'f' && size == 8) return DataType::FLOAT64;
-  if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16") return DataType::BFLOAT16;
+  if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16")
+    return DataType::BFLOAT16;
   throw py::value_error("tensor '" + name + "': " + what + " dtype " +
                         py::str(dt).cast<std::string>() +
                         " is not supported; use uint8, int8, int32, int64, float16, bfloat16, "
@@ -146,11 +148,12 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     r.shape.assign(input.shape(), input.shape() + input.ndim());
     py::object out = outputs.is_none() ? py::object(py::none()) : py::list(outputs)[i];
     if (!out.is_none()) {
-      auto arr = py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out)
-                                                : py::array();
+      auto arr =
+          py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out) : py::array();
       if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
           arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i], "out") != r.dtype)
-        throw py::value_error("tensor '" + names[i] + "': out must be a writable C-contiguous "
+        throw py::value_error("tensor '" + names[i] +
+                              "': out must be a writable C-contiguous "
                               "NumPy array of the input's dtype and size");
       const char* in = static_cast<const char*>(input.data());
       char* o = static_cast<char*>(arr.mutable_data());
@@ -171,7 +174,8 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
       size_t bytes = static_cast<size_t>(NumElements(shape)) * itemsize;
       sp->owned = std::malloc(bytes ? bytes : 1);
-      if (!sp->owned) return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
+      if (!sp->owned)
+        return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
       sp->owned_shape = shape;
       *data = sp->owned;
       return Status();
@@ -184,8 +188,10 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
         std::lock_guard<std::mutex> lk(hp->mu);
         if (!s.ok() && hp->status.ok()) hp->status = s;
         if (--hp->pending == 0) {
-          if (hp->abandoned) reap = hp->id;
-          else hp->cv.notify_all();
+          if (hp->abandoned)
+            reap = hp->id;
+          else
+            hp->cv.notify_all();
         }
       }
       // Once queued, hp may be freed at any time: it is not touched past this point.
@@ -321,14 +327,17 @@ py::dict BuildInfo() {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "Horovod engine bindings (internal; use horovod.numpy or horovod.tensorflow)";
-  m.def("init", [](uintptr_t comm) {
-    Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = Init(CommFromHandle(comm));
-    }
-    if (!s.ok()) Raise(s);
-  }, py::arg("comm") = 0);
+  m.def(
+      "init",
+      [](uintptr_t comm) {
+        Status s;
+        {
+          py::gil_scoped_release nogil;
+          s = Init(CommFromHandle(comm));
+        }
+        if (!s.ok()) Raise(s);
+      },
+      py::arg("comm") = 0);
   m.def("shutdown", [] {
     {
       py::gil_scoped_release nogil;
@@ -340,9 +349,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("topology", [] {
     Topology t = GetTopology();
     py::dict d;
-    d["rank"] = t.rank; d["size"] = t.size; d["local_rank"] = t.local_rank;
-    d["local_size"] = t.local_size; d["cross_rank"] = t.cross_rank; d["cross_size"] = t.cross_size;
-    d["mpi_threads_multiple"] = t.mpi_threads_multiple; d["homogeneous"] = t.homogeneous;
+    d["rank"] = t.rank;
+    d["size"] = t.size;
+    d["local_rank"] = t.local_rank;
+    d["local_size"] = t.local_size;
+    d["cross_rank"] = t.cross_rank;
+    d["cross_size"] = t.cross_size;
+    d["mpi_threads_multiple"] = t.mpi_threads_multiple;
+    d["homogeneous"] = t.homogeneous;
     return d;
   });
   m.def("build_info", &BuildInfo);
@@ -360,8 +374,8 @@ PYBIND11_MODULE(_core, m) {
         if (!numeric) return py::none();
         return k.type == "int" ? py::object(py::int_(static_cast<int64_t>(v))) : py::float_(v);
       };
-      out.append(py::make_tuple(k.env, k.default_value, k.doc, k.type, bound(k.min),
-                                bound(k.max), k.choices, k.agree));
+      out.append(py::make_tuple(k.env, k.default_value, k.doc, k.type, bound(k.min), bound(k.max),
+                                k.choices, k.agree));
     }
     return out;
   });

@@ -39,7 +39,8 @@ using tf::shape_inference::InferenceContext;
 // bool travels as uint8 in ops that move bytes without reducing them.
 bool ToEngineType(tf::DataType t, DataType* out) {
   switch (t) {
-    case tf::DT_UINT8: case tf::DT_BOOL: *out = DataType::UINT8; return true;
+    case tf::DT_UINT8:
+    case tf::DT_BOOL: *out = DataType::UINT8; return true;
     case tf::DT_INT8: *out = DataType::INT8; return true;
     case tf::DT_INT32: *out = DataType::INT32; return true;
     case tf::DT_INT64: *out = DataType::INT64; return true;
@@ -93,7 +94,8 @@ class HorovodKernel : public tf::AsyncOpKernel {
   explicit HorovodKernel(tf::OpKernelConstruction* c, OpType type) : AsyncOpKernel(c), type_(type) {
     if (c->HasAttr("reduce_op")) OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
     if (c->HasAttr("prescale_factor")) OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
-    if (c->HasAttr("postscale_factor")) OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
+    if (c->HasAttr("postscale_factor"))
+      OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
     if (c->HasAttr("root_rank")) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
     gpu_ = c->device_type() == tf::DeviceType(tf::DEVICE_GPU);
   }
@@ -111,7 +113,8 @@ class HorovodKernel : public tf::AsyncOpKernel {
     if (fi.frame_id != 0 && fi.frame_id != tf::kIllegalFrameId) {
       char suffix[64];
       std::snprintf(suffix, sizeof(suffix), "@frame%016llx.%lld",
-                    static_cast<unsigned long long>(fi.frame_id), static_cast<long long>(fi.iter_id));
+                    static_cast<unsigned long long>(fi.frame_id),
+                    static_cast<long long>(fi.iter_id));
       n += suffix;
     }
     return n;
@@ -141,7 +144,8 @@ class HorovodKernel : public tf::AsyncOpKernel {
       const auto* info = c->device()->tensorflow_accelerator_device_info();
       auto* stream = c->op_device_context() ? c->op_device_context()->stream() : nullptr;
       if (!info || !stream) {
-        c->CtxFailure(tf::errors::Internal("tensor '", name, "': GPU kernel without a GPU device or stream"));
+        c->CtxFailure(
+            tf::errors::Internal("tensor '", name, "': GPU kernel without a GPU device or stream"));
         return false;
       }
       r.gpu = true;
@@ -167,7 +171,8 @@ class HorovodKernel : public tf::AsyncOpKernel {
 
   void Submit(tf::OpKernelContext* c, std::vector<TensorEntry> entries, DoneCallback done,
               std::function<void(const Status&)> before_done = nullptr) {
-    auto completion = std::make_shared<Completion>(c, std::move(done), static_cast<int>(entries.size()));
+    auto completion =
+        std::make_shared<Completion>(c, std::move(done), static_cast<int>(entries.size()));
     for (auto& e : entries)
       e.done = [completion, before_done](const Status& s) {
         if (before_done) before_done(s);
@@ -206,7 +211,8 @@ class GroupOp : public HorovodKernel {
       if (!MakeEntry(c, name, input, &entries[i])) return done();
       if constexpr (kSameShape) {
         tf::Tensor* out = nullptr;
-        OP_REQUIRES_OK_ASYNC(c, c->forward_input_or_allocate_output({i}, i, input.shape(), &out), done);
+        OP_REQUIRES_OK_ASYNC(c, c->forward_input_or_allocate_output({i}, i, input.shape(), &out),
+                             done);
         entries[i].output = const_cast<char*>(out->tensor_data().data());
       } else {
         entries[i].allocate_output = AllocateOutput(c, i);
@@ -234,7 +240,8 @@ class AlltoallOp : public HorovodKernel {
     Submit(c, std::move(entries), std::move(done), [c, received](const Status& s) {
       if (!s.ok()) return;
       tf::Tensor* out = nullptr;
-      tf::Status st = c->allocate_output(1, tf::TensorShape({static_cast<int64_t>(received->size())}), &out);
+      tf::Status st =
+          c->allocate_output(1, tf::TensorShape({static_cast<int64_t>(received->size())}), &out);
       if (!st.ok()) return c->SetStatus(st);
       auto v = out->flat<int32_t>();
       for (size_t i = 0; i < received->size(); ++i) v(i) = static_cast<int32_t>((*received)[i]);
@@ -318,11 +325,16 @@ REGISTER_OP("HorovodAlltoall")
       c->set_output(1, c->Vector(c->UnknownDim()));
       return tf::Status();
     })
-    .Doc("Sends splits[r] rows to rank r; returns the rows received and how many came from each rank.");
+    .Doc(
+        "Sends splits[r] rows to rank r; returns the rows received and how many came from each "
+        "rank.");
 
-REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_CPU), GroupOp<OpType::ALLREDUCE>);
-REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_CPU), GroupOp<OpType::BROADCAST>);
-REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_CPU), GroupOp<OpType::ALLGATHER>);
+REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_CPU),
+                        GroupOp<OpType::ALLREDUCE>);
+REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_CPU),
+                        GroupOp<OpType::BROADCAST>);
+REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_CPU),
+                        GroupOp<OpType::ALLGATHER>);
 REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_CPU),
                         GroupOp<OpType::REDUCESCATTER>);
 REGISTER_KERNEL_BUILDER(Name("HorovodAlltoall").Device(tf::DEVICE_CPU), AlltoallOp);
@@ -333,8 +345,9 @@ REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_GPU).HostMemo
                         GroupOp<OpType::BROADCAST>);
 REGISTER_KERNEL_BUILDER(Name("HorovodAllgather").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
                         GroupOp<OpType::ALLGATHER>);
-REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
-                        GroupOp<OpType::REDUCESCATTER>);
+REGISTER_KERNEL_BUILDER(
+    Name("HorovodReducescatter").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
+    GroupOp<OpType::REDUCESCATTER>);
 REGISTER_KERNEL_BUILDER(Name("HorovodAlltoall")
                             .Device(tf::DEVICE_GPU)
                             .HostMemory("splits")

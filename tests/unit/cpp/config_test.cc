@@ -138,14 +138,16 @@ TEST_F(ConfigEnv, BoundsAreInclusiveAndEnforced) {
 TEST_F(ConfigEnv, ChoicesAndCrossKnobRules) {
   EXPECT_EQ(ErrorFor("HOROVOD_CPU_OPERATIONS", "gloo"),
             "HOROVOD_CPU_OPERATIONS='gloo' is not valid: expected ring or mpi");
-  EXPECT_EQ(ErrorFor("HOROVOD_LOG_LEVEL", "bogus"),
-            "HOROVOD_LOG_LEVEL='bogus' is not valid: expected trace, debug, info, warning or error");
+  EXPECT_EQ(
+      ErrorFor("HOROVOD_LOG_LEVEL", "bogus"),
+      "HOROVOD_LOG_LEVEL='bogus' is not valid: expected trace, debug, info, warning or error");
   Set("HOROVOD_STALL_CHECK_TIME_SECONDS", "10");
   Set("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "5");
   std::string error;
   Config::FromEnvironment(&error);
-  EXPECT_EQ(error, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=5 is below HOROVOD_STALL_CHECK_TIME_SECONDS=10: "
-                   "set it to 0 (never) or at least the check time");
+  EXPECT_EQ(error,
+            "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=5 is below HOROVOD_STALL_CHECK_TIME_SECONDS=10: "
+            "set it to 0 (never) or at least the check time");
 }
 
 TEST_F(ConfigEnv, FirstErrorInDeclarationOrderWinsAndTheRestStillParse) {
@@ -154,7 +156,8 @@ TEST_F(ConfigEnv, FirstErrorInDeclarationOrderWinsAndTheRestStillParse) {
   Set("HOROVOD_CACHE_CAPACITY", "7");
   std::string error;
   const Config c = Config::FromEnvironment(&error);
-  EXPECT_EQ(error, "HOROVOD_FUSION_THRESHOLD='y' is not valid: expected an integer in [0, 68719476736]");
+  EXPECT_EQ(error,
+            "HOROVOD_FUSION_THRESHOLD='y' is not valid: expected an integer in [0, 68719476736]");
   EXPECT_EQ(c.cache_capacity, 7);
   EXPECT_EQ(c.fusion_threshold, 128LL << 20);  // a bad value leaves the default
 }
@@ -187,8 +190,10 @@ TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
   for (const auto& k : knobs) {
     EXPECT_EQ(k.env.rfind("HOROVOD_", 0), 0u) << k.env;
     EXPECT_FALSE(k.doc.empty()) << k.env;
-    if (k.env == "HOROVOD_CYCLE_TIME") EXPECT_FALSE(k.agree);  // LOCAL
-    if (k.env == "HOROVOD_LOG_LEVEL") EXPECT_EQ(k.choices.size(), 5u);
+    if (k.env == "HOROVOD_CYCLE_TIME") {
+      EXPECT_FALSE(k.agree);  // LOCAL
+    }
+    if (k.env == "HOROVOD_LOG_LEVEL") { EXPECT_EQ(k.choices.size(), 5u); }
   }
 }
 
@@ -200,10 +205,12 @@ TEST(CheckConfigAcrossRanks, ConsistentIsEmpty) {
 }
 
 TEST(CheckConfigAcrossRanks, ParseErrorsAreGroupedByMessageAndComeFirst) {
-  const std::string bad = "HOROVOD_CYCLE_TIME='inf' is not valid: expected a finite number in [0, 1000]";
+  const std::string bad =
+      "HOROVOD_CYCLE_TIME='inf' is not valid: expected a finite number in [0, 1000]";
   Config c, other;
   other.cache_capacity = 64;
-  EXPECT_EQ(CheckConfigAcrossRanks({bad, "", bad}, {c.AgreedValues(), other.AgreedValues(), c.AgreedValues()}),
+  EXPECT_EQ(CheckConfigAcrossRanks({bad, "", bad},
+                                   {c.AgreedValues(), other.AgreedValues(), c.AgreedValues()}),
             "Horovod configuration error: ranks [0, 2]: " + bad);
   EXPECT_EQ(CheckConfigAcrossRanks({"", bad}, {c.AgreedValues(), c.AgreedValues()}),
             "Horovod configuration error: rank 1: " + bad);
@@ -214,14 +221,17 @@ TEST(CheckConfigAcrossRanks, DisagreementNamesEachKnobAndEachRanksValue) {
   small.cache_capacity = 64;
   mpi.cache_capacity = 64;
   mpi.cpu_operations = "mpi";
-  EXPECT_EQ(CheckConfigAcrossRanks({"", "", ""}, {c.AgreedValues(), small.AgreedValues(), c.AgreedValues()}),
-            "Horovod configuration error: these knobs must be equal on every rank (set them the same "
-            "way for every process, e.g. mpirun -x VAR=value): HOROVOD_CACHE_CAPACITY differs: ranks "
-            "[0, 2] have '1024', rank 1 has '64'");
+  EXPECT_EQ(
+      CheckConfigAcrossRanks({"", "", ""},
+                             {c.AgreedValues(), small.AgreedValues(), c.AgreedValues()}),
+      "Horovod configuration error: these knobs must be equal on every rank (set them the same "
+      "way for every process, e.g. mpirun -x VAR=value): HOROVOD_CACHE_CAPACITY differs: ranks "
+      "[0, 2] have '1024', rank 1 has '64'");
   const std::string two = CheckConfigAcrossRanks({"", ""}, {c.AgreedValues(), mpi.AgreedValues()});
   // Knobs in declaration order, each once.
   const auto cache = two.find("HOROVOD_CACHE_CAPACITY differs: rank 0 has '1024', rank 1 has '64'");
-  const auto ops = two.find("; HOROVOD_CPU_OPERATIONS differs: rank 1 has 'mpi', rank 0 has 'ring'");
+  const auto ops =
+      two.find("; HOROVOD_CPU_OPERATIONS differs: rank 1 has 'mpi', rank 0 has 'ring'");
   EXPECT_NE(cache, std::string::npos) << two;
   EXPECT_NE(ops, std::string::npos) << two;
   EXPECT_LT(cache, ops);

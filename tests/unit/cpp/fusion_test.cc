@@ -49,8 +49,10 @@ TEST(FuseResponses, ATensorAboveTheThresholdRunsAlone) {
 }
 
 TEST(FuseResponses, DisabledOrTrivialListsPassThrough) {
-  EXPECT_EQ(NamesOf(FuseResponses({Allreduce("a", 1), Allreduce("b", 1)}, 0)), (Groups{{"a"}, {"b"}}));
-  EXPECT_EQ(NamesOf(FuseResponses({Allreduce("a", 1), Allreduce("b", 1)}, -5)), (Groups{{"a"}, {"b"}}));
+  EXPECT_EQ(NamesOf(FuseResponses({Allreduce("a", 1), Allreduce("b", 1)}, 0)),
+            (Groups{{"a"}, {"b"}}));
+  EXPECT_EQ(NamesOf(FuseResponses({Allreduce("a", 1), Allreduce("b", 1)}, -5)),
+            (Groups{{"a"}, {"b"}}));
   EXPECT_EQ(NamesOf(FuseResponses({Allreduce("a", 1)}, 100)), (Groups{{"a"}}));
   EXPECT_TRUE(FuseResponses({}, 100).empty());
 }
@@ -73,7 +75,9 @@ TEST(FuseResponses, OnlyEqualSpecsFuse) {
   in.back().gpu = true;
   auto out = FuseResponses(in, 1 << 20);
   // Groups run in the order they were opened.
-  EXPECT_EQ(NamesOf(out), (Groups{{"f32", "f32b"}, {"f64", "f64b"}, {"max"}, {"pre"}, {"post"}, {"gpu", "gpub"}}));
+  EXPECT_EQ(
+      NamesOf(out),
+      (Groups{{"f32", "f32b"}, {"f64", "f64b"}, {"max"}, {"pre"}, {"post"}, {"gpu", "gpub"}}));
 }
 
 TEST(FuseResponses, OtherOpsAndErrorsKeepTheirPlace) {
@@ -102,7 +106,8 @@ TEST(FuseResponses, OtherOpsAndErrorsKeepTheirPlace) {
 TEST(FuseResponses, TheSameListFusesTheSameWayEveryTime) {
   std::vector<Response> in;
   for (int i = 0; i < 50; ++i)
-    in.push_back(Allreduce("t" + std::to_string(i), 1 + (i * 7) % 13, i % 3 ? DataType::FLOAT32 : DataType::INT32));
+    in.push_back(Allreduce("t" + std::to_string(i), 1 + (i * 7) % 13,
+                           i % 3 ? DataType::FLOAT32 : DataType::INT32));
   EXPECT_EQ(NamesOf(FuseResponses(in, 64)), NamesOf(FuseResponses(in, 64)));
 }
 
@@ -115,7 +120,8 @@ struct Tensors {
     for (size_t i = 0; i < n.size(); ++i) {
       in.emplace_back(n[i] * esize);
       out.emplace_back(n[i] * esize, 0);
-      for (size_t b = 0; b < in.back().size(); ++b) in.back()[b] = static_cast<char>(17 * i + b + 1);
+      for (size_t b = 0; b < in.back().size(); ++b)
+        in.back()[b] = static_cast<char>(17 * i + b + 1);
     }
     entries.resize(n.size());
     for (size_t i = 0; i < n.size(); ++i) {

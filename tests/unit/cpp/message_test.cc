@@ -182,7 +182,8 @@ template <typename List>
 void ExpectOnlyTheExactLengthDecodes(const std::string& blob) {
   for (size_t n = 0; n < blob.size(); ++n) {
     List l;
-    EXPECT_FALSE(Decode(blob.data(), n, &l)) << "prefix of " << n << " of " << blob.size() << " bytes";
+    EXPECT_FALSE(Decode(blob.data(), n, &l))
+        << "prefix of " << n << " of " << blob.size() << " bytes";
   }
   std::string longer = blob + '\0';
   List l;

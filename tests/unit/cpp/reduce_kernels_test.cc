@@ -57,8 +57,9 @@ TEST(Float16, RoundsToNearestEven) {
   // Half has 10 fraction bits: around 1.0 the spacing is 2^-10.
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie: down to even
   EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie: up to even
-  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);  // above the tie
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);                                  // tie to zero
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)),
+            0x3c01);                                      // above the tie
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);  // tie to zero
   EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -26)), 0x0001);
 }
 
@@ -123,7 +124,8 @@ T Apply(T a, T b, ReduceOp op) {
   }
 }
 
-const ReduceOp kOps[] = {ReduceOp::SUM, ReduceOp::AVERAGE, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::PRODUCT};
+const ReduceOp kOps[] = {ReduceOp::SUM, ReduceOp::AVERAGE, ReduceOp::MIN, ReduceOp::MAX,
+                         ReduceOp::PRODUCT};
 
 // Native dtypes: compare both ReduceInto forms against the element-wise definition.
 template <typename T>
@@ -143,7 +145,8 @@ void CheckNative(DataType dtype, T lo, T hi) {
     std::vector<T> out(kN);
     ReduceInto(out.data(), a.data(), b.data(), kN, dtype, op);
     EXPECT_EQ(out, want);
-    EXPECT_EQ(b[3], static_cast<T>(lo + static_cast<T>(44 % static_cast<size_t>(hi - lo + 1))));  // untouched
+    EXPECT_EQ(b[3], static_cast<T>(
+                        lo + static_cast<T>(44 % static_cast<size_t>(hi - lo + 1))));  // untouched
   }
 }
 

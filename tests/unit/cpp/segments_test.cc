@@ -21,9 +21,7 @@ void ExpectEven(size_t count, int n, size_t granule) {
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(s.offset[r], next) << "rank " << r;
     EXPECT_EQ(s.count[r] % granule, 0u) << "rank " << r;
-    if (r > 0) {
-      EXPECT_LE(s.count[r], s.count[r - 1]) << "rank " << r;
-    }
+    if (r > 0) { EXPECT_LE(s.count[r], s.count[r - 1]) << "rank " << r; }
     next += s.count[r];
   }
   EXPECT_EQ(next, count);
