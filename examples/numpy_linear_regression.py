@@ -3,6 +3,7 @@ gradients are averaged with allreduce, initial weights come from rank 0 by broad
 
     horovodrun -np 2 python examples/numpy_linear_regression.py
 """
+
 import numpy as np
 
 import horovod.numpy as hvd

@@ -5,14 +5,15 @@ marked "Horovod:".
 
     horovodrun -np 2 python examples/tensorflow2_digits_custom_loop.py
 """
+
 import argparse
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import keras  # noqa: E402
 from sklearn.datasets import load_digits  # noqa: E402
 
 import horovod.tensorflow as hvd  # noqa: E402
@@ -34,8 +35,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32, help="per rank")
     parser.add_argument("--lr", type=float, default=0.02, help="learning rate on one rank")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="TensorFlow threads per rank (ranks share the cores)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="TensorFlow threads per rank (ranks share the cores)"
+    )
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
@@ -54,15 +56,20 @@ def main():
     per_rank = len(x_train) // hvd.size()
     shard = slice(hvd.rank() * per_rank, (hvd.rank() + 1) * per_rank)
     steps_per_epoch = per_rank // args.batch_size
-    dataset = (tf.data.Dataset.from_tensor_slices((x_train[shard], y_train[shard]))
-               .shuffle(per_rank, seed=hvd.rank()).batch(args.batch_size, drop_remainder=True)
-               .repeat())
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((x_train[shard], y_train[shard]))
+        .shuffle(per_rank, seed=hvd.rank())
+        .batch(args.batch_size, drop_remainder=True)
+        .repeat()
+    )
 
-    model = keras.Sequential([
-        keras.Input((64,)),
-        keras.layers.Dense(128, activation="relu"),
-        keras.layers.Dense(10),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((64,)),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     # Horovod: scale the learning rate by the number of ranks (the global batch grows).
     opt = keras.optimizers.SGD(args.lr * hvd.size(), momentum=0.9)
@@ -84,8 +91,10 @@ def main():
 
     batches = iter(dataset)
     for epoch in range(args.epochs):
-        losses = [training_step(*next(batches), epoch == 0 and step == 0)
-                  for step in range(steps_per_epoch)]
+        losses = [
+            training_step(*next(batches), epoch == 0 and step == 0)
+            for step in range(steps_per_epoch)
+        ]
         # Horovod: the epoch's loss averaged over the ranks (every rank takes part).
         loss = hvd.allreduce(tf.reduce_mean(losses), name="epoch_loss")
         if hvd.rank() == 0 and (epoch % 5 == 4 or epoch == args.epochs - 1):

@@ -13,42 +13,67 @@ Output (rank 0), as upstream: one "Iter #i: X img/sec per CPU" line per iteratio
 Here the per-CPU line pools every rank's iterations, and the total is the sum over ranks
 measured iteration by iteration (not rank 0's number times N).
 """
+
 import argparse
 import os
 import timeit
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import keras  # noqa: E402
 
 import horovod.tensorflow as hvd  # noqa: E402
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description="TensorFlow 2 synthetic benchmark",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--fp16-allreduce", action="store_true",
-                   help="use fp16 compression during allreduce")
+    p = argparse.ArgumentParser(
+        description="TensorFlow 2 synthetic benchmark",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--fp16-allreduce", action="store_true", help="use fp16 compression during allreduce"
+    )
     p.add_argument("--model", default="ResNet50", help="keras.applications model name")
     p.add_argument("--batch-size", type=int, default=32, help="input batch size per rank")
     p.add_argument("--image-size", type=int, default=32, help="image height and width")
     p.add_argument("--num-classes", type=int, default=1000)
-    p.add_argument("--num-warmup-batches", type=int, default=10,
-                   help="number of warm-up batches that don't count towards benchmark")
-    p.add_argument("--num-batches-per-iter", type=int, default=10,
-                   help="number of batches per benchmark iteration")
+    p.add_argument(
+        "--num-warmup-batches",
+        type=int,
+        default=10,
+        help="number of warm-up batches that don't count towards benchmark",
+    )
+    p.add_argument(
+        "--num-batches-per-iter",
+        type=int,
+        default=10,
+        help="number of batches per benchmark iteration",
+    )
     p.add_argument("--num-iters", type=int, default=10, help="number of benchmark iterations")
-    p.add_argument("--no-horovod-comm", action="store_true",
-                   help="same work without gradient communication (measures the overhead)")
-    p.add_argument("--compare-no-comm", action="store_true",
-                   help="each iteration times a block with communication, then one without, in "
-                        "the same processes: prints the communication overhead of each pair")
-    p.add_argument("--no-cuda", action="store_true", help="accepted for upstream "
-                   "compatibility; this benchmark always runs on the CPU")
-    p.add_argument("--threads", type=int, default=0,
-                   help="TensorFlow threads per rank (0: TensorFlow's default)")
+    p.add_argument(
+        "--no-horovod-comm",
+        action="store_true",
+        help="same work without gradient communication (measures the overhead)",
+    )
+    p.add_argument(
+        "--compare-no-comm",
+        action="store_true",
+        help="each iteration times a block with communication, then one without, in "
+        "the same processes: prints the communication overhead of each pair",
+    )
+    p.add_argument(
+        "--no-cuda",
+        action="store_true",
+        help="accepted for upstream compatibility; this benchmark always runs on the CPU",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="TensorFlow threads per rank (0: TensorFlow's default)",
+    )
     return p.parse_args()
 
 
@@ -67,15 +92,17 @@ def main():
     builder = getattr(keras.applications, args.model, None)
     if builder is None or not callable(builder):
         raise SystemExit(f"unknown keras.applications model {args.model!r}")
-    model = builder(weights=None, input_shape=(args.image_size, args.image_size, 3),
-                    classes=args.num_classes)
+    model = builder(
+        weights=None, input_shape=(args.image_size, args.image_size, 3), classes=args.num_classes
+    )
     opt = keras.optimizers.SGD(0.01)
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
 
     data = tf.random.uniform([args.batch_size, args.image_size, args.image_size, 3])
-    target = tf.random.uniform([args.batch_size, 1], minval=0, maxval=args.num_classes,
-                               dtype=tf.int64)
+    target = tf.random.uniform(
+        [args.batch_size, 1], minval=0, maxval=args.num_classes, dtype=tf.int64
+    )
 
     def make_step(comm):
         @tf.function
@@ -91,6 +118,7 @@ def main():
             if first_batch:
                 hvd.broadcast_variables(model.variables, root_rank=0)
                 hvd.broadcast_variables(opt.variables, root_rank=0)
+
         return step
 
     benchmark_step = make_step(not args.no_horovod_comm)
@@ -118,8 +146,9 @@ def main():
     log("Running benchmark...")
     img_secs = []
     for i in range(args.num_iters):
-        elapsed = timeit.timeit(lambda: benchmark_step(first_batch=False),
-                                number=args.num_batches_per_iter)
+        elapsed = timeit.timeit(
+            lambda: benchmark_step(first_batch=False), number=args.num_batches_per_iter
+        )
         img_sec = args.batch_size * args.num_batches_per_iter / elapsed
         log(f"Iter #{i}: {img_sec:.1f} img/sec per {device}")
         img_secs.append(img_sec)
@@ -128,8 +157,10 @@ def main():
     per_rank = hvd.allgather(tf.constant([img_secs], tf.float64), name="img_secs").numpy()
     per_cpu, totals = per_rank.ravel(), per_rank.sum(axis=0)
     log(f"Img/sec per {device}: {per_cpu.mean():.1f} +-{1.96 * per_cpu.std():.1f}")
-    log(f"Total img/sec on {hvd.size()} {device}(s): {totals.mean():.1f} "
-        f"+-{1.96 * totals.std():.1f}")
+    log(
+        f"Total img/sec on {hvd.size()} {device}(s): {totals.mean():.1f} "
+        f"+-{1.96 * totals.std():.1f}"
+    )
 
 
 def compare(args, with_comm, without_comm, log):
@@ -139,12 +170,14 @@ def compare(args, with_comm, without_comm, log):
     pairs = []
     log("Running benchmark (with / without gradient communication, interleaved)...")
     for i in range(args.num_iters):
-        t_with = timeit.timeit(lambda: with_comm(first_batch=False),
-                               number=args.num_batches_per_iter)
+        t_with = timeit.timeit(
+            lambda: with_comm(first_batch=False), number=args.num_batches_per_iter
+        )
         # Start the block without communication together, as the block with it did.
         hvd.allreduce(tf.constant(0.0), name="compare.barrier")
-        t_without = timeit.timeit(lambda: without_comm(first_batch=False),
-                                  number=args.num_batches_per_iter)
+        t_without = timeit.timeit(
+            lambda: without_comm(first_batch=False), number=args.num_batches_per_iter
+        )
         hvd.allreduce(tf.constant(0.0), name="compare.barrier")
         imgs = args.batch_size * args.num_batches_per_iter
         pairs.append((imgs / t_with, imgs / t_without))
@@ -152,12 +185,16 @@ def compare(args, with_comm, without_comm, log):
     per_rank = hvd.allgather(tf.constant([pairs], tf.float64), name="pairs").numpy()
     with_, without = per_rank[..., 0].ravel(), per_rank[..., 1].ravel()
     overhead = 1 - with_ / without
-    log(f"Img/sec per CPU: {with_.mean():.1f} +-{1.96 * with_.std():.1f} with communication, "
-        f"{without.mean():.1f} +-{1.96 * without.std():.1f} without")
-    log(f"Communication overhead: {100 * np.median(overhead):.1f} % median of "
+    log(
+        f"Img/sec per CPU: {with_.mean():.1f} +-{1.96 * with_.std():.1f} with communication, "
+        f"{without.mean():.1f} +-{1.96 * without.std():.1f} without"
+    )
+    log(
+        f"Communication overhead: {100 * np.median(overhead):.1f} % median of "
         f"{overhead.size} pairs ({100 * overhead.mean():.1f} % mean, +-"
         f"{196 * overhead.std() / np.sqrt(overhead.size):.1f} %); scaling efficiency "
-        f"{100 * (1 - np.median(overhead)):.1f} %")
+        f"{100 * (1 - np.median(overhead)):.1f} %"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ tensors of 40 KiB submitted together vs one tensor of the same total size.
 Each figure is the median of 5 trials that interleave the methods; a trial runs `iters` ops
 back to back.
 """
+
 import argparse
 import statistics
 import time
@@ -23,9 +24,8 @@ import numpy as np
 import horovod.numpy as hvd
 
 hvd.init()
+from bench_timing import COMM, RANK, N, median_times, say  # noqa: E402
 from mpi4py import MPI  # noqa: E402  (after hvd.init: Horovod initializes MPI)
-
-from bench_timing import COMM, N, RANK, median_times, say  # noqa: E402
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -49,8 +49,10 @@ def copy_bandwidth():
 
 
 def sweep(sizes):
-    say(f"{'size':>8} | {'engine us':>10} {'GB/s':>6} | {'ring us':>10} {'GB/s':>6} | "
-        f"{'mpi us':>10} {'GB/s':>6} | {'engine/mpi':>10} {'ring/mpi':>8}")
+    say(
+        f"{'size':>8} | {'engine us':>10} {'GB/s':>6} | {'ring us':>10} {'GB/s':>6} | "
+        f"{'mpi us':>10} {'GB/s':>6} | {'engine/mpi':>10} {'ring/mpi':>8}"
+    )
     rows = []
     for nbytes in sizes:
         x = np.full(nbytes // 4, RANK + 1, np.float32)
@@ -59,16 +61,22 @@ def sweep(sizes):
         iters = max(2, min(1000, (256 * MIB) // nbytes))
         name = f"bench.{nbytes}"
         y2 = np.empty_like(x)
-        t_engine, t_ring, t_mpi = median_times([
-            lambda: hvd.allreduce(x, op=hvd.Sum, name=name, out=y),
-            lambda: hvd.ring_allreduce_raw(ring_buf),
-            lambda: COMM.Allreduce(x, y2, op=MPI.SUM)], iters)
+        t_engine, t_ring, t_mpi = median_times(
+            [
+                lambda: hvd.allreduce(x, op=hvd.Sum, name=name, out=y),
+                lambda: hvd.ring_allreduce_raw(ring_buf),
+                lambda: COMM.Allreduce(x, y2, op=MPI.SUM),
+            ],
+            iters,
+        )
         assert y[0] == N * (N + 1) / 2 and y2[0] == y[0], "results"
         label = f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
-        say(f"{label:>8} | {t_engine * 1e6:10.1f} {busbw(nbytes, t_engine):6.2f} | "
+        say(
+            f"{label:>8} | {t_engine * 1e6:10.1f} {busbw(nbytes, t_engine):6.2f} | "
             f"{t_ring * 1e6:10.1f} {busbw(nbytes, t_ring):6.2f} | "
             f"{t_mpi * 1e6:10.1f} {busbw(nbytes, t_mpi):6.2f} | "
-            f"{t_mpi / t_engine:10.2f} {t_mpi / t_ring:8.2f}")
+            f"{t_mpi / t_engine:10.2f} {t_mpi / t_ring:8.2f}"
+        )
         rows.append((nbytes, t_engine, t_ring, t_mpi))
     return rows
 
@@ -90,27 +98,37 @@ def small_latency(iters=2000):
 
 def fusion_case(iters=50):
     parts = [np.ones(10 * KIB, np.float32) for _ in range(100)]  # 100 x 40 KiB
-    whole = np.ones(100 * 10 * KIB, np.float32)                  # same 4000 KiB in one tensor
+    whole = np.ones(100 * 10 * KIB, np.float32)  # same 4000 KiB in one tensor
     out = np.empty_like(whole)
+
     def async_loop():
-        hs = [hvd.allreduce_async(p, op=hvd.Sum, name=f"fuse.async.{i}") for i, p in enumerate(parts)]
+        hs = [
+            hvd.allreduce_async(p, op=hvd.Sum, name=f"fuse.async.{i}") for i, p in enumerate(parts)
+        ]
         for h in hs:
             hvd.synchronize(h)
 
-    return median_times([
-        lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="fuse"),
-        async_loop,
-        lambda: hvd.allreduce(whole, op=hvd.Sum, name="fuse.whole", out=out)], iters)
+    return median_times(
+        [
+            lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="fuse"),
+            async_loop,
+            lambda: hvd.allreduce(whole, op=hvd.Sum, name="fuse.whole", out=out),
+        ],
+        iters,
+    )
 
 
 def cpu_share(nbytes=16 * MIB, iters=100):
     """Wall time per op and the share of it this process spent on a CPU (user, system), from
     getrusage around `iters` back-to-back ops: 100 % means the transport is CPU-bound."""
     import resource
+
     x = np.ones(nbytes // 4, np.float32)
     y = np.empty_like(x)
-    for label, fn in (("ring", lambda: hvd.ring_allreduce_raw(x)),
-                      ("mpi", lambda: COMM.Allreduce(x, y, op=MPI.SUM))):
+    for label, fn in (
+        ("ring", lambda: hvd.ring_allreduce_raw(x)),
+        ("mpi", lambda: COMM.Allreduce(x, y, op=MPI.SUM)),
+    ):
         fn()
         COMM.Barrier()
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -118,9 +136,11 @@ def cpu_share(nbytes=16 * MIB, iters=100):
             fn()
         t1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         wall, user, sys_ = t1 - t0, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
-        lines = COMM.gather(f"# cpu: rank {RANK} {label} {nbytes // MIB} MiB: {wall / iters * 1e3:.2f} ms/op, "
-                            f"busy {100 * (user + sys_) / wall:.0f}% (user {100 * user / wall:.0f}%, "
-                            f"system {100 * sys_ / wall:.0f}%)")
+        lines = COMM.gather(
+            f"# cpu: rank {RANK} {label} {nbytes // MIB} MiB: {wall / iters * 1e3:.2f} ms/op, "
+            f"busy {100 * (user + sys_) / wall:.0f}% (user {100 * user / wall:.0f}%, "
+            f"system {100 * sys_ / wall:.0f}%)"
+        )
         for line in lines or []:
             say(line)
 
@@ -128,9 +148,14 @@ def cpu_share(nbytes=16 * MIB, iters=100):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="4 KiB .. 16 MiB only")
-    ap.add_argument("--sizes", help="comma-separated sizes in KiB/MiB, e.g. 16M,256M (default: 4K..256M)")
-    ap.add_argument("--cpu", action="store_true",
-                    help="only: CPU share of 16 MiB ring and MPI_Allreduce (is the transport CPU-bound?)")
+    ap.add_argument(
+        "--sizes", help="comma-separated sizes in KiB/MiB, e.g. 16M,256M (default: 4K..256M)"
+    )
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="only: CPU share of 16 MiB ring and MPI_Allreduce (is the transport CPU-bound?)",
+    )
     args = ap.parse_args()
     if args.cpu:
         cpu_share()
@@ -143,22 +168,30 @@ def main():
         unit = {"K": KIB, "M": MIB}
         sizes = [int(x[:-1]) * unit[x[-1].upper()] for x in args.sizes.split(",")]
     info = hvd.build_info()
-    say(f"# {N} ranks, float32 sum; {MPI.Get_library_version().replace(chr(0), '').splitlines()[0]}; "
-        f"engine cpu_operations={info['cpu_operations']}")
+    mpi_version = MPI.Get_library_version().replace(chr(0), "").splitlines()[0]
+    say(f"# {N} ranks, float32 sum; {mpi_version}; engine cpu_operations={info['cpu_operations']}")
     ceiling = copy_bandwidth()
-    say(f"# ceiling: single-core copy bandwidth (rank 0, np.copyto 256 MiB, best of 5) = {ceiling:.2f} GB/s")
+    say(
+        "# ceiling: single-core copy bandwidth (rank 0, np.copyto 256 MiB, best of 5) = "
+        f"{ceiling:.2f} GB/s"
+    )
     rows = sweep(sizes)
     big = [r for r in rows if r[0] >= 16 * MIB]
     if big and RANK == 0:
         best_ring = max(busbw(r[0], r[2]) for r in big)
         say(f"# ring busbw / copy ceiling at >= 16 MiB: best {best_ring / ceiling:.2f}")
     med, p99 = small_latency()
-    say(f"# 4 KiB allreduce through the engine: median {med * 1e6:.1f} us (p99 {p99 * 1e6:.1f} us), "
-        f"slowest rank's median")
+    say(
+        f"# 4 KiB allreduce through the engine: median {med * 1e6:.1f} us "
+        f"(p99 {p99 * 1e6:.1f} us), "
+        f"slowest rank's median"
+    )
     t_grouped, t_async, t_whole = fusion_case()
-    say(f"# fusion: 100 x 40 KiB grouped_allreduce {t_grouped * 1e6:.0f} us, 100 x allreduce_async "
+    say(
+        f"# fusion: 100 x 40 KiB grouped_allreduce {t_grouped * 1e6:.0f} us, 100 x allreduce_async "
         f"{t_async * 1e6:.0f} us, one 4000 KiB tensor {t_whole * 1e6:.0f} us; "
-        f"ratios {t_grouped / t_whole:.2f} (grouped) {t_async / t_whole:.2f} (async)")
+        f"ratios {t_grouped / t_whole:.2f} (grouped) {t_async / t_whole:.2f} (async)"
+    )
     hvd.shutdown()
 
 

@@ -11,6 +11,7 @@
 Each figure is the median of 5 trials that interleave the methods (a noisy moment on this shared
 machine hits both alike); a trial runs `iters` ops back to back.
 """
+
 import os
 import statistics
 import time
@@ -40,16 +41,20 @@ def latency_us(fn, count=2000):
 
 
 def main():
-    say(f"ranks {N}, TensorFlow {tf.__version__}, inter/intra-op threads "
+    say(
+        f"ranks {N}, TensorFlow {tf.__version__}, inter/intra-op threads "
         f"{tf.config.threading.get_inter_op_parallelism_threads()}/"
-        f"{tf.config.threading.get_intra_op_parallelism_threads()}")
+        f"{tf.config.threading.get_intra_op_parallelism_threads()}"
+    )
 
     small_np = np.ones(KIB, np.float32)
     small_tf = tf.ones([KIB])
     tf_lat = latency_us(lambda: hvd.allreduce(small_tf, op=hvd.Sum, name="lat.tf"))
     np_lat = latency_us(lambda: hnp.allreduce(small_np, op=hnp.Sum, name="lat.np"))
-    say(f"latency 4 KiB: tf eager {tf_lat:7.1f} us   numpy {np_lat:7.1f} us   "
-        f"tf - numpy {tf_lat - np_lat:+6.1f} us")
+    say(
+        f"latency 4 KiB: tf eager {tf_lat:7.1f} us   numpy {np_lat:7.1f} us   "
+        f"tf - numpy {tf_lat - np_lat:+6.1f} us"
+    )
 
     big_np = np.ones(4 * MIB, np.float32)
     big_out = np.empty_like(big_np)
@@ -63,17 +68,25 @@ def main():
     def big_add_only():  # what the + 0.0 above costs by itself
         return (big_tf + 0.0)[0]
 
-    t_tf, t_fresh, t_add, t_np = median_times([
-        lambda: hvd.allreduce(big_tf, op=hvd.Sum, name="bw.tf"), big_fresh, big_add_only,
-        lambda: hnp.allreduce(big_np, op=hnp.Sum, name="bw.np", out=big_out)], iters=10)
+    t_tf, t_fresh, t_add, t_np = median_times(
+        [
+            lambda: hvd.allreduce(big_tf, op=hvd.Sum, name="bw.tf"),
+            big_fresh,
+            big_add_only,
+            lambda: hnp.allreduce(big_np, op=hnp.Sum, name="bw.np", out=big_out),
+        ],
+        iters=10,
+    )
     bw = lambda t: 16 * MIB * 2 * (N - 1) / N / t / 1e9  # noqa: E731
-    say(f"busbw 16 MiB: numpy (out=) {bw(t_np):5.2f} GB/s   tf eager, kept input (fresh output) "
+    say(
+        f"busbw 16 MiB: numpy (out=) {bw(t_np):5.2f} GB/s   tf eager, kept input (fresh output) "
         f"{bw(t_tf):5.2f} GB/s = {t_np / t_tf:4.2f}x   tf.function, input dies in the op "
         f"{bw(t_fresh - t_add):5.2f} GB/s = {t_np / (t_fresh - t_add):4.2f}x "
-        f"(after subtracting the {t_add * 1e3:.2f} ms add that makes it)")
+        f"(after subtracting the {t_add * 1e3:.2f} ms add that makes it)"
+    )
 
     grads = [tf.Variable(tf.ones([10 * KIB])) for _ in range(100)]  # 100 x 40 KiB
-    one = tf.Variable(tf.ones([1000 * KIB]))                          # 4000 KiB
+    one = tf.Variable(tf.ones([1000 * KIB]))  # 4000 KiB
 
     @tf.function
     def grouped():
@@ -93,13 +106,21 @@ def main():
     one_np = np.ones(1000 * KIB, np.float32)
     one_out = np.empty_like(one_np)
     t_group, t_one, t_sep, t_one_np = median_times(
-        [grouped, single, separate,
-         lambda: hnp.allreduce(one_np, op=hnp.Sum, name="one.np", out=one_out)], iters=20)
-    say(f"100 x 40 KiB in a tf.function: grouped {t_group * 1e3:6.2f} ms   one 4000 KiB tensor: "
+        [
+            grouped,
+            single,
+            separate,
+            lambda: hnp.allreduce(one_np, op=hnp.Sum, name="one.np", out=one_out),
+        ],
+        iters=20,
+    )
+    say(
+        f"100 x 40 KiB in a tf.function: grouped {t_group * 1e3:6.2f} ms   one 4000 KiB tensor: "
         f"tf.function {t_one * 1e3:6.2f} ms (its output is allocated each call), numpy out= "
         f"{t_one_np * 1e3:6.2f} ms   grouped/one: {t_group / t_one:4.2f}x (tf), "
         f"{t_group / t_one_np:4.2f}x (numpy)   100 separate ops {t_sep * 1e3:6.2f} ms "
-        f"({t_sep / t_one_np:4.2f}x numpy's one tensor)")
+        f"({t_sep / t_one_np:4.2f}x numpy's one tensor)"
+    )
 
 
 if __name__ == "__main__":

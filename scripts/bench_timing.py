@@ -1,6 +1,7 @@
 """Timing helpers shared by the benchmarks (bench_allreduce.py, bench_tensorflow.py): every
 rank starts a trial together, the slowest rank's time counts, and trials interleave the methods
 so that a noisy moment on a shared machine hits each alike. Import after hvd.init()."""
+
 import statistics
 import time
 

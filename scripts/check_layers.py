@@ -12,6 +12,7 @@ LAYERS is an error too, so a new one must be placed in the order here first.
 Usage: check_layers.py [CSRC_DIR]   (default: csrc/ beside this script's parent)
 Prints each offending include as file:line and exits 1; prints nothing and exits 0 if clean.
 """
+
 import pathlib
 import re
 import sys
@@ -32,8 +33,10 @@ def allowed(src_layer, target):
     if src_layer in FRONTENDS:
         if dst_layer == "common" or target in FRONTEND_ENGINE_API:
             return None
-        return (f"a frontend ({src_layer}) may include only common/ headers and "
-                f"{', '.join(sorted(FRONTEND_ENGINE_API))}")
+        return (
+            f"a frontend ({src_layer}) may include only common/ headers and "
+            f"{', '.join(sorted(FRONTEND_ENGINE_API))}"
+        )
     if dst_layer not in LAYERS:
         return f"{dst_layer}/ is not a layer of csrc/ (add it to LAYERS in scripts/check_layers.py)"
     if LAYERS[dst_layer] > LAYERS[src_layer] or dst_layer in FRONTENDS:
@@ -49,8 +52,10 @@ def check(root):
         rel = path.relative_to(root)
         src_layer = rel.parts[0] if len(rel.parts) > 1 else ""
         if src_layer not in LAYERS:
-            problems.append(f"{path}:1: {rel} is outside every layer of csrc/ "
-                            f"({', '.join(LAYERS)}); add its directory to LAYERS")
+            problems.append(
+                f"{path}:1: {rel} is outside every layer of csrc/ "
+                f"({', '.join(LAYERS)}); add its directory to LAYERS"
+            )
             continue
         for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             m = INCLUDE.match(line)
@@ -74,8 +79,11 @@ def main(argv):
     for p in problems:
         print(p)
     if problems:
-        print(f"check_layers: {len(problems)} include(s) point up or across the layers "
-              "common -> mpi -> ops -> engine -> frontends", file=sys.stderr)
+        print(
+            f"check_layers: {len(problems)} include(s) point up or across the layers "
+            "common -> mpi -> ops -> engine -> frontends",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

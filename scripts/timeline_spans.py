@@ -7,6 +7,7 @@ NEGOTIATE_ALLREDUCE, ALLREDUCE and, inside it, MEMCPY_IN_FUSION_BUFFER, RING_ALL
 MEMCPY_OUT_FUSION_BUFFER. For the rows named (default: all), prints how many times each span
 occurred and its median length in microseconds: where the time of an op goes.
 """
+
 import collections
 import json
 import statistics
@@ -33,8 +34,10 @@ def main():
     wanted = sys.argv[2:] or sorted(rows.values())
     for name in wanted:
         for pid in [p for p, n in rows.items() if n == name]:
-            parts = ", ".join(f"{span} x{len(d)} {statistics.median(d):.0f} us"
-                              for span, d in spans(events, pid).items())
+            parts = ", ".join(
+                f"{span} x{len(d)} {statistics.median(d):.0f} us"
+                for span, d in spans(events, pid).items()
+            )
             print(f"{name}: {parts}")
 
 

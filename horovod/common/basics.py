@@ -2,6 +2,7 @@
 
 Importing this module does not initialize MPI; `init()` does.
 """
+
 import atexit
 import collections
 import importlib
@@ -31,9 +32,12 @@ def init(comm=None):
     handle = 0
     if comm is not None:
         if isinstance(comm, (list, tuple)):
-            raise ValueError("init(comm=[ranks]) is not supported; pass an mpi4py communicator, "
-                             "e.g. MPI.COMM_WORLD.Create(MPI.COMM_WORLD.group.Incl(ranks))")
+            raise ValueError(
+                "init(comm=[ranks]) is not supported; pass an mpi4py communicator, "
+                "e.g. MPI.COMM_WORLD.Create(MPI.COMM_WORLD.group.Incl(ranks))"
+            )
         from mpi4py import MPI
+
         if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
             raise ValueError("init(comm=...) takes an mpi4py communicator other than COMM_NULL")
         handle = MPI._handleof(comm)

@@ -2,6 +2,7 @@
 one implementation. The module (and its callbacks submodule) is aliased in sys.modules, so
 both import paths give the same objects: one DistributedOptimizer class cache, and
 isinstance checks on callbacks agree."""
+
 import sys
 
 import horovod.tensorflow.keras as _impl

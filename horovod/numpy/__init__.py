@@ -5,6 +5,7 @@ Ops are matched across ranks by name; pass stable names (e.g. "grad/layer1") so 
 steps take the engine's cached fast path. Unnamed ops get a per-process counter name, which
 matches across ranks only if every rank issues unnamed ops in the same order.
 """
+
 import itertools
 import operator
 
@@ -12,23 +13,48 @@ import numpy as np
 
 from horovod.common import basics as _b
 from horovod.common.basics import (  # noqa: F401  (re-exported API)
-    Average, Max, Min, Product, Sum, build_info, cross_rank, cross_size, cuda_built, gloo_built,
-    gloo_enabled, init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
-    mpi_enabled, mpi_threads_supported, nccl_built, rank, shutdown, size)
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    build_info,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    shutdown,
+    size,
+)
 from horovod.common.exceptions import (  # noqa: F401
-    HorovodInternalError, HorovodMismatchError, HorovodShutdownError)
+    HorovodInternalError,
+    HorovodMismatchError,
+    HorovodShutdownError,
+)
 
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
 _counters = {k: itertools.count() for k in _KIND_NAMES}
 _REDUCE_OPS = (Sum, Average, Min, Max, Product)
-_INT64_MIN, _INT64_MAX = -2**63, 2**63 - 1
-_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 class Handle:
     """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done.
     Dropping it unsynchronized is allowed: its buffers are freed once the op is done."""
+
     __slots__ = ("_id", "_kind", "_grouped", "_name")
 
     def __init__(self, id_, kind, name, grouped=False):
@@ -86,8 +112,7 @@ def _root(name, root):
     except TypeError:
         raise TypeError(f"tensor '{name}': root_rank must be an integer, got {root!r}") from None
     if not _INT32_MIN <= root <= _INT32_MAX:  # the engine checks [0, size) on an int32
-        raise ValueError(f"tensor '{name}': broadcast root rank {root} is outside "
-                         f"[0, {size()})")
+        raise ValueError(f"tensor '{name}': broadcast root rank {root} is outside [0, {size()})")
     return root
 
 
@@ -98,24 +123,43 @@ def _splits(name, splits):
         try:
             v = operator.index(s)
         except TypeError:
-            raise TypeError(f"tensor '{name}': alltoall splits must be integers, got {s!r}") \
-                from None
+            raise TypeError(
+                f"tensor '{name}': alltoall splits must be integers, got {s!r}"
+            ) from None
         if not _INT64_MIN <= v <= _INT64_MAX:
             raise ValueError(f"tensor '{name}': alltoall split {v} does not fit in int64")
         out.append(v)
     return out
 
 
-def _submit(kind, names, tensors, outputs=None, op=Sum, root=0, prescale=1.0, postscale=1.0,
-            splits=(), grouped=False):
+def _submit(
+    kind,
+    names,
+    tensors,
+    outputs=None,
+    op=Sum,
+    root=0,
+    prescale=1.0,
+    postscale=1.0,
+    splits=(),
+    grouped=False,
+):
     name = names[0] if names else ""
     if op not in _REDUCE_OPS:
         if op == _b.Adasum:
             raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
         raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
-    hid = _b._lib().enqueue(kind, names, tensors, outputs, int(op), _root(name, root),
-                            _real(name, "prescale_factor", prescale),
-                            _real(name, "postscale_factor", postscale), list(splits))
+    hid = _b._lib().enqueue(
+        kind,
+        names,
+        tensors,
+        outputs,
+        int(op),
+        _root(name, root),
+        _real(name, "prescale_factor", prescale),
+        _real(name, "postscale_factor", postscale),
+        list(splits),
+    )
     return Handle(hid, kind, name, grouped)
 
 
@@ -149,12 +193,14 @@ def _like(name, t, out):
     return out
 
 
-def allreduce_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0,
-                    out=None):
+def allreduce_async(
+    tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None
+):
     name = _name(_ALLREDUCE, name)
     t = _array(name, tensor)
-    return _submit(_ALLREDUCE, [name], [t], [_like(name, t, out)], op, 0, prescale_factor,
-                   postscale_factor)
+    return _submit(
+        _ALLREDUCE, [name], [t], [_like(name, t, out)], op, 0, prescale_factor, postscale_factor
+    )
 
 
 def allreduce(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None):
@@ -163,20 +209,31 @@ def allreduce(tensor, op=Average, name=None, prescale_factor=1.0, postscale_fact
     return synchronize(allreduce_async(tensor, op, name, prescale_factor, postscale_factor, out))
 
 
-def grouped_allreduce_async(tensors, op=Average, name=None, prescale_factor=1.0,
-                            postscale_factor=1.0):
+def grouped_allreduce_async(
+    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0
+):
     base = _name(_ALLREDUCE, name)
     tensors = list(tensors)
     names = [f"{base}.{i}" for i in range(len(tensors))]
     ts = [_array(n, t) for n, t in zip(names, tensors)]
-    return _submit(_ALLREDUCE, names, ts, [np.empty(t.shape, t.dtype) for t in ts], op, 0,
-                   prescale_factor, postscale_factor, grouped=True)
+    return _submit(
+        _ALLREDUCE,
+        names,
+        ts,
+        [np.empty(t.shape, t.dtype) for t in ts],
+        op,
+        0,
+        prescale_factor,
+        postscale_factor,
+        grouped=True,
+    )
 
 
 def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces a list of tensors submitted together (one negotiation, fused when they fit)."""
-    return synchronize(grouped_allreduce_async(tensors, op, name, prescale_factor,
-                                               postscale_factor))
+    return synchronize(
+        grouped_allreduce_async(tensors, op, name, prescale_factor, postscale_factor)
+    )
 
 
 def allgather_async(tensor, name=None):
@@ -219,8 +276,16 @@ def alltoall(tensor, splits=None, name=None):
 
 def reducescatter_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     name = _name(_REDUCESCATTER, name)
-    return _submit(_REDUCESCATTER, [name], [_array(name, tensor)], None, op, 0, prescale_factor,
-                   postscale_factor)
+    return _submit(
+        _REDUCESCATTER,
+        [name],
+        [_array(name, tensor)],
+        None,
+        op,
+        0,
+        prescale_factor,
+        postscale_factor,
+    )
 
 
 def reducescatter(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):

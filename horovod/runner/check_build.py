@@ -4,13 +4,23 @@ Reads build_info() from the engine (which does not initialize MPI), framework ve
 package metadata (importing TensorFlow would take seconds) and the version pins an image
 records in its environment (see versions.env).
 """
+
 import importlib.metadata
 import os
 import platform
 
 # ENV set by the images (images/*/Dockerfile), shown when present.
-IMAGE_PINS = ("HOROVOD_VERSION", "DEBIAN_VERSION", "PYTHON_VERSION", "OPENMPI_VERSION",
-              "MPI4PY_VERSION", "NUMPY_VERSION", "TENSORFLOW_VERSION", "CUDA_VERSION", "NCCL_VERSION")
+IMAGE_PINS = (
+    "HOROVOD_VERSION",
+    "DEBIAN_VERSION",
+    "PYTHON_VERSION",
+    "OPENMPI_VERSION",
+    "MPI4PY_VERSION",
+    "NUMPY_VERSION",
+    "TENSORFLOW_VERSION",
+    "CUDA_VERSION",
+    "NCCL_VERSION",
+)
 
 
 def _dist_version(name):
@@ -24,6 +34,7 @@ def _build_info():
     """(info dict or None, error string or None)."""
     try:
         from horovod.common.basics import build_info
+
         return build_info(), None
     except Exception as e:  # engine not compiled, or libmpi missing: still report the rest
         return None, f"{type(e).__name__}: {e}"
@@ -44,11 +55,18 @@ def _tensorflow_row(installed):
     """Built if horovod/tensorflow/mpi_lib.so exists; its stamp says which TF it was built
     against (read, not imported: importing TensorFlow takes seconds)."""
     import horovod
+
     lib_dir = os.path.join(os.path.dirname(horovod.__file__), "tensorflow")
     stamp = os.path.join(lib_dir, "mpi_lib.tf_version")
     if not os.path.exists(os.path.join(lib_dir, "mpi_lib.so")):
-        return ("TensorFlow", False, f"{installed} installed, frontend not built (rebuild horovod "
-                                     "with TensorFlow importable)" if installed else "not installed")
+        return (
+            "TensorFlow",
+            False,
+            f"{installed} installed, frontend not built (rebuild horovod "
+            "with TensorFlow importable)"
+            if installed
+            else "not installed",
+        )
     built = open(stamp).read().strip() if os.path.exists(stamp) else "unknown"
     detail = f"{installed} (frontend built against {built})"
     if installed and built.split(".")[:2] != installed.split(".")[:2]:
@@ -59,6 +77,7 @@ def _tensorflow_row(installed):
 def rows(info, error, env=os.environ):
     """The table as (component, built, details) rows; `built` is True, False or None (n/a)."""
     from horovod import __version__
+
     version = info["horovod_version"] if info else __version__
     tf = _dist_version("tensorflow-cpu") or _dist_version("tensorflow")
     out = [("Horovod", None, f"{version} (python {platform.python_version()})")]
@@ -84,8 +103,9 @@ def rows(info, error, env=os.environ):
 def format_table(table):
     width = max(len(name) for name, _, _ in table)
     marks = {True: "[X]", False: "[ ]", None: "   "}
-    return "\n".join(f"{name:<{width}}  {marks[built]}  {details}".rstrip()
-                     for name, built, details in table)
+    return "\n".join(
+        f"{name:<{width}}  {marks[built]}  {details}".rstrip() for name, built, details in table
+    )
 
 
 def check_build():

@@ -1,4 +1,5 @@
 """Hosts and slots: `-H a:2,b:2`, a hostfile (`a slots=2`), and which of them are this machine."""
+
 import re
 import socket
 
@@ -41,11 +42,14 @@ def parse_hostfile(path):
     except OSError as e:
         raise HostError(f"hostfile {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:
-        raise HostError(f"hostfile {path}: not a text file (byte {e.object[e.start]:#04x} at "
-                        f"offset {e.start} is not UTF-8)") from None
+        raise HostError(
+            f"hostfile {path}: not a text file (byte {e.object[e.start]:#04x} at "
+            f"offset {e.start} is not UTF-8)"
+        ) from None
     if len(text) > MAX_HOSTFILE_CHARS:
-        raise HostError(f"hostfile {path}: longer than {MAX_HOSTFILE_CHARS} characters; not a "
-                        "hostfile")
+        raise HostError(
+            f"hostfile {path}: longer than {MAX_HOSTFILE_CHARS} characters; not a hostfile"
+        )
     hosts = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()

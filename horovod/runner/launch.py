@@ -6,6 +6,7 @@ or only localhost) nothing goes through ssh.  With remote hosts, preflight.run()
 first and nothing is launched unless all of them pass.  The mpirun command is built by a pure
 function (mpirun_command) so it can be tested without MPI; main() returns the job's exit code.
 """
+
 import argparse
 import json
 import math
@@ -22,8 +23,15 @@ from horovod.runner import hosts as hostlib
 
 # Variables forwarded to every rank with -x (mpirun forwards only what it is told to when
 # ranks start through ssh; on one host this keeps both paths alike).
-FORWARD_NAMES = {"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
-                 "PYTHONUNBUFFERED", "OMP_NUM_THREADS"}
+FORWARD_NAMES = {
+    "PATH",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "VIRTUAL_ENV",
+    "PYTHONUNBUFFERED",
+    "OMP_NUM_THREADS",
+}
 FORWARD_PREFIXES = ("HOROVOD_", "NCCL_", "TF_", "CUDA_", "GLOO_", "PYTHON")
 # Flags that set an engine knob: (flag, HOROVOD_* variable, unit) where unit is None when the
 # flag takes the knob's own value, else (knob units per flag unit, name).  The variables work
@@ -66,10 +74,13 @@ def _knob_value(var, unit, text):
     the engine's parser and bounds."""
     try:
         from horovod.common import basics
+
         knob = next(k for k in basics.config_knobs() if k.env == var)
     except (ImportError, OSError) as e:  # not built, or libmpi missing: nothing to check with
-        return None, (f"cannot be checked: the engine is not importable ({type(e).__name__}: "
-                      f"{e}); see horovodrun --check-build")
+        return None, (
+            f"cannot be checked: the engine is not importable ({type(e).__name__}: "
+            f"{e}); see horovodrun --check-build"
+        )
     if unit is None:
         error = basics.check_knob(var, text)
         return (None, error) if error else (text, None)
@@ -91,47 +102,89 @@ def parse_args(argv, env=os.environ):
     p = argparse.ArgumentParser(
         prog="horovodrun",
         description="Run a Horovod training script on N processes, on this host or across "
-                    "hosts over ssh (after a preflight of every host), through mpirun.",
-        usage="horovodrun [-np N] [-H host:slots,... | --hostfile FILE] [options] command [args ...]"
-              "  |  horovodrun --check-build")
-    p.add_argument("-np", "--num-proc", type=int, dest="np",
-                   help="number of processes (default: the hosts' slots, or this host's CPUs)")
-    p.add_argument("-H", "--hosts", help="hosts and their slots, e.g. w1:2,w2:2 "
-                                         "(default: $HOROVOD_HOSTS, else this host)")
+        "hosts over ssh (after a preflight of every host), through mpirun.",
+        usage="horovodrun [-np N] [-H host:slots,... | --hostfile FILE] [options] command "
+        "[args ...]  |  horovodrun --check-build",
+    )
+    p.add_argument(
+        "-np",
+        "--num-proc",
+        type=int,
+        dest="np",
+        help="number of processes (default: the hosts' slots, or this host's CPUs)",
+    )
+    p.add_argument(
+        "-H",
+        "--hosts",
+        help="hosts and their slots, e.g. w1:2,w2:2 (default: $HOROVOD_HOSTS, else this host)",
+    )
     p.add_argument("--hostfile", help="file of 'host slots=N' lines (default: $HOROVOD_HOSTFILE)")
     p.add_argument("-p", "--ssh-port", type=int, help="sshd port of every host")
     p.add_argument("-i", "--ssh-identity-file", help="ssh private key to log in with")
-    p.add_argument("--network-interface", dest="nics",
-                   help="interface name(s) or subnet(s) the ranks talk over, comma-separated "
-                        "(default: detected: the subnet every host shares, never lo or docker0)")
-    p.add_argument("--start-timeout", type=_positive,
-                   help="bound in seconds on the preflight of all hosts (default: "
-                        f"$HOROVOD_START_TIMEOUT, else {DEFAULT_START_TIMEOUT:g})")
-    p.add_argument("--check-build", action="store_true",
-                   help="print versions and what this build supports, then exit")
-    p.add_argument("--verbose", action="store_true",
-                   help="print the preflight's report and the mpirun command")
+    p.add_argument(
+        "--network-interface",
+        dest="nics",
+        help="interface name(s) or subnet(s) the ranks talk over, comma-separated "
+        "(default: detected: the subnet every host shares, never lo or docker0)",
+    )
+    p.add_argument(
+        "--start-timeout",
+        type=_positive,
+        help="bound in seconds on the preflight of all hosts (default: "
+        f"$HOROVOD_START_TIMEOUT, else {DEFAULT_START_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--check-build",
+        action="store_true",
+        help="print versions and what this build supports, then exit",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="print the preflight's report and the mpirun command"
+    )
     for flag, var, _ in KNOB_FLAGS:
         p.add_argument(flag, dest=var, help=f"sets {var}")
-    p.add_argument("--no-stall-check", action="store_true", help="sets HOROVOD_STALL_CHECK_DISABLE=1")
-    p.add_argument("--mpi", action="store_true", help="use MPI (the only controller; accepted "
-                                                      "for upstream command lines)")
+    p.add_argument(
+        "--no-stall-check", action="store_true", help="sets HOROVOD_STALL_CHECK_DISABLE=1"
+    )
+    p.add_argument(
+        "--mpi",
+        action="store_true",
+        help="use MPI (the only controller; accepted for upstream command lines)",
+    )
     check = p.add_argument_group("network check (--check-network)")
-    check.add_argument("--check-network", action="store_true",
-                       help="measure the hosts' network (latency and bandwidth per host pair, "
-                            "allreduce, interfaces) with one rank per slot, print a report, exit")
-    check.add_argument("--check-seconds", type=_positive, default=0.5,
-                       help="length of each bandwidth measurement (default: %(default)s)")
-    check.add_argument("--check-step-timeout", type=_positive, default=10.0,
-                       help="bound on each measurement step; a host that does not answer within "
-                            "it is named and the check ends (default: %(default)s)")
-    check.add_argument("--model-bytes", type=_positive_int,
-                       help="predict the allreduce time per step of a model with this many "
-                            "bytes of gradients")
-    check.add_argument("--model", help="the same for a keras.applications model, e.g. ResNet50 "
-                                       "(float32 parameters)")
-    check.add_argument("--step-time-ms", type=_positive,
-                       help="one rank's compute time per step, for the scaling efficiency bound")
+    check.add_argument(
+        "--check-network",
+        action="store_true",
+        help="measure the hosts' network (latency and bandwidth per host pair, "
+        "allreduce, interfaces) with one rank per slot, print a report, exit",
+    )
+    check.add_argument(
+        "--check-seconds",
+        type=_positive,
+        default=0.5,
+        help="length of each bandwidth measurement (default: %(default)s)",
+    )
+    check.add_argument(
+        "--check-step-timeout",
+        type=_positive,
+        default=10.0,
+        help="bound on each measurement step; a host that does not answer within "
+        "it is named and the check ends (default: %(default)s)",
+    )
+    check.add_argument(
+        "--model-bytes",
+        type=_positive_int,
+        help="predict the allreduce time per step of a model with this many bytes of gradients",
+    )
+    check.add_argument(
+        "--model",
+        help="the same for a keras.applications model, e.g. ResNet50 (float32 parameters)",
+    )
+    check.add_argument(
+        "--step-time-ms",
+        type=_positive,
+        help="one rank's compute time per step, for the scaling efficiency bound",
+    )
     p.add_argument("--mpi-args", default="", help="extra mpirun arguments, one quoted string")
     p.add_argument("--mpirun", default="mpirun", help="mpirun executable (default: %(default)s)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
@@ -176,8 +229,9 @@ def parse_args(argv, env=os.environ):
     else:
         args.hosts = env.get("HOROVOD_HOSTS") or None
         args.hostfile = None if args.hosts else env.get("HOROVOD_HOSTFILE") or None
-        host_flag = ("-H/--hosts ($HOROVOD_HOSTS)" if args.hosts
-                     else "--hostfile ($HOROVOD_HOSTFILE)")
+        host_flag = (
+            "-H/--hosts ($HOROVOD_HOSTS)" if args.hosts else "--hostfile ($HOROVOD_HOSTFILE)"
+        )
     try:
         args.host_list = resolve_hosts(args)
     except hostlib.HostError as e:
@@ -203,8 +257,11 @@ def usable_cpus():
 
 def forwarded(env):
     pattern = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-    return sorted(k for k in env if pattern.match(k)
-                  and (k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES)))
+    return sorted(
+        k
+        for k in env
+        if pattern.match(k) and (k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES))
+    )
 
 
 def knob_env(args, env):
@@ -239,7 +296,14 @@ def mpirun_command(args, env, cpus, is_root, hosts=None, network_args=(), ssh_ar
     if ssh_args:
         # mpirun starts its daemon on each host with these; each daemon is started from here
         # (no tree spawn), so the key is needed on the launcher only.
-        cmd += ["--mca", "plm_rsh_args", shlex.join(ssh_args), "--mca", "plm_rsh_no_tree_spawn", "1"]
+        cmd += [
+            "--mca",
+            "plm_rsh_args",
+            shlex.join(ssh_args),
+            "--mca",
+            "plm_rsh_no_tree_spawn",
+            "1",
+        ]
     cmd += list(network_args)
     for name in forwarded(env):
         cmd += ["-x", name]
@@ -250,8 +314,13 @@ def mpirun_command(args, env, cpus, is_root, hosts=None, network_args=(), ssh_ar
 # Lines that mean the job is ending on an error.  After one, mpirun normally exits within a few
 # seconds; when a host stops answering (paused, cut off) it waits forever for that host's daemon
 # to confirm its processes are gone, so horovodrun bounds the wait.
-ABORT_MARKERS = ("MPI_ABORT was invoked", "ORTE has lost communication", "Aborting the job",
-                 "Primary job  terminated normally, but", "ORTE was unable to reliably start")
+ABORT_MARKERS = (
+    "MPI_ABORT was invoked",
+    "ORTE has lost communication",
+    "Aborting the job",
+    "Primary job  terminated normally, but",
+    "ORTE was unable to reliably start",
+)
 ABORT_GRACE_SECONDS = 15.0
 _WAITING_FOR = re.compile(r"waiting for ranks? \[?([0-9, ]+)\]?")
 
@@ -271,14 +340,18 @@ class _Relay:
     def __init__(self, proc):
         self.aborted_at = None
         self.waiting_for = set()
-        self.threads = [threading.Thread(target=self._copy, args=(src, dst), daemon=True)
-                        for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))]
+        self.threads = [
+            threading.Thread(target=self._copy, args=(src, dst), daemon=True)
+            for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
+        ]
         for t in self.threads:
             t.start()
 
     def _copy(self, src, dst):
         for raw in iter(src.readline, b""):
-            dst.buffer.write(raw) if hasattr(dst, "buffer") else dst.write(raw.decode(errors="replace"))
+            dst.buffer.write(raw) if hasattr(dst, "buffer") else dst.write(
+                raw.decode(errors="replace")
+            )
             dst.flush()
             line = raw.decode(errors="replace")
             m = _WAITING_FOR.search(line)
@@ -298,8 +371,9 @@ def run(cmd, env, placement=None, bound=None, bound_what=""):
     (seconds), it is stopped when the bound passes."""
     started = time.monotonic()
     # A session of its own: when mpirun must be stopped, its ssh clients go with it.
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     forward = lambda signum, _frame: proc.send_signal(signum)  # noqa: E731
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     relay = _Relay(proc)
@@ -311,10 +385,18 @@ def run(cmd, env, placement=None, bound=None, bound_what=""):
             except subprocess.TimeoutExpired:
                 pass
             over = bound is not None and time.monotonic() - started > bound
-            if over or relay.aborted_at and time.monotonic() - relay.aborted_at > ABORT_GRACE_SECONDS:
-                _say(f"horovodrun: {bound_what} did not finish within {bound:.0f} s; stopping mpirun "
-                     "(a host may have stopped answering while the processes started)" if over
-                     else _stuck_message(relay.waiting_for, placement or {}))
+            if (
+                over
+                or relay.aborted_at
+                and time.monotonic() - relay.aborted_at > ABORT_GRACE_SECONDS
+            ):
+                _say(
+                    f"horovodrun: {bound_what} did not finish within {bound:.0f} s; "
+                    "stopping mpirun (a host may have stopped answering "
+                    "while the processes started)"
+                    if over
+                    else _stuck_message(relay.waiting_for, placement or {})
+                )
                 # SIGKILL: mpirun, mid-abort, crashes on a second SIGTERM (in PMIx_Finalize).
                 # Its daemons on the hosts that answer exit when its connections close.
                 try:
@@ -337,11 +419,19 @@ def _stuck_message(waiting_for, placement):
         by_host = {}
         for r in sorted(waiting_for):
             by_host.setdefault(placement.get(r, "?"), []).append(str(r))
-        where = " The ranks the job was waiting for run on " + "; ".join(
-            f"{h} (rank{'s' if len(rs) > 1 else ''} {', '.join(rs)})" for h, rs in by_host.items()) + "."
-    return (f"horovodrun: the job aborted, but mpirun has not exited {ABORT_GRACE_SECONDS:.0f} s "
-            "later: a host is not answering, so its processes cannot be confirmed stopped."
-            f"{where} Stopping mpirun; check that host (paused, cut off, or down).")
+        where = (
+            " The ranks the job was waiting for run on "
+            + "; ".join(
+                f"{h} (rank{'s' if len(rs) > 1 else ''} {', '.join(rs)})"
+                for h, rs in by_host.items()
+            )
+            + "."
+        )
+    return (
+        f"horovodrun: the job aborted, but mpirun has not exited {ABORT_GRACE_SECONDS:.0f} s "
+        "later: a host is not answering, so its processes cannot be confirmed stopped."
+        f"{where} Stopping mpirun; check that host (paused, cut off, or down)."
+    )
 
 
 def model_bytes(args):
@@ -357,8 +447,10 @@ def model_bytes(args):
     except ImportError as e:
         raise ValueError(f"needs Keras, which is not importable ({e})") from None
     build = getattr(keras.applications, args.model, None)
-    error = (f"keras.applications has no model {args.model!r} (e.g. ResNet50, MobileNetV2, "
-             "EfficientNetB0)")
+    error = (
+        f"keras.applications has no model {args.model!r} (e.g. ResNet50, MobileNetV2, "
+        "EfficientNetB0)"
+    )
     if not callable(build):  # missing, or a submodule such as 'resnet'
         raise ValueError(error)
     try:
@@ -378,6 +470,7 @@ def check_bound(plan):
 def check_plan(args, hosts, probes, choice):
     """What every rank of --check-network needs: where each rank runs, the subnets to compare."""
     from horovod.runner import network
+
     hosts = hosts or [("localhost", args.np or usable_cpus())]
     np_ = args.np or sum(s for _, s in hosts)
     placement = rank_hosts(hosts, np_) or {r: "localhost" for r in range(np_)}
@@ -385,8 +478,12 @@ def check_plan(args, hosts, probes, choice):
         "placement": {str(r): h for r, h in placement.items()},
         "network": choice.mpi_value() if choice else "this host",
         "interface": "/".join(choice.names()) if choice else "shared memory",
-        "subnets": {net: {h: list(m) for h, m in members.items()}
-                    for net, members in network.shared_subnets(probes).items()} if probes else {},
+        "subnets": {
+            net: {h: list(m) for h, m in members.items()}
+            for net, members in network.shared_subnets(probes).items()
+        }
+        if probes
+        else {},
         "seconds": args.check_seconds,
         "step_timeout": args.check_step_timeout,
         "model_bytes": model_bytes(args),
@@ -402,6 +499,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.check_build:
         from horovod.runner.check_build import check_build
+
         return check_build()
     hosts = args.host_list
     env = knob_env(args, os.environ)
@@ -411,16 +509,22 @@ def main(argv=None):
     if hosts:
         total = sum(s for _, s in hosts)
         if args.np and args.np > total:
-            _say(f"horovodrun: -np {args.np} but the hosts have {total} slots "
-                 f"({hostlib.format_hosts(hosts)}); give fewer processes or more slots")
+            _say(
+                f"horovodrun: -np {args.np} but the hosts have {total} slots "
+                f"({hostlib.format_hosts(hosts)}); give fewer processes or more slots"
+            )
             return 2
         if any(not hostlib.is_local(h) for h, _ in hosts):
             from horovod.runner import preflight
-            ssh_args = preflight.ssh_base(args.ssh_port, args.ssh_identity_file,
-                                          min(10.0, args.start_timeout))
+
+            ssh_args = preflight.ssh_base(
+                args.ssh_port, args.ssh_identity_file, min(10.0, args.start_timeout)
+            )
             local = {h: hostlib.is_local(h) for h, _ in hosts}
             try:
-                reports, choice, text = preflight.run(hosts, local, ssh_args, args.start_timeout, args.nics)
+                reports, choice, text = preflight.run(
+                    hosts, local, ssh_args, args.start_timeout, args.nics
+                )
             except preflight.PreflightFailed as e:
                 _say(str(e))
                 return 3
@@ -428,18 +532,29 @@ def main(argv=None):
             network_args = choice.mpirun_args()
             if args.check_network:
                 env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(
-                    check_plan(args, hosts, {r.host: r.probe for r in reports}, choice))
+                    check_plan(args, hosts, {r.host: r.probe for r in reports}, choice)
+                )
     if args.check_network and "HOROVOD_NETWORK_CHECK_PLAN" not in env:
         env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(check_plan(args, hosts, None, None))
     if not network_args and args.nics:
-        network_args = ["--mca", "btl_tcp_if_include", args.nics,
-                        "--mca", "oob_tcp_if_include", args.nics]
+        network_args = [
+            "--mca",
+            "btl_tcp_if_include",
+            args.nics,
+            "--mca",
+            "oob_tcp_if_include",
+            args.nics,
+        ]
     cmd = mpirun_command(args, env, usable_cpus(), os.geteuid() == 0, hosts, network_args, ssh_args)
     if args.verbose:
         _say(shlex.join(cmd))
     try:
         np_ = int(cmd[cmd.index("-np") + 1])
-        bound = check_bound(json.loads(env["HOROVOD_NETWORK_CHECK_PLAN"])) if args.check_network else None
+        bound = (
+            check_bound(json.loads(env["HOROVOD_NETWORK_CHECK_PLAN"]))
+            if args.check_network
+            else None
+        )
         return run(cmd, env, rank_hosts(hosts, np_), bound, "the network check")
     except FileNotFoundError:
         _say(f"horovodrun: {args.mpirun} not found; install Open MPI (mpirun)")

@@ -7,6 +7,7 @@ silent hangs: `lo`, and `docker0`, whose 172.17.0.1/16 is the same address on ev
 host.  Those are never chosen unless asked for, and a subnet in which two hosts claim the same
 address is rejected for the same reason.
 """
+
 import ipaddress
 
 # Bridges and virtual ends that exist on many hosts without connecting them.
@@ -20,8 +21,10 @@ class NetworkError(ValueError):
 
 def _addresses(probe):
     """[(ifname, IPv4Interface, speed_mbps)] of a host's probe."""
-    return [(i["name"], ipaddress.ip_interface(f"{i['address']}/{i['prefix']}"), i.get("speed_mbps"))
-            for i in probe["interfaces"]]
+    return [
+        (i["name"], ipaddress.ip_interface(f"{i['address']}/{i['prefix']}"), i.get("speed_mbps"))
+        for i in probe["interfaces"]
+    ]
 
 
 def _auto_ok(name, iface):
@@ -37,8 +40,8 @@ class Choice:
     """The chosen subnet, each host's interface in it, and what mpirun is told."""
 
     def __init__(self, network, per_host, launcher_iface, reason, requested=None):
-        self.network = network            # ipaddress.IPv4Network or None (names given)
-        self.per_host = per_host          # host -> (ifname, IPv4Interface)
+        self.network = network  # ipaddress.IPv4Network or None (names given)
+        self.per_host = per_host  # host -> (ifname, IPv4Interface)
         self.launcher_iface = launcher_iface
         self.reason = reason
         self.requested = requested
@@ -74,25 +77,33 @@ def choose(probes, resolved, launcher_probe, requested=None):
         per_host_nets[h] = nets
     common = set.intersection(*(set(n) for n in per_host_nets.values())) if hosts else set()
     # A subnet in which two hosts have the same address does not connect them.
-    common = {net for net in common
-              if len({per_host_nets[h][net][1].ip for h in hosts}) == len(hosts)}
+    common = {
+        net for net in common if len({per_host_nets[h][net][1].ip for h in hosts}) == len(hosts)
+    }
     if not common:
         lines = "; ".join(f"{h}: {_describe(probes[h])}" for h in hosts)
         raise NetworkError(
             f"no IPv4 subnet is shared by every host (lo, docker0 and bridges excluded): {lines}. "
-            "Fix: connect the hosts on one network, or name the interface with --network-interface")
+            "Fix: connect the hosts on one network, or name the interface with --network-interface"
+        )
     launcher_nets = {iface.network: (name, iface) for name, iface, _ in _addresses(launcher_probe)}
 
     def score(net):
-        by_name = sum(1 for h in hosts if resolved.get(h) and ipaddress.ip_address(resolved[h]) in net)
+        by_name = sum(
+            1 for h in hosts if resolved.get(h) and ipaddress.ip_address(resolved[h]) in net
+        )
         slowest = min((per_host_nets[h][net][2] or 0) for h in hosts)
         return (by_name, net in launcher_nets, slowest, -net.prefixlen, str(net))
 
     best = max(common, key=score)
     by_name = score(best)[0]
-    reason = (f"the subnet the host names resolve to" if by_name == len(hosts) else
-              f"the only subnet every host shares" if len(common) == 1 else
-              f"the best of {len(common)} shared subnets")
+    reason = (
+        "the subnet the host names resolve to"
+        if by_name == len(hosts)
+        else "the only subnet every host shares"
+        if len(common) == 1
+        else f"the best of {len(common)} shared subnets"
+    )
     per_host = {h: per_host_nets[h][best][:2] for h in hosts}
     launcher = launcher_nets.get(best)
     return Choice(best, per_host, launcher[1] if launcher else None, reason)
@@ -106,8 +117,10 @@ def _requested(probes, launcher_probe, requested):
             try:
                 nets.append(ipaddress.ip_network(w, strict=False))
             except ValueError:
-                raise NetworkError(f"--network-interface {w!r} is neither an interface name nor "
-                                   "a subnet like 10.0.0.0/24") from None
+                raise NetworkError(
+                    f"--network-interface {w!r} is neither an interface name nor "
+                    "a subnet like 10.0.0.0/24"
+                ) from None
 
     def match(probe):
         for name, iface, _ in _addresses(probe):
@@ -123,13 +136,21 @@ def _requested(probes, launcher_probe, requested):
         else:
             per_host[h] = m
     if missing:
-        raise NetworkError(f"--network-interface {requested}: no such interface on "
-                           + "; ".join(missing))
+        raise NetworkError(
+            f"--network-interface {requested}: no such interface on " + "; ".join(missing)
+        )
     launcher = match(launcher_probe)
     networks = {iface.network for _, iface in per_host.values()}
-    network = networks.pop() if len(networks) == 1 and not nets else (nets[0] if len(nets) == 1 else None)
-    return Choice(network, per_host, launcher[1] if launcher else None, "given with --network-interface",
-                  requested=",".join(wanted))
+    network = (
+        networks.pop() if len(networks) == 1 and not nets else (nets[0] if len(nets) == 1 else None)
+    )
+    return Choice(
+        network,
+        per_host,
+        launcher[1] if launcher else None,
+        "given with --network-interface",
+        requested=",".join(wanted),
+    )
 
 
 def shared_subnets(probes):

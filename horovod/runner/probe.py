@@ -4,6 +4,7 @@ horovodrun's preflight sends this file's source to every host over ssh (`python3
 stay standard-library only and must not import horovod (a host without horovod, or with another
 version of it, still answers and is reported as such).
 """
+
 import fcntl
 import importlib.metadata
 import json
@@ -28,7 +29,9 @@ def _version(*dists):
 
 def _openmpi():
     try:
-        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(
+            ["mpirun", "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     # "mpirun (Open MPI) 4.1.4"
@@ -64,9 +67,17 @@ def interfaces():
             prefix = sum(bin(int(b)).count("1") for b in mask.split("."))
             speed = _sysfs(name, "speed")
             mtu = _sysfs(name, "mtu")
-            out.append({"name": name, "address": addr, "prefix": prefix,
-                        "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
-                        "mtu": int(mtu) if mtu and mtu.isdigit() else None})
+            out.append(
+                {
+                    "name": name,
+                    "address": addr,
+                    "prefix": prefix,
+                    "speed_mbps": int(speed)
+                    if speed and speed.lstrip("-").isdigit() and int(speed) > 0
+                    else None,
+                    "mtu": int(mtu) if mtu and mtu.isdigit() else None,
+                }
+            )
     return out
 
 

@@ -14,21 +14,55 @@ gradients are reduced, used by the tape, both optimizers and Keras), tape
 Keras optimizers go to horovod.tensorflow.keras), functions (broadcasts of variables and
 objects), compression.
 """
+
 import tensorflow as tf  # noqa: F401  (hvd.tf, as before the split)
 
 from horovod.common.basics import (  # noqa: F401  (re-exported API)
-    build_info, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
-    gloo_enabled, init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
-    mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
+    build_info,
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+)
 from horovod.common.exceptions import (  # noqa: F401
-    HorovodInternalError, HorovodMismatchError, HorovodShutdownError)
+    HorovodInternalError,
+    HorovodMismatchError,
+    HorovodShutdownError,
+)
 from horovod.tensorflow.collectives import (  # noqa: F401
-    allgather, allreduce, alltoall, broadcast, grouped_allgather, grouped_allreduce,
-    reducescatter)
+    allgather,
+    allreduce,
+    alltoall,
+    broadcast,
+    grouped_allgather,
+    grouped_allreduce,
+    reducescatter,
+)
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
-    BroadcastGlobalVariablesHook, allgather_object, broadcast_global_variables,
-    broadcast_object, broadcast_object_fn, broadcast_variables)
+    BroadcastGlobalVariablesHook,
+    allgather_object,
+    broadcast_global_variables,
+    broadcast_object,
+    broadcast_object_fn,
+    broadcast_variables,
+)
 from horovod.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from horovod.tensorflow.optimizer_v1 import DistributedOptimizer  # noqa: F401
 from horovod.tensorflow.tape import DistributedGradientTape  # noqa: F401

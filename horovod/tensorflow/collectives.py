@@ -3,6 +3,7 @@ grouped_allgather, broadcast, alltoall, reducescatter): argument handling and co
 around the ops of mpi_ops. horovod.tensorflow re-exports them; the Keras helpers and gradient
 reduction call them from here, so neither needs the package's __init__.
 """
+
 import operator
 
 import tensorflow as tf
@@ -11,7 +12,6 @@ from horovod.common.basics import size
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import Average, Sum, _check_process_set
-
 
 # AutoGraph would convert these wrappers' Python on every trace (10-20 ms per op, measured):
 # they hold no tensor-dependent control flow, so tf.function may call them as they are.
@@ -28,9 +28,19 @@ def _op(average, op):
 
 
 @_no_autograph
-def allreduce(tensor, average=None, device_dense="", device_sparse="",
-              compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
-              name=None, process_set=None, ignore_name_scope=False):
+def allreduce(
+    tensor,
+    average=None,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    name=None,
+    process_set=None,
+    ignore_name_scope=False,
+):
     """Reduces `tensor` across ranks (Average by default). A tf.IndexedSlices is reduced by
     gathering its values and indices (Sum or Average, no scale factors), as upstream does."""
     _check_process_set(process_set)
@@ -55,9 +65,19 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
 
 
 @_no_autograph
-def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
-                      compression=Compression.none, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0, name=None, process_set=None, ignore_name_scope=False):
+def grouped_allreduce(
+    tensors,
+    average=None,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    name=None,
+    process_set=None,
+    ignore_name_scope=False,
+):
     """Reduces a list of tensors submitted together: one op (one negotiation, fused) per
     dtype. Returns the results in the input order."""
     _check_process_set(process_set)
@@ -70,8 +90,9 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     out = [None] * len(tensors)
     for dtype, idx in by_dtype.items():
         group_name = None if name is None else f"{name}.{dtype.name}"
-        reduced = _ops._allreduce([compressed[i][0] for i in idx], op, group_name,
-                                  prescale_factor, postscale_factor)
+        reduced = _ops._allreduce(
+            [compressed[i][0] for i in idx], op, group_name, prescale_factor, postscale_factor
+        )
         for i, r in zip(idx, reduced):
             out[i] = compression.decompress(r, compressed[i][1])
     return out
@@ -93,8 +114,9 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=N
         by_dtype.setdefault(t.dtype, []).append(i)
     out = [None] * len(tensors)
     for dtype, idx in by_dtype.items():
-        gathered = _ops._allgather([tensors[i] for i in idx],
-                                   None if name is None else f"{name}.{dtype.name}")
+        gathered = _ops._allgather(
+            [tensors[i] for i in idx], None if name is None else f"{name}.{dtype.name}"
+        )
         for i, g in zip(idx, gathered):
             out[i] = g
     return out
@@ -121,13 +143,21 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
 
 
 @_no_autograph
-def reducescatter(tensor, op=Average, name=None, ignore_name_scope=False, process_set=None,
-                  prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(
+    tensor,
+    op=Average,
+    name=None,
+    ignore_name_scope=False,
+    process_set=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+):
     """Reduces across ranks; returns this rank's block of rows (the first ranks get one extra
     row when the first dimension does not divide evenly)."""
     _check_process_set(process_set)
-    return _ops._reducescatter([tf.convert_to_tensor(tensor)], op, name, prescale_factor,
-                               postscale_factor)[0]
+    return _ops._reducescatter(
+        [tf.convert_to_tensor(tensor)], op, name, prescale_factor, postscale_factor
+    )[0]
 
 
 def _root(root_rank):

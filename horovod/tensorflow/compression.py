@@ -1,4 +1,5 @@
 """Gradient compression around a collective: Compression.none, Compression.fp16."""
+
 import tensorflow as tf
 
 

@@ -1,5 +1,6 @@
 """Broadcasts and gathers of variables and Python objects, built on the ops; graph mode's
 broadcast_global_variables and BroadcastGlobalVariablesHook."""
+
 import io
 import pickle
 
@@ -50,12 +51,14 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
         raise RuntimeError("broadcast_object runs eagerly; call it outside tf.function")
     name = name or type(obj).__name__
     data = _to_bytes(obj) if _b.rank() == root_rank else np.zeros(0, np.uint8)
-    size = mpi_ops._broadcast([tf.constant([data.size], tf.int64)], root_rank,
-                              name=f"broadcast_object.{name}.size")[0]
+    size = mpi_ops._broadcast(
+        [tf.constant([data.size], tf.int64)], root_rank, name=f"broadcast_object.{name}.size"
+    )[0]
     if _b.rank() != root_rank:
         data = np.zeros(int(size.numpy()[0]), np.uint8)
-    data = mpi_ops._broadcast([tf.constant(data)], root_rank,
-                              name=f"broadcast_object.{name}.data")[0]
+    data = mpi_ops._broadcast([tf.constant(data)], root_rank, name=f"broadcast_object.{name}.data")[
+        0
+    ]
     if _b.rank() == root_rank:
         return obj
     return pickle.loads(data.numpy().tobytes())
@@ -73,13 +76,14 @@ def allgather_object(obj, session=None, name=None, process_set=None):
         raise RuntimeError("allgather_object runs eagerly; call it outside tf.function")
     name = name or type(obj).__name__
     data = _to_bytes(obj)
-    sizes = mpi_ops._allgather([tf.constant([data.size], tf.int64)],
-                               name=f"allgather_object.{name}.sizes")[0].numpy()
+    sizes = mpi_ops._allgather(
+        [tf.constant([data.size], tf.int64)], name=f"allgather_object.{name}.sizes"
+    )[0].numpy()
     gathered = mpi_ops._allgather([tf.constant(data)], name=f"allgather_object.{name}.data")[0]
     raw = gathered.numpy().tobytes()
     out, offset = [], 0
     for s in sizes:
-        out.append(pickle.loads(raw[offset:offset + int(s)]))
+        out.append(pickle.loads(raw[offset : offset + int(s)]))
         offset += int(s)
     return out
 
@@ -88,8 +92,10 @@ def broadcast_global_variables(root_rank):
     """Graph mode (tf.compat.v1) only: an op assigning root_rank's values to every global
     variable. Eagerly, use broadcast_variables(model.variables) instead."""
     if tf.executing_eagerly():
-        raise RuntimeError("broadcast_global_variables() needs graph mode (tf.compat.v1); "
-                           "eagerly, call hvd.broadcast_variables(variables, root_rank)")
+        raise RuntimeError(
+            "broadcast_global_variables() needs graph mode (tf.compat.v1); "
+            "eagerly, call hvd.broadcast_variables(variables, root_rank)"
+        )
     return broadcast_variables(tf.compat.v1.global_variables(), root_rank)
 
 

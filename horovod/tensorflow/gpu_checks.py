@@ -2,12 +2,14 @@
 and tests/gpu run these. Each check also asserts that the result lives on the GPU, i.e. that
 Horovod's GPU kernel (NCCL) ran rather than a copy to host memory and the CPU kernel.
 """
+
 import numpy as np
 
 
 def pin_gpu(local_rank):
     """Makes GPU `local_rank % count` this process's only visible GPU; returns how many exist."""
     import tensorflow as tf
+
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
         tf.config.set_visible_devices(gpus[local_rank % len(gpus)], "GPU")
@@ -19,6 +21,7 @@ def pin_gpu(local_rank):
 def checks(r, n):
     """Yields (description, ok) per check, on this rank."""
     import tensorflow as tf
+
     import horovod.tensorflow as hvd
 
     def on_gpu(t):
@@ -26,37 +29,76 @@ def checks(r, n):
 
     tri = n * (n - 1) / 2
     with tf.device("/GPU:0"):
-        for dtype in (tf.float32, tf.float16, tf.bfloat16, tf.float64, tf.int32, tf.int64, tf.uint8, tf.int8):
+        for dtype in (
+            tf.float32,
+            tf.float16,
+            tf.bfloat16,
+            tf.float64,
+            tf.int32,
+            tf.int64,
+            tf.uint8,
+            tf.int8,
+        ):
             x = tf.cast(tf.fill([1000], r + 1), dtype)
             y = hvd.allreduce(x, op=hvd.Sum, name=f"gpu.sum.{dtype.name}")
             want = n * (n + 1) // 2
-            yield f"NCCL allreduce sum {dtype.name}", on_gpu(y) and np.all(tf.cast(y, tf.float64).numpy() == want)
+            yield (
+                f"NCCL allreduce sum {dtype.name}",
+                on_gpu(y) and np.all(tf.cast(y, tf.float64).numpy() == want),
+            )
         y = hvd.allreduce(tf.fill([1 << 20], float(r)), op=hvd.Average, name="gpu.avg")
         yield "NCCL allreduce average float32 4 MiB", on_gpu(y) and np.allclose(y.numpy(), tri / n)
-        y = hvd.allreduce(tf.fill([7], float(r + 1)), op=hvd.Sum, prescale_factor=0.5,
-                          postscale_factor=3.0, name="gpu.scaled")
-        yield "NCCL allreduce pre/postscale (pre-multiplied sum)", on_gpu(y) and np.allclose(
-            y.numpy(), 1.5 * n * (n + 1) / 2)
+        y = hvd.allreduce(
+            tf.fill([7], float(r + 1)),
+            op=hvd.Sum,
+            prescale_factor=0.5,
+            postscale_factor=3.0,
+            name="gpu.scaled",
+        )
+        yield (
+            "NCCL allreduce pre/postscale (pre-multiplied sum)",
+            on_gpu(y) and np.allclose(y.numpy(), 1.5 * n * (n + 1) / 2),
+        )
         y = hvd.allreduce(tf.range(5, dtype=tf.int32) * (r + 1), op=hvd.Max, name="gpu.max")
         yield "NCCL allreduce max int32", on_gpu(y) and np.array_equal(y.numpy(), np.arange(5) * n)
-        outs = hvd.grouped_allreduce([tf.fill([100 + i], float(r)) for i in range(8)], op=hvd.Sum,
-                                     name="gpu.group")
-        yield "NCCL grouped allreduce (fused in device memory)", all(
-            on_gpu(o) and np.all(o.numpy() == tri) for o in outs)
+        outs = hvd.grouped_allreduce(
+            [tf.fill([100 + i], float(r)) for i in range(8)], op=hvd.Sum, name="gpu.group"
+        )
+        yield (
+            "NCCL grouped allreduce (fused in device memory)",
+            all(on_gpu(o) and np.all(o.numpy() == tri) for o in outs),
+        )
         g = hvd.allgather(tf.fill([r + 1, 2], r), name="gpu.gather")
         want = np.concatenate([np.full((q + 1, 2), q) for q in range(n)])
-        yield "NCCL allgather, first dim differs per rank", on_gpu(g) and np.array_equal(g.numpy(), want)
+        yield (
+            "NCCL allgather, first dim differs per rank",
+            on_gpu(g) and np.array_equal(g.numpy(), want),
+        )
         g = hvd.allgather(tf.fill([3, 2], float(r)), name="gpu.gather.even")
-        yield "NCCL allgather, equal first dims", on_gpu(g) and np.array_equal(
-            g.numpy(), np.repeat(np.arange(n, dtype=np.float32), 3)[:, None] * np.ones((1, 2)))
+        yield (
+            "NCCL allgather, equal first dims",
+            on_gpu(g)
+            and np.array_equal(
+                g.numpy(), np.repeat(np.arange(n, dtype=np.float32), 3)[:, None] * np.ones((1, 2))
+            ),
+        )
         b = hvd.broadcast(tf.fill([10], float(r)), root_rank=n - 1, name="gpu.bcast")
         yield f"NCCL broadcast from rank {n - 1}", on_gpu(b) and np.all(b.numpy() == n - 1)
         a, splits = hvd.alltoall(tf.fill([2 * n], r), splits=[2] * n, name="gpu.a2a")
-        yield "NCCL alltoall (grouped send/recv)", on_gpu(a) and np.array_equal(
-            a.numpy(), np.repeat(np.arange(n), 2)) and list(splits.numpy()) == [2] * n
+        yield (
+            "NCCL alltoall (grouped send/recv)",
+            on_gpu(a)
+            and np.array_equal(a.numpy(), np.repeat(np.arange(n), 2))
+            and list(splits.numpy()) == [2] * n,
+        )
         rs = hvd.reducescatter(tf.ones([2 * n, 3]), op=hvd.Sum, name="gpu.rs")
-        yield "NCCL reducescatter, even rows", on_gpu(rs) and rs.shape == (2, 3) and np.all(rs.numpy() == n)
+        yield (
+            "NCCL reducescatter, even rows",
+            on_gpu(rs) and rs.shape == (2, 3) and np.all(rs.numpy() == n),
+        )
         rs = hvd.reducescatter(tf.ones([2 * n + 1, 3]), op=hvd.Average, name="gpu.rs.uneven")
         rows = 3 if r == 0 else 2
-        yield "NCCL reducescatter average, uneven rows", on_gpu(rs) and rs.shape == (rows, 3) and np.allclose(
-            rs.numpy(), 1.0)
+        yield (
+            "NCCL reducescatter average, uneven rows",
+            on_gpu(rs) and rs.shape == (rows, 3) and np.allclose(rs.numpy(), 1.0),
+        )

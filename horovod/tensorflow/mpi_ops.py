@@ -6,6 +6,7 @@ name, "Horovod<Op>_<input tensor name>" unless `name` is given, which is stable 
 eagerly, an unnamed op gets a per-process counter name, which matches across ranks only if
 every rank issues unnamed ops in the same order (as with the NumPy frontend).
 """
+
 import itertools
 import os
 import re
@@ -31,19 +32,25 @@ def _load_library():
         raise ImportError(
             "horovod.tensorflow was not built: TensorFlow was not importable when horovod was "
             "built. Install TensorFlow, then rebuild horovod (`pip install --force-reinstall "
-            "--no-deps .`, or `make build` in a source tree)")
+            "--no-deps .`, or `make build` in a source tree)"
+        )
     built = open(_STAMP_PATH).read().strip() if os.path.exists(_STAMP_PATH) else None
-    hint = (f"rebuild horovod against TensorFlow {_major_minor(running)} (`pip install "
-            "--force-reinstall --no-deps .`, or `make build`)")
+    hint = (
+        f"rebuild horovod against TensorFlow {_major_minor(running)} (`pip install "
+        "--force-reinstall --no-deps .`, or `make build`)"
+    )
     if built and _major_minor(built) != _major_minor(running):
-        raise ImportError(f"horovod.tensorflow was built against TensorFlow {built}, but this "
-                          f"process runs TensorFlow {running}: {hint}")
+        raise ImportError(
+            f"horovod.tensorflow was built against TensorFlow {built}, but this "
+            f"process runs TensorFlow {running}: {hint}"
+        )
     try:
         return tf.load_op_library(_LIB_PATH)
     except tf.errors.NotFoundError as e:
         if "undefined symbol" in str(e):
-            raise ImportError(f"horovod.tensorflow does not match TensorFlow {running} "
-                              f"({e}): {hint}") from e
+            raise ImportError(
+                f"horovod.tensorflow does not match TensorFlow {running} ({e}): {hint}"
+            ) from e
         raise
 
 
@@ -96,14 +103,18 @@ def _names(kind, name, tensor):
 
 def _check_not_adasum(op, what=None):
     if op == Adasum:
-        raise NotImplementedError((f"{what}: " if what else "") + "Adasum is not implemented in "
-                                  "this Horovod; use op=hvd.Average")
+        raise NotImplementedError(
+            (f"{what}: " if what else "") + "Adasum is not implemented in "
+            "this Horovod; use op=hvd.Average"
+        )
 
 
 def _check_process_set(process_set):
     if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError("process sets are not implemented in this Horovod; use the "
-                                  "global set (process_set=None)")
+        raise NotImplementedError(
+            "process sets are not implemented in this Horovod; use the "
+            "global set (process_set=None)"
+        )
 
 
 def _check_op(op, what):
@@ -119,9 +130,14 @@ def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_fa
     node, key = _names("Allreduce", name, tensors[0])
     if op not in _REDUCE_OPS:
         _check_op(op, f"tensor '{name or node}'")
-    return _lib.horovod_allreduce(tensors, key, reduce_op=int(op),
-                                  prescale_factor=float(prescale_factor),
-                                  postscale_factor=float(postscale_factor), name=node)
+    return _lib.horovod_allreduce(
+        tensors,
+        key,
+        reduce_op=int(op),
+        prescale_factor=float(prescale_factor),
+        postscale_factor=float(postscale_factor),
+        name=node,
+    )
 
 
 @tf.autograph.experimental.do_not_convert
@@ -143,9 +159,14 @@ def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscal
     _check_initialized()
     node, key = _names("Reducescatter", name, tensors[0])
     _check_op(op, f"tensor '{name or node}'")
-    return _lib.horovod_reducescatter(tensors, key, reduce_op=int(op),
-                                      prescale_factor=float(prescale_factor),
-                                      postscale_factor=float(postscale_factor), name=node)
+    return _lib.horovod_reducescatter(
+        tensors,
+        key,
+        reduce_op=int(op),
+        prescale_factor=float(prescale_factor),
+        postscale_factor=float(postscale_factor),
+        name=node,
+    )
 
 
 @tf.autograph.experimental.do_not_convert
@@ -158,12 +179,18 @@ def _alltoall(tensor, splits, name=None):
 # ---- gradients (of the op, for every tensor it carries) ------------------------------------
 # They go through the wrappers above, so that their ops are named like any other.
 
+
 @tf.RegisterGradient("HorovodAllreduce")
 def _allreduce_grad(op, *grads):
     # d(allreduce)/dx is the same reduction of the incoming gradients (Sum, Average, scaled).
-    return list(_allreduce(list(grads), op=op.get_attr("reduce_op"),
-                           prescale_factor=op.get_attr("prescale_factor"),
-                           postscale_factor=op.get_attr("postscale_factor"))) + [None]
+    return list(
+        _allreduce(
+            list(grads),
+            op=op.get_attr("reduce_op"),
+            prescale_factor=op.get_attr("prescale_factor"),
+            postscale_factor=op.get_attr("postscale_factor"),
+        )
+    ) + [None]
 
 
 @tf.RegisterGradient("HorovodAllgather")
@@ -175,7 +202,7 @@ def _allgather_grad(op, *grads):
         grad = _allreduce([grad], op=Average)[0]
         rows = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
         all_rows = _allgather([rows])[0]
-        start = tf.reduce_sum(all_rows[:_b.rank()])
+        start = tf.reduce_sum(all_rows[: _b.rank()])
         begin = tf.concat([[start], tf.zeros([tf.rank(grad) - 1], tf.int64)], 0)
         out.append(tf.slice(grad, begin, tf.shape(x, out_type=tf.int64)))
     return out + [None]

@@ -2,6 +2,9 @@
 gradients reduced in compute_gradients(), or accumulated over k passes in apply_gradients().
 Keras optimizers passed to hvd.DistributedOptimizer go to horovod.tensorflow.keras's.
 """
+
+import functools
+
 import tensorflow as tf
 
 from horovod.tensorflow import mpi_ops as _ops
@@ -33,8 +36,15 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
     training op: its pass counter is shared by every op its apply_gradients() builds.
     """
 
-    def __init__(self, optimizer, name, use_locking, options, backward_passes_per_step=1,
-                 average_aggregated_gradients=False):
+    def __init__(
+        self,
+        optimizer,
+        name,
+        use_locking,
+        options,
+        backward_passes_per_step=1,
+        average_aggregated_gradients=False,
+    ):
         self._optimizer = optimizer
         self._hvd_options = options
         self._backward_passes_per_step = int(backward_passes_per_step)
@@ -42,8 +52,9 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
         # (graph, pass counter, {variable ref: accumulator}), created on the first
         # apply_gradients() in a graph (eagerly: graph None).
         self._aggregation = None
-        super().__init__(name=name or "Distributed" + type(optimizer).__name__,
-                         use_locking=use_locking)
+        super().__init__(
+            name=name or "Distributed" + type(optimizer).__name__, use_locking=use_locking
+        )
 
     def compute_gradients(self, *args, **kwargs):
         grads_and_vars = self._optimizer.compute_gradients(*args, **kwargs)
@@ -66,8 +77,9 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
         grads = [g for g, _ in grads_and_vars]
         variables = [v for _, v in grads_and_vars]
         if all(g is None for g in grads):
-            raise ValueError("No gradients provided for any variable: "
-                             f"{[v.name for v in variables]}.")
+            raise ValueError(
+                f"No gradients provided for any variable: {[v.name for v in variables]}."
+            )
         counter, accs = self._aggregation_variables(grads, variables)
         eager = tf.executing_eagerly()
         # The wrapped optimizer runs in the caller's name scope, as it would without
@@ -80,12 +92,19 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
                 if g is None:
                     continue
                 if isinstance(g, tf.IndexedSlices):  # into the dense accumulator
-                    adds.append(tf.raw_ops.ResourceScatterAdd(
-                        resource=acc.handle, indices=g.indices,
-                        updates=tf.convert_to_tensor(g.values, dtype_hint=acc.dtype)))
+                    adds.append(
+                        tf.raw_ops.ResourceScatterAdd(
+                            resource=acc.handle,
+                            indices=g.indices,
+                            updates=tf.convert_to_tensor(g.values, dtype_hint=acc.dtype),
+                        )
+                    )
                 else:
-                    adds.append(acc.assign_add(tf.convert_to_tensor(g, dtype_hint=acc.dtype),
-                                               read_value=False))
+                    adds.append(
+                        acc.assign_add(
+                            tf.convert_to_tensor(g, dtype_hint=acc.dtype), read_value=False
+                        )
+                    )
             with tf.control_dependencies(adds):
                 counted = counter.assign_add(1, read_value=False)
             with tf.control_dependencies([counted]):
@@ -109,15 +128,17 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
                 with tf.compat.v1.name_scope(None if eager else outer + "/" if outer else ""):
                     applied = self._optimizer.apply_gradients(list(zip(reduced, variables)))
                 with tf.control_dependencies([applied]):
-                    zeroed = [acc.assign(tf.zeros(acc.shape, acc.dtype), read_value=False)
-                              for acc in accs if acc is not None]
+                    zeroed = [
+                        acc.assign(tf.zeros(acc.shape, acc.dtype), read_value=False)
+                        for acc in accs
+                        if acc is not None
+                    ]
                 with tf.control_dependencies(zeroed):
                     return tf.constant(True)
 
             # Tensors out of both branches (not ops), so that cond v1 and v2 both run the
             # branch's updates.
-            applied = tf.cond(tf.equal(count % k, 0), reduce_and_apply,
-                              lambda: tf.constant(False))
+            applied = tf.cond(tf.equal(count % k, 0), reduce_and_apply, lambda: tf.constant(False))
             if global_step is None:
                 train_op = tf.group(applied, name=scope)
             else:
@@ -125,7 +146,9 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
                     if isinstance(global_step, tf.Variable) and hasattr(global_step, "handle"):
                         train_op = tf.raw_ops.AssignAddVariableOp(
                             resource=global_step.handle,
-                            value=tf.constant(1, global_step.dtype.base_dtype), name=scope)
+                            value=tf.constant(1, global_step.dtype.base_dtype),
+                            name=scope,
+                        )
                     else:  # a reference variable
                         train_op = tf.compat.v1.assign_add(global_step, 1, name=scope).op
         if not eager:
@@ -144,9 +167,14 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
         local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
         with tf.init_scope(), tf.compat.v1.name_scope(self.get_name() + "/aggregation/"):
             if state[1] is None:
-                state[1] = tf.compat.v1.Variable(0, dtype=tf.int64, trainable=False,
-                                                 name="counter", collections=local,
-                                                 use_resource=True)
+                state[1] = tf.compat.v1.Variable(
+                    0,
+                    dtype=tf.int64,
+                    trainable=False,
+                    name="counter",
+                    collections=local,
+                    use_resource=True,
+                )
             accs = []
             for g, v in zip(grads, variables):
                 if g is None:
@@ -155,12 +183,19 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
                 acc = state[2].get(v.ref())
                 if acc is None:
                     if not v.shape.is_fully_defined():
-                        raise ValueError(f"backward_passes_per_step > 1 needs variables of "
-                                         f"known shape; {v.name} has shape {v.shape}")
+                        raise ValueError(
+                            f"backward_passes_per_step > 1 needs variables of "
+                            f"known shape; {v.name} has shape {v.shape}"
+                        )
                     shape, dtype = v.shape, v.dtype.base_dtype
                     acc = tf.compat.v1.Variable(
-                        lambda: tf.zeros(shape, dtype), dtype=dtype, trainable=False,
-                        name=v.name.split(":")[0], collections=local, use_resource=True)
+                        functools.partial(tf.zeros, shape, dtype),
+                        dtype=dtype,
+                        trainable=False,
+                        name=v.name.split(":")[0],
+                        collections=local,
+                        use_resource=True,
+                    )
                     state[2][v.ref()] = acc
                 accs.append(acc)
         return state[1], accs
@@ -175,11 +210,23 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
         return self._optimizer.variables(*args, **kwargs)
 
 
-def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
-                         device_sparse="", compression=Compression.none, sparse_as_dense=False,
-                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
-                         average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=None, scale_local_gradients=True):
+def DistributedOptimizer(
+    optimizer,
+    name=None,
+    use_locking=False,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    sparse_as_dense=False,
+    backward_passes_per_step=1,
+    op=Average,
+    gradient_predivide_factor=1.0,
+    average_aggregated_gradients=False,
+    num_groups=0,
+    groups=None,
+    process_set=None,
+    scale_local_gradients=True,
+):
     """Wraps an optimizer so that its gradients are averaged (op) across ranks before they are
     applied: a tf.compat.v1.train.Optimizer, or a Keras optimizer (then the result is
     horovod.tensorflow.keras.DistributedOptimizer's, still an instance of its class).
@@ -192,19 +239,38 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     _ops._check_not_adasum(op)
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         if int(backward_passes_per_step) < 1:
-            raise ValueError("backward_passes_per_step must be >= 1, got "
-                             f"{backward_passes_per_step}")
-        options = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
-                       gradient_predivide_factor=gradient_predivide_factor,
-                       groups=groups or num_groups, name=name or "DistributedOptimizer")
-        return _DistributedOptimizerV1(optimizer, name, use_locking, options,
-                                       backward_passes_per_step, average_aggregated_gradients)
+            raise ValueError(
+                f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}"
+            )
+        options = dict(
+            op=op,
+            compression=compression,
+            sparse_as_dense=sparse_as_dense,
+            gradient_predivide_factor=gradient_predivide_factor,
+            groups=groups or num_groups,
+            name=name or "DistributedOptimizer",
+        )
+        return _DistributedOptimizerV1(
+            optimizer,
+            name,
+            use_locking,
+            options,
+            backward_passes_per_step,
+            average_aggregated_gradients,
+        )
     # Keras' optimizer lives a floor up; importing it here, not at the top, keeps
     # `import horovod.tensorflow` from importing Keras.
     from horovod.tensorflow.keras import optimizer as keras_optimizer
+
     return keras_optimizer.DistributedOptimizer(
-        optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,
-        gradient_predivide_factor=gradient_predivide_factor, op=op,
+        optimizer,
+        name=name,
+        compression=compression,
+        sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor,
+        op=op,
         backward_passes_per_step=backward_passes_per_step,
-        average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
-        groups=groups)
+        average_aggregated_gradients=average_aggregated_gradients,
+        num_groups=num_groups,
+        groups=groups,
+    )

@@ -4,6 +4,7 @@ both DistributedOptimizers (tf.compat.v1 and Keras) call it, and nothing else re
 A step's dense gradients go out as one grouped allreduce per dtype (per group, if `groups` is
 given): one negotiation and one fused collective instead of one op per gradient.
 """
+
 import tensorflow as tf
 
 from horovod.common import basics as _b
@@ -46,9 +47,16 @@ def _groups_of(variables, groups):
 
 
 @tf.autograph.experimental.do_not_convert
-def reduce_gradients(grads, variables, op=Average, compression=Compression.none,
-                     sparse_as_dense=False, gradient_predivide_factor=1.0, groups=None,
-                     name="DistributedGradients"):
+def reduce_gradients(
+    grads,
+    variables,
+    op=Average,
+    compression=Compression.none,
+    sparse_as_dense=False,
+    gradient_predivide_factor=1.0,
+    groups=None,
+    name="DistributedGradients",
+):
     """Allreduces a list of gradients (None entries stay None) across ranks."""
     _ops._check_not_adasum(op)
     if _b.size() == 1:

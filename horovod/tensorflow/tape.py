@@ -1,4 +1,5 @@
 """DistributedGradientTape: a tf.GradientTape whose gradient() reduces across ranks."""
+
 import tensorflow as tf
 
 from horovod.tensorflow import mpi_ops as _ops
@@ -11,8 +12,13 @@ class _DistributedGradientTape(tf.GradientTape):
     """A GradientTape whose gradient() returns gradients reduced across ranks. Built from the
     user's tape (same recorded operations), so it stays an instance of its class."""
 
-    def gradient(self, target, sources, output_gradients=None,
-                 unconnected_gradients=tf.UnconnectedGradients.NONE):
+    def gradient(
+        self,
+        target,
+        sources,
+        output_gradients=None,
+        unconnected_gradients=tf.UnconnectedGradients.NONE,
+    ):
         grads = super().gradient(target, sources, output_gradients, unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat = tf.nest.flatten(grads, expand_composites=False)
@@ -20,18 +26,31 @@ class _DistributedGradientTape(tf.GradientTape):
         return tf.nest.pack_sequence_as(grads, reduced)
 
 
-def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
-                            compression=Compression.none, sparse_as_dense=False, op=Average,
-                            gradient_predivide_factor=1.0, num_groups=0, groups=None,
-                            process_set=None, scale_local_gradients=True):
+def DistributedGradientTape(
+    gradtape,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    sparse_as_dense=False,
+    op=Average,
+    gradient_predivide_factor=1.0,
+    num_groups=0,
+    groups=None,
+    process_set=None,
+    scale_local_gradients=True,
+):
     """Wraps a tf.GradientTape so that tape.gradient() averages (op) the gradients across
     ranks, in one grouped allreduce per dtype."""
     _ops._check_process_set(process_set)
     cls = type(gradtape.__class__.__name__, (_DistributedGradientTape, gradtape.__class__), {})
     tape = cls.__new__(cls)
     tape.__dict__.update(gradtape.__dict__)
-    tape._hvd_options = dict(op=op, compression=compression, sparse_as_dense=sparse_as_dense,
-                             gradient_predivide_factor=gradient_predivide_factor,
-                             groups=groups or num_groups,
-                             name="DistributedGradientTape")
+    tape._hvd_options = dict(
+        op=op,
+        compression=compression,
+        sparse_as_dense=sparse_as_dense,
+        gradient_predivide_factor=gradient_predivide_factor,
+        groups=groups or num_groups,
+        name="DistributedGradientTape",
+    )
     return tape

@@ -1,5 +1,6 @@
 """Cluster tests: real compose clusters of horovod:<tag> containers (tests/support/compose.py).
 Every cluster is taken down (with its key volumes) when its tests end."""
+
 import pytest
 
 from tests.support.compose import TIMINGS, make_cluster

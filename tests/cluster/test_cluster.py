@@ -1,5 +1,6 @@
 """A healthy compose cluster (2 and 3 workers, 2 slots each): horovodrun's preflight, every
 collective and dtype across containers, and the training example with identical weights."""
+
 import ipaddress
 import os
 import re
@@ -11,7 +12,9 @@ from tests.support.paths import ROOT
 
 def test_launcher_wrote_the_hostfile(cluster):
     out, _ = cluster.run_ok("cat $HOROVOD_HOSTFILE")
-    assert out.splitlines() == [f"{cluster.worker(i)} slots=2" for i in range(1, cluster.workers + 1)]
+    assert out.splitlines() == [
+        f"{cluster.worker(i)} slots=2" for i in range(1, cluster.workers + 1)
+    ]
 
 
 def test_selftest_across_containers(cluster):
@@ -20,12 +23,28 @@ def test_selftest_across_containers(cluster):
     assert f"selftest on {n} rank(s): all checks passed" in out, out + err
     # The preflight: one ok line per worker with its address on the compose network, then
     # that network's subnet, chosen.
-    subnet = ipaddress.ip_network(subprocess.run(
-        ["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", cluster.network],
-        capture_output=True, text=True, check=True).stdout.strip())
+    subnet = ipaddress.ip_network(
+        subprocess.run(
+            [
+                "docker",
+                "network",
+                "inspect",
+                "-f",
+                "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
+                cluster.network,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     for i in range(1, cluster.workers + 1):
-        m = re.search(rf"^  ok    {cluster.worker(i)}  ssh [0-9.]+ s  horovod \S+  python 3\.11\.\d+  "
-                      rf"tensorflow \S+  open-mpi 4\.1\.\d+  /dev/shm 1\.0 GiB  eth0 (\S+)$", err, re.M)
+        m = re.search(
+            rf"^  ok    {cluster.worker(i)}  ssh [0-9.]+ s  horovod \S+  python 3\.11\.\d+  "
+            rf"tensorflow \S+  open-mpi 4\.1\.\d+  /dev/shm 1\.0 GiB  eth0 (\S+)$",
+            err,
+            re.M,
+        )
         assert m and ipaddress.ip_interface(m.group(1)).network == subnet, err
     assert f"  network: {subnet} (the subnet the host names resolve to; interface eth0)" in err, err
 
@@ -40,10 +59,15 @@ def test_every_dtype_across_containers(cluster):
 
 
 def test_training_example_across_containers(cluster):
-    out, err = cluster.run_ok("horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py "
-                              "--epochs 3", timeout=600)
-    rows = re.findall(r"^rank (\d+) on (\S+): test accuracy ([0-9.]+), [0-9,]+ samples/s, weights (\w+)$",
-                      out, re.M)
+    out, err = cluster.run_ok(
+        "horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py --epochs 3",
+        timeout=600,
+    )
+    rows = re.findall(
+        r"^rank (\d+) on (\S+): test accuracy ([0-9.]+), [0-9,]+ samples/s, weights (\w+)$",
+        out,
+        re.M,
+    )
     assert len(rows) == 2 * cluster.workers, out + err
     assert len({w for *_, w in rows}) == 1, f"ranks' weights differ:\n{out}"
     assert len({h for _, h, _, _ in rows}) == cluster.workers
@@ -53,11 +77,14 @@ def test_training_example_across_containers(cluster):
 def test_bring_up_to_first_allreduce():
     """`docker compose up` of 2 workers to the first allreduce across them, reported."""
     import time
+
     start = time.monotonic()
     c = make_cluster(2)
     try:
-        c.run_ok("horovodrun python -c 'import numpy as np, horovod.numpy as hvd; hvd.init(); "
-                 "assert hvd.allreduce(np.ones(4), op=hvd.Sum, name=\"first\")[0] == hvd.size()'")
+        c.run_ok(
+            "horovodrun python -c 'import numpy as np, horovod.numpy as hvd; hvd.init(); "
+            'assert hvd.allreduce(np.ones(4), op=hvd.Sum, name="first")[0] == hvd.size()\''
+        )
         total = time.monotonic() - start
     finally:
         c.down()
@@ -69,26 +96,46 @@ def _compose_up(project, cwd, extra_env, timeout=300):
     """Plain `docker compose up --abort-on-container-exit` from compose/, as a user runs it."""
     env = {**os.environ, "HOROVOD_IMAGE_TAG": TAG, **extra_env}
     try:
-        return subprocess.run(["docker", "compose", "-p", project, "up", "--abort-on-container-exit"],
-                              cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            ["docker", "compose", "-p", project, "up", "--abort-on-container-exit"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     finally:
-        subprocess.run(["docker", "compose", "-p", project, "down", "-v", "-t", "1"], cwd=cwd, env=env,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            ["docker", "compose", "-p", project, "down", "-v", "-t", "1"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
 
 
 def test_compose_up_returns_the_jobs_exit_code():
     """From inside compose/, default 2 workers: the launcher's command runs across them and
     `up --abort-on-container-exit` exits with its code."""
-    p = _compose_up("hvdtestup", ROOT / "compose", {
-        "HOROVOD_CLUSTER_COMMAND": "horovodrun python -c 'import horovod.numpy as hvd, sys; "
-                                   "hvd.init(); sys.exit(5 if hvd.size() == 4 else 1)'"})
+    p = _compose_up(
+        "hvdtestup",
+        ROOT / "compose",
+        {
+            "HOROVOD_CLUSTER_COMMAND": "horovodrun python -c 'import horovod.numpy as hvd, sys; "
+            "hvd.init(); sys.exit(5 if hvd.size() == 4 else 1)'"
+        },
+    )
     assert p.returncode == 5, p.stdout + p.stderr
-    assert re.search(r"cluster: 2 worker\(s\) in [0-9.]+ s: hvdtestup-worker-1 .*, hvdtestup-worker-2 ",
-                     p.stdout + p.stderr), p.stdout + p.stderr
+    assert re.search(
+        r"cluster: 2 worker\(s\) in [0-9.]+ s: hvdtestup-worker-1 .*, hvdtestup-worker-2 ",
+        p.stdout + p.stderr,
+    ), p.stdout + p.stderr
 
 
 def test_missing_image_says_how_to_build_it():
-    p = _compose_up("hvdtestmissing", ROOT / "compose", {"HOROVOD_IMAGE_TAG": "no-such-tag"}, timeout=120)
+    p = _compose_up(
+        "hvdtestmissing", ROOT / "compose", {"HOROVOD_IMAGE_TAG": "no-such-tag"}, timeout=120
+    )
     assert p.returncode != 0
     assert "never pulled. Run `make images`" in p.stdout + p.stderr, p.stdout + p.stderr
     assert "Pulling" not in p.stdout + p.stderr

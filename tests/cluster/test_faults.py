@@ -2,6 +2,7 @@
 paused mid-job, and preflight failures (no sshd, wrong port, wrong key, version skew, a name
 that does not resolve).  Every test asserts the message names the host or the ranks, and that
 nothing is left running on the surviving workers."""
+
 import re
 import subprocess
 import time
@@ -24,7 +25,9 @@ def pause(container):
     """docker pause, retried: the cgroup freezer can fail ('unable to freeze') while the
     container's processes are busy in the kernel."""
     for _ in range(10):
-        p = subprocess.run(["docker", "pause", container], capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            ["docker", "pause", container], capture_output=True, text=True, timeout=60
+        )
         if p.returncode == 0:
             return
         time.sleep(0.2)
@@ -77,7 +80,8 @@ def assert_stalled_worker_is_named(c, fault, undo, label):
 def test_disconnected_worker_fails_within_the_stall_bound(fresh_cluster):
     c = fresh_cluster
     assert_stalled_worker_is_named(
-        c, lambda w: docker("network", "disconnect", "-f", c.network, w), None, "cut off")
+        c, lambda w: docker("network", "disconnect", "-f", c.network, w), None, "cut off"
+    )
 
 
 def test_paused_worker_is_named_by_the_watchdog(fresh_cluster):
@@ -94,8 +98,9 @@ def pair():
 def preflight_fails(c, flags, host, *phrases, timeout=10):
     """horovodrun with flags fails its preflight within the bound, naming host and phrases,
     and starts nothing on the workers."""
-    rc, out, err, seconds = c.run(f"horovodrun --start-timeout {timeout} {flags} python /jobs/steps.py",
-                                  timeout=timeout + 30)
+    rc, out, err, seconds = c.run(
+        f"horovodrun --start-timeout {timeout} {flags} python /jobs/steps.py", timeout=timeout + 30
+    )
     assert rc == 3, f"rc={rc}\n{out}\n{err}"
     assert seconds < timeout + 5, f"preflight took {seconds:.1f} s, bound {timeout} s\n{err}"
     TIMINGS.append((f"preflight failure ({host}): horovodrun exited after", seconds))
@@ -109,37 +114,70 @@ def preflight_fails(c, flags, host, *phrases, timeout=10):
 
 def test_preflight_host_without_sshd(pair):
     name = f"{pair.project}-nosshd"
-    docker("run", "-d", "--rm", "--network", pair.network, "--name", name, f"horovod:{TAG}",
-           "sleep", "infinity")
+    docker(
+        "run",
+        "-d",
+        "--rm",
+        "--network",
+        pair.network,
+        "--name",
+        name,
+        f"horovod:{TAG}",
+        "sleep",
+        "infinity",
+    )
     try:
-        preflight_fails(pair, f"-H {pair.worker(1)}:2,{name}:2", name, "Connection refused",
-                        f"fix: start sshd on {name}")
+        preflight_fails(
+            pair,
+            f"-H {pair.worker(1)}:2,{name}:2",
+            name,
+            "Connection refused",
+            f"fix: start sshd on {name}",
+        )
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
 
 
 def test_preflight_wrong_ssh_port(pair):
-    err = preflight_fails(pair, "-p 2200", pair.worker(1), "port 2200: Connection refused",
-                          "-p/--ssh-port")
+    err = preflight_fails(
+        pair, "-p 2200", pair.worker(1), "port 2200: Connection refused", "-p/--ssh-port"
+    )
     assert re.search(rf"^  FAIL  {pair.worker(2)}\b", err, re.M)
 
 
 def test_preflight_wrong_key(pair):
     pair.run_ok("rm -f /tmp/other_key*; ssh-keygen -q -t ed25519 -N '' -f /tmp/other_key")
-    preflight_fails(pair, "-i /tmp/other_key", pair.worker(1), "Permission denied (publickey)",
-                    "fix: authorize /tmp/other_key")
+    preflight_fails(
+        pair,
+        "-i /tmp/other_key",
+        pair.worker(1),
+        "Permission denied (publickey)",
+        "fix: authorize /tmp/other_key",
+    )
 
 
 def test_preflight_version_mismatch(pair):
-    meta = "$(python -c 'import importlib.metadata as m; print(m.distribution(\"horovod\")._path)')/METADATA"
-    rc, out, err, _ = pair.exec(pair.worker(2), f"sed -i.orig 's/^Version: .*/Version: 0.0.9/' {meta}")
+    meta = (
+        "$(python -c 'import importlib.metadata as m; "
+        'print(m.distribution("horovod")._path)\')/METADATA'
+    )
+    rc, out, err, _ = pair.exec(
+        pair.worker(2), f"sed -i.orig 's/^Version: .*/Version: 0.0.9/' {meta}"
+    )
     assert rc == 0, err
     try:
-        preflight_fails(pair, "", pair.worker(2), "horovod 0.0.9 (launcher ", "run one image everywhere")
+        preflight_fails(
+            pair, "", pair.worker(2), "horovod 0.0.9 (launcher ", "run one image everywhere"
+        )
     finally:
         pair.exec(pair.worker(2), f"mv {meta}.orig {meta}")
 
 
 def test_preflight_unresolvable_host(pair):
-    preflight_fails(pair, f"-H {pair.worker(1)}:2,no-such-worker:2", "no-such-worker",
-                    "host name does not resolve", "check the name 'no-such-worker'")
+    preflight_fails(
+        pair,
+        f"-H {pair.worker(1)}:2,no-such-worker:2",
+        "no-such-worker",
+        "host name does not resolve",
+        "check the name 'no-such-worker'",
+    )

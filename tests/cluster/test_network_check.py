@@ -2,6 +2,7 @@
 throttled (tc tbf inside the worker, NET_ADMIN granted by this test's compose override only),
 a slower interface forced with --network-interface, a worker that stops answering mid-check;
 and the engine's end-of-job summary across containers."""
+
 import re
 import subprocess
 import time
@@ -10,7 +11,7 @@ import pytest
 
 from tests.support.compose import TIMINGS, make_cluster
 
-RATE_MBIT = 400                       # the throttle: 400 Mbit/s = 0.05 GB/s
+RATE_MBIT = 400  # the throttle: 400 Mbit/s = 0.05 GB/s
 RATE_GBS = RATE_MBIT / 8 / 1000
 
 
@@ -25,7 +26,7 @@ def matrix(out, title):
     i = next(k for k, line in enumerate(lines) if line.startswith(title))
     cols = lines[i + 1].split()
     cells = {}
-    for line in lines[i + 2:i + 2 + len(cols)]:
+    for line in lines[i + 2 : i + 2 + len(cols)]:
         row, *values = line.split()
         cells.update({(row, c): v for c, v in zip(cols, values)})
     return cells
@@ -42,16 +43,22 @@ def test_healthy_cluster_is_ok(cluster):
     for title in ("latency", "bandwidth"):
         cells = matrix(out, title)
         assert set(cells) == {(a, b) for a in workers for b in workers}, out
-        assert all(v != "-" for v in cells.values()), out  # every pair, and each host's shared memory
+        assert all(v != "-" for v in cells.values()), (
+            out
+        )  # every pair, and each host's shared memory
     assert "slow link" not in out and "warning" not in out, out
-    assert re.search(r"^verdict: OK: every link between hosts within 3x of the median", out, re.M), out
+    assert re.search(
+        r"^verdict: OK: every link between hosts within 3x of the median", out, re.M
+    ), out
     for size in ("4 KiB", "1 MiB", "64 MiB"):
         assert re.search(rf"^ +{size}: +[0-9.]+ us +[0-9.]+ GB/s$", out, re.M), out
 
 
 def throttle(c, worker, device="eth0"):
-    rc, out, err, _ = c.exec(worker, f"tc qdisc replace dev {device} root tbf rate {RATE_MBIT}mbit "
-                                     "burst 64kb latency 200ms")
+    rc, out, err, _ = c.exec(
+        worker,
+        f"tc qdisc replace dev {device} root tbf rate {RATE_MBIT}mbit burst 64kb latency 200ms",
+    )
     assert rc == 0, f"tc in {worker}: {out}{err}"
 
 
@@ -64,10 +71,24 @@ def netadmin3():
 
 def device_in(c, container, network):
     """The interface of container that is attached to the docker network."""
-    subnet = subprocess.run(["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}",
-                             network], capture_output=True, text=True, check=True).stdout.strip()
-    addr = subprocess.run(["docker", "inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{network}").IPAddress}}}}',
-                           container], capture_output=True, text=True, check=True).stdout.strip()
+    subnet = subprocess.run(
+        ["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", network],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    addr = subprocess.run(
+        [
+            "docker",
+            "inspect",
+            "-f",
+            f'{{{{(index .NetworkSettings.Networks "{network}").IPAddress}}}}',
+            container,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     rc, out, _, _ = c.exec(container, "ip -o -4 addr show")
     dev = next(line.split()[1] for line in out.splitlines() if f" {addr}/" in line)
     return dev, subnet
@@ -82,11 +103,15 @@ def test_throttled_worker_links_are_named(netadmin3):
         out, err = check(c, f"--network-interface {dev}")
     finally:
         c.exec(slow, f"tc qdisc del dev {dev} root")
-    named = re.findall(r"^slow link: (\S+) -> (\S+): ([0-9.]+) GB/s, median ([0-9.]+) GB/s$", out, re.M)
+    named = re.findall(
+        r"^slow link: (\S+) -> (\S+): ([0-9.]+) GB/s, median ([0-9.]+) GB/s$", out, re.M
+    )
     # tbf shapes what the worker sends: exactly its two outgoing links are slow.
     assert sorted((a, b) for a, b, _, _ in named) == [(slow, c.worker(1)), (slow, c.worker(2))], out
     for _, _, value, _ in named:
-        assert abs(gbs(value) - RATE_GBS) <= 0.3 * RATE_GBS, f"{value} GB/s vs the {RATE_GBS} GB/s throttle\n{out}"
+        assert abs(gbs(value) - RATE_GBS) <= 0.3 * RATE_GBS, (
+            f"{value} GB/s vs the {RATE_GBS} GB/s throttle\n{out}"
+        )
     assert re.search(rf"^verdict: WARN: 2 slow link\(s\).*most involved: {slow}\)", out, re.M), out
 
 
@@ -103,8 +128,12 @@ def test_faster_interface_is_named_when_a_slow_one_is_forced(netadmin3):
     finally:
         for w, (dev, _) in devices.items():
             c.exec(w, f"tc qdisc del dev {dev} root")
-    warnings = re.findall(r"^warning: (\S+): the job's interface \S+ \((\S+)\) carries [0-9.]+ GB/s, "
-                          r"but (\S+) \((\S+)\) carries [0-9.]+ GB/s: use --network-interface (\S+)$", out, re.M)
+    warnings = re.findall(
+        r"^warning: (\S+): the job's interface \S+ \((\S+)\) carries [0-9.]+ GB/s, "
+        r"but (\S+) \((\S+)\) carries [0-9.]+ GB/s: use --network-interface (\S+)$",
+        out,
+        re.M,
+    )
     assert {w[0] for w in warnings} == {c.worker(i) for i in (1, 2, 3)}, out
     assert all(w[1] == slow_net and w[3] == fast_net for w in warnings), out
     assert "verdict: WARN: a faster interface" in out, out
@@ -122,16 +151,24 @@ def test_a_worker_that_stops_answering_is_named(fresh_cluster):
     finally:
         subprocess.run(["docker", "unpause", c.worker(2)], capture_output=True, timeout=60)
     assert rc != 0, job.output
-    assert re.search(rf"rank [23] on {c.worker(2)} (did not answer|stopped sending) within 7 s", job.output), job.output
+    assert re.search(
+        rf"rank [23] on {c.worker(2)} (did not answer|stopped sending) within 7 s", job.output
+    ), job.output
 
 
 def test_end_of_job_summary_across_containers(cluster):
     """10 allreduces of 1 MiB: the summary counts exactly 10 MiB reduced per rank."""
-    job = ("python -c 'import numpy as np, horovod.numpy as hvd; hvd.init(); "
-           "[hvd.allreduce(np.ones(1 << 18, np.float32), name=\"s%d\" % i) for i in range(10)]'")
+    job = (
+        "python -c 'import numpy as np, horovod.numpy as hvd; hvd.init(); "
+        '[hvd.allreduce(np.ones(1 << 18, np.float32), name="s%d" % i) for i in range(10)]\''
+    )
     out, err = cluster.run_ok(f"horovodrun {job}")
     n = 2 * cluster.workers
-    assert re.search(rf"^\[horovod summary\] {n} ranks on {cluster.workers} hosts, .*: .*; "
-                     rf"{10 << 20} bytes reduced per rank", err, re.M), err
+    assert re.search(
+        rf"^\[horovod summary\] {n} ranks on {cluster.workers} hosts, .*: .*; "
+        rf"{10 << 20} bytes reduced per rank",
+        err,
+        re.M,
+    ), err
     out, err = cluster.run_ok(f"HOROVOD_SUMMARY=0 horovodrun {job}")
     assert "[horovod summary]" not in out + err

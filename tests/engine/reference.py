@@ -1,20 +1,28 @@
 """NumPy inputs and references that every rank computes itself, for the engine's scenarios:
 every rank regenerates all ranks' inputs from per-rank seeds, so it can check any result."""
+
 import numpy as np
 
 import horovod.numpy as hvd
 
 try:
     import ml_dtypes
+
     BF16 = np.dtype(ml_dtypes.bfloat16)
 except ImportError:  # the tests' requirements install it; without it bfloat16 is not covered
     BF16 = None
 
-DTYPES = [np.dtype(t) for t in ("uint8", "int8", "int32", "int64", "float16", "float32",
-                                "float64")] + ([BF16] if BF16 is not None else [])
+DTYPES = [
+    np.dtype(t) for t in ("uint8", "int8", "int32", "int64", "float16", "float32", "float64")
+] + ([BF16] if BF16 is not None else [])
 SHAPES = [(1,), (17,), (5, 3), (3, 2, 4), (100003,)]
-OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
-       "product": hvd.Product}
+OPS = {
+    "sum": hvd.Sum,
+    "average": hvd.Average,
+    "min": hvd.Min,
+    "max": hvd.Max,
+    "product": hvd.Product,
+}
 
 
 def is_float(dt):
@@ -62,5 +70,7 @@ def check(got, want, dt, what):
         ok = np.allclose(g, want, rtol=tol, atol=tol * 4)
     else:
         ok = np.array_equal(g, want.astype(dt).astype(np.float64))
-    assert ok, f"{what}: max abs error {np.max(np.abs(g - want))}\n got {got.ravel()[:8]}\n want {want.ravel()[:8]}"
-
+    assert ok, (
+        f"{what}: max abs error {np.max(np.abs(g - want))}\n"
+        f" got {got.ravel()[:8]}\n want {want.ravel()[:8]}"
+    )

@@ -5,17 +5,30 @@ tests/support/scenario.py ("OK <NAME> rank=<r>" after each that passes).
 Each scenario checks results against a NumPy reference that every rank can compute itself
 (reference.py), so any failed check raises on the rank that sees it.
 """
+
 import sys
 
 import horovod.numpy as hvd
-from tests.engine import (scenarios_collectives, scenarios_errors, scenarios_frontend,
-                          scenarios_hardening, scenarios_lifecycle, scenarios_observability,
-                          scenarios_summary)
+from tests.engine import (
+    scenarios_collectives,
+    scenarios_errors,
+    scenarios_frontend,
+    scenarios_hardening,
+    scenarios_lifecycle,
+    scenarios_observability,
+    scenarios_summary,
+)
 from tests.support import scenario
 
-SCENARIOS = scenario.collect(scenarios_collectives, scenarios_errors, scenarios_frontend,
-                             scenarios_hardening, scenarios_lifecycle, scenarios_observability,
-                             scenarios_summary)
+SCENARIOS = scenario.collect(
+    scenarios_collectives,
+    scenarios_errors,
+    scenarios_frontend,
+    scenarios_hardening,
+    scenarios_lifecycle,
+    scenarios_observability,
+    scenarios_summary,
+)
 
 if __name__ == "__main__":
     scenario.main(SCENARIOS, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown)

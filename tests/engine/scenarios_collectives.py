@@ -1,5 +1,6 @@
 """Every collective x dtype x 1-3 dims x reduce op against NumPy, submission order, the cached
 steady state, fusion (test_collectives.py)."""
+
 import hashlib
 import time
 
@@ -31,10 +32,19 @@ def sc_allreduce():
     for dt in [d for d in DTYPES if is_float(d)]:
         for shape in ((33,), (20001,)):
             x = make(r, shape, dt)
-            got = hvd.allreduce(x, op=hvd.Average, name=f"ar/scale/{dt.name}/{shape[0]}",
-                                prescale_factor=0.5, postscale_factor=3.0)
-            want = reference([make(q, shape, dt).astype(np.float64) * 0.5 for q in range(n)],
-                             "average", dt) * 3.0
+            got = hvd.allreduce(
+                x,
+                op=hvd.Average,
+                name=f"ar/scale/{dt.name}/{shape[0]}",
+                prescale_factor=0.5,
+                postscale_factor=3.0,
+            )
+            want = (
+                reference(
+                    [make(q, shape, dt).astype(np.float64) * 0.5 for q in range(n)], "average", dt
+                )
+                * 3.0
+            )
             check(got, want, dt, f"scale {dt} {shape}")
     for name, dt, shape, op, h in cases:
         got = hvd.synchronize(h)
@@ -77,7 +87,7 @@ def sc_alltoall():
             for q in range(n):
                 sq = splits_of(q)
                 xq = make(q, (sum(sq),) + tail, dt)
-                parts.append(xq[sum(sq[:r]):sum(sq[:r + 1])])
+                parts.append(xq[sum(sq[:r]) : sum(sq[: r + 1])])
             assert list(recv) == [splits_of(q)[r] for q in range(n)], f"received splits {recv}"
             check(got, np.concatenate(parts).astype(np.float64), dt, f"alltoall {dt} {tail}")
     got, recv = hvd.alltoall(np.arange(2 * n, dtype=np.float32) + 100 * r, name="a2a/even")
@@ -94,7 +104,7 @@ def sc_reducescatter():
                 full = reference([make(q, shape, dt, op) for q in range(n)], op, dt)
                 rows = [shape[0] // n + (1 if q < shape[0] % n else 0) for q in range(n)]
                 start = sum(rows[:r])
-                check(got, full[start:start + rows[r]], dt, f"reducescatter {dt} {shape} {op}")
+                check(got, full[start : start + rows[r]], dt, f"reducescatter {dt} {shape} {op}")
 
 
 def sc_grouped():
@@ -102,16 +112,23 @@ def sc_grouped():
     xs = [make(r, (i * 10 + 1,), np.dtype(np.float32), salt=i) for i in range(20)]
     outs = hvd.grouped_allreduce(xs, op=hvd.Sum, name="grp")
     for i, got in enumerate(outs):
-        want = reference([make(q, (i * 10 + 1,), np.dtype(np.float32), salt=i) for q in range(n)],
-                         "sum", np.dtype(np.float32))
+        want = reference(
+            [make(q, (i * 10 + 1,), np.dtype(np.float32), salt=i) for q in range(n)],
+            "sum",
+            np.dtype(np.float32),
+        )
         check(got, want, np.dtype(np.float32), f"grouped {i}")
     # Large enough for the ring: fused through the fusion buffer, averaged and postscaled on
     # each rank's own segment.
     for dt in (np.dtype(np.float64), np.dtype(np.int32)):
         shapes = [(700 + 13 * i,) for i in range(12)]
         xs = [make(r, s, dt, salt=i) for i, s in enumerate(shapes)]
-        outs = hvd.grouped_allreduce(xs, op=hvd.Average, name=f"grp/ring/{dt.name}",
-                                     postscale_factor=2.0 if is_float(dt) else 1.0)
+        outs = hvd.grouped_allreduce(
+            xs,
+            op=hvd.Average,
+            name=f"grp/ring/{dt.name}",
+            postscale_factor=2.0 if is_float(dt) else 1.0,
+        )
         for i, got in enumerate(outs):
             want = reference([make(q, shapes[i], dt, salt=i) for q in range(n)], "average", dt)
             check(got, want * (2.0 if is_float(dt) else 1.0), dt, f"grouped ring {dt} {i}")
@@ -125,8 +142,9 @@ def sc_order():
     np.random.default_rng(r).shuffle(order)
     handles = {}
     for i in order:
-        handles[i] = hvd.allreduce_async(np.full(64, i * (r + 1), np.int64), op=hvd.Sum,
-                                         name=names[i])
+        handles[i] = hvd.allreduce_async(
+            np.full(64, i * (r + 1), np.int64), op=hvd.Sum, name=names[i]
+        )
         if i % 7 == r:
             time.sleep(0.002)
     for i in range(30):
@@ -138,8 +156,10 @@ def sc_steady():
     """Same names every step (the cached fast path), then a legal shape change on all ranks."""
     r, n = hvd.rank(), hvd.size()
     for step in range(200):
-        hs = [hvd.allreduce_async(np.full(8 + i, step + r, np.float64), op=hvd.Sum, name=f"w{i}")
-              for i in range(5)]
+        hs = [
+            hvd.allreduce_async(np.full(8 + i, step + r, np.float64), op=hvd.Sum, name=f"w{i}")
+            for i in range(5)
+        ]
         for h in hs:
             got = hvd.synchronize(h)
             assert (got == n * step + n * (n - 1) / 2).all(), f"step {step}: {got}"
@@ -164,4 +184,3 @@ def sc_fusion_digest():
     outs += hvd.grouped_allreduce(xs, op=hvd.Average, name="fzg")
     digest = hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()
     print(f"DIGEST rank={r} {digest}")
-

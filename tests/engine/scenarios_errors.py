@@ -1,5 +1,6 @@
 """Bad input fails with a named error on every rank; a lost, stopped or exiting rank never hangs
 the others (test_errors.py, test_hardening.py)."""
+
 import os
 import signal
 import sys
@@ -16,39 +17,99 @@ def sc_mismatch():
     odd = [q for q in range(n) if q % 2]
     even = [q for q in range(n) if q % 2 == 0]
     err = hvd.HorovodMismatchError
-    expect_error(lambda: hvd.allreduce(np.ones(4, np.float32 if r % 2 else np.float64),
-                                       name="mm/dtype"),
-                 err, "mm/dtype", "data types", f"{even}", f"{odd}", "float32", "float64")
-    expect_error(lambda: hvd.allreduce(np.ones(4 + r % 2), name="mm/shape"),
-                 err, "mm/shape", "shapes", f"{odd}", "[5]", "[4]")
-    expect_error(lambda: hvd.broadcast(np.ones(3), root_rank=r % 2, name="mm/root"),
-                 err, "mm/root", "root", f"{odd}")
-    expect_error(lambda: hvd.allreduce(np.ones(3), op=hvd.Sum if r % 2 else hvd.Max, name="mm/op"),
-                 err, "mm/op", "reduction operations", "Sum", "Max")
-    expect_error(lambda: (hvd.allreduce if r % 2 else hvd.allgather)(np.ones(3), name="mm/kind"),
-                 err, "mm/kind", "operations", "ALLREDUCE", "ALLGATHER")
-    expect_error(lambda: hvd.allgather(np.ones((2, 2 + r % 2)), name="mm/ag"),
-                 err, "mm/ag", "first", f"{odd}")
-    expect_error(lambda: hvd.allreduce(np.ones(2), prescale_factor=1.0 + r % 2, name="mm/scale"),
-                 err, "mm/scale", "prescale")
+    expect_error(
+        lambda: hvd.allreduce(np.ones(4, np.float32 if r % 2 else np.float64), name="mm/dtype"),
+        err,
+        "mm/dtype",
+        "data types",
+        f"{even}",
+        f"{odd}",
+        "float32",
+        "float64",
+    )
+    expect_error(
+        lambda: hvd.allreduce(np.ones(4 + r % 2), name="mm/shape"),
+        err,
+        "mm/shape",
+        "shapes",
+        f"{odd}",
+        "[5]",
+        "[4]",
+    )
+    expect_error(
+        lambda: hvd.broadcast(np.ones(3), root_rank=r % 2, name="mm/root"),
+        err,
+        "mm/root",
+        "root",
+        f"{odd}",
+    )
+    expect_error(
+        lambda: hvd.allreduce(np.ones(3), op=hvd.Sum if r % 2 else hvd.Max, name="mm/op"),
+        err,
+        "mm/op",
+        "reduction operations",
+        "Sum",
+        "Max",
+    )
+    expect_error(
+        lambda: (hvd.allreduce if r % 2 else hvd.allgather)(np.ones(3), name="mm/kind"),
+        err,
+        "mm/kind",
+        "operations",
+        "ALLREDUCE",
+        "ALLGATHER",
+    )
+    expect_error(
+        lambda: hvd.allgather(np.ones((2, 2 + r % 2)), name="mm/ag"),
+        err,
+        "mm/ag",
+        "first",
+        f"{odd}",
+    )
+    expect_error(
+        lambda: hvd.allreduce(np.ones(2), prescale_factor=1.0 + r % 2, name="mm/scale"),
+        err,
+        "mm/scale",
+        "prescale",
+    )
     # Cached, then one rank changes shape: the cache entry is invalidated, the error is named.
     for _ in range(3):
         hvd.allreduce(np.ones(6), name="mm/cached")
-    expect_error(lambda: hvd.allreduce(np.ones(6 + (r == n - 1)), name="mm/cached"),
-                 err, "mm/cached", f"[{n - 1}]")
+    expect_error(
+        lambda: hvd.allreduce(np.ones(6 + (r == n - 1)), name="mm/cached"),
+        err,
+        "mm/cached",
+        f"[{n - 1}]",
+    )
     # Local argument errors, before any negotiation.
-    expect_error(lambda: hvd.broadcast(np.ones(2), root_rank=n, name="mm/badroot"), ValueError,
-                 "mm/badroot", "root")
-    expect_error(lambda: hvd.alltoall(np.ones(4), splits=[1] * (n + 1), name="mm/splits"),
-                 ValueError, "mm/splits", "split")
+    expect_error(
+        lambda: hvd.broadcast(np.ones(2), root_rank=n, name="mm/badroot"),
+        ValueError,
+        "mm/badroot",
+        "root",
+    )
+    expect_error(
+        lambda: hvd.alltoall(np.ones(4), splits=[1] * (n + 1), name="mm/splits"),
+        ValueError,
+        "mm/splits",
+        "split",
+    )
     expect_error(lambda: hvd.allgather(np.float32(1), name="mm/scalar"), ValueError, "scalar")
-    expect_error(lambda: hvd.allreduce(np.ones(2, np.complex64), name="mm/cplx"), ValueError,
-                 "mm/cplx", "complex64")
+    expect_error(
+        lambda: hvd.allreduce(np.ones(2, np.complex64), name="mm/cplx"),
+        ValueError,
+        "mm/cplx",
+        "complex64",
+    )
     # A name only this rank has submitted stays in flight until the others submit it, which
     # they do only after the barrier-like allreduce that every rank joins after its check.
     mine = hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}")
-    expect_error(lambda: hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}"), ValueError,
-                 f"mm/dup/{r}", "already in flight")
+    expect_error(
+        lambda: hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}"),
+        ValueError,
+        f"mm/dup/{r}",
+        "already in flight",
+    )
     hvd.allreduce(np.ones(1), name="mm/dup/checked")
     others = [hvd.allreduce_async(np.ones(2), name=f"mm/dup/{q}") for q in range(n) if q != r]
     for h in [mine] + others:
@@ -65,8 +126,12 @@ def sc_early_exit():
     if r == 1:
         print(f"OK early_exit rank={r}", flush=True)
         sys.exit(0)
-    expect_error(lambda: hvd.allreduce(np.ones(2), name="after-exit"), hvd.HorovodShutdownError,
-                 "[1]", "shut")
+    expect_error(
+        lambda: hvd.allreduce(np.ones(2), name="after-exit"),
+        hvd.HorovodShutdownError,
+        "[1]",
+        "shut",
+    )
 
 
 def sc_killed():
@@ -109,15 +174,20 @@ def sc_gpu_claim():
     build's: no GPU operations (CPU build), no GPU visible (GPU build, no GPU), or not in the
     GPU's memory (GPU build on a GPU)."""
     from horovod import _core
-    r, n = hvd.rank(), hvd.size()
+
+    n = hvd.size()
     x = np.ones(4, np.float32)
 
     def submit():
         h = _core.enqueue(0, ["gpu/claim"], [x], None, int(hvd.Sum), 0, 1.0, 1.0, [], device=0)
         _core.wait(h, 60.0)
 
-    msg = expect_error(submit, ValueError, "Invalid arguments for tensor 'gpu/claim'", sys.argv[2],
-                       *[f"on rank {q}:" for q in range(n)])
+    msg = expect_error(
+        submit,
+        ValueError,
+        "Invalid arguments for tensor 'gpu/claim'",
+        sys.argv[2],
+        *[f"on rank {q}:" for q in range(n)],
+    )
     assert msg.count(sys.argv[2]) == n, msg
     assert hvd.allreduce(np.ones(2), op=hvd.Sum, name="gpu/after")[0] == n
-

@@ -1,5 +1,6 @@
 """Frontend scenarios (horovod.numpy and its bindings), run on every rank under mpirun by
 test_frontend.py (through scenarios.py)."""
+
 import sys
 import threading
 import time
@@ -43,52 +44,65 @@ def sc_byteorder():
         for shape in ((5,), (100003,)):  # direct exchange and ring
             x = swapped(make(r, shape, dt))
             keep = x.copy()
-            got = hvd.synchronize(hvd.allreduce_async(x, op=hvd.Sum,
-                                                      name=f"bo/ar/{dt.name}/{shape[0]}"))
-            check(got, reference([make(q, shape, dt) for q in range(n)], "sum", dt), dt,
-                  f"allreduce {dt} {shape}")
+            got = hvd.synchronize(
+                hvd.allreduce_async(x, op=hvd.Sum, name=f"bo/ar/{dt.name}/{shape[0]}")
+            )
+            check(
+                got,
+                reference([make(q, shape, dt) for q in range(n)], "sum", dt),
+                dt,
+                f"allreduce {dt} {shape}",
+            )
             assert np.array_equal(x, keep) and x.dtype == keep.dtype, "input changed"
         for root in range(n):
-            got = hvd.broadcast(swapped(make(r, (7, 3), dt)), root_rank=root,
-                                name=f"bo/bc/{dt.name}/{root}")
+            got = hvd.broadcast(
+                swapped(make(r, (7, 3), dt)), root_rank=root, name=f"bo/bc/{dt.name}/{root}"
+            )
             check(got, make(root, (7, 3), dt).astype(np.float64), dt, f"broadcast {dt}")
         got = hvd.allgather(swapped(make(r, (r + 1, 2), dt)), name=f"bo/ag/{dt.name}")
         want = np.concatenate([make(q, (q + 1, 2), dt) for q in range(n)])
         check(got, want.astype(np.float64), dt, f"allgather {dt}")
         splits = [(r + d) % 3 for d in range(n)]
-        got, recv = hvd.alltoall(swapped(make(r, (sum(splits),), dt)),
-                                 splits=swapped(np.array(splits, np.int64)),
-                                 name=f"bo/a2a/{dt.name}")
+        got, recv = hvd.alltoall(
+            swapped(make(r, (sum(splits),), dt)),
+            splits=swapped(np.array(splits, np.int64)),
+            name=f"bo/a2a/{dt.name}",
+        )
         parts = []
         for q in range(n):
             sq = [(q + d) % 3 for d in range(n)]
-            parts.append(make(q, (sum(sq),), dt)[sum(sq[:r]):sum(sq[:r + 1])])
+            parts.append(make(q, (sum(sq),), dt)[sum(sq[:r]) : sum(sq[: r + 1])])
         check(got, np.concatenate(parts).astype(np.float64), dt, f"alltoall {dt}")
         shape = (2 * n + 1, 3)
         got = hvd.reducescatter(swapped(make(r, shape, dt)), op=hvd.Sum, name=f"bo/rs/{dt.name}")
         full = reference([make(q, shape, dt) for q in range(n)], "sum", dt)
         rows = [shape[0] // n + (1 if q < shape[0] % n else 0) for q in range(n)]
-        check(got, full[sum(rows[:r]):sum(rows[:r + 1])], dt, f"reducescatter {dt}")
+        check(got, full[sum(rows[:r]) : sum(rows[: r + 1])], dt, f"reducescatter {dt}")
     # A group mixing both byte orders, including a ring-sized member.
     shapes = [(3,), (40000,), (5, 2)]
     xs = [make(r, s, np.dtype(np.float64), salt=i) for i, s in enumerate(shapes)]
-    outs = hvd.grouped_allreduce([xs[0], swapped(xs[1]), swapped(xs[2])], op=hvd.Sum,
-                                 name="bo/grp")
+    outs = hvd.grouped_allreduce([xs[0], swapped(xs[1]), swapped(xs[2])], op=hvd.Sum, name="bo/grp")
     for i, got in enumerate(outs):
-        want = reference([make(q, shapes[i], np.dtype(np.float64), salt=i) for q in range(n)],
-                         "sum", np.dtype(np.float64))
+        want = reference(
+            [make(q, shapes[i], np.dtype(np.float64), salt=i) for q in range(n)],
+            "sum",
+            np.dtype(np.float64),
+        )
         check(got, want, np.dtype(np.float64), f"grouped {i}")
     # An output cannot be converted behind the caller's back: the binding refuses it.
     x = np.ones(4)
-    expect_named(lambda: hvd.allreduce(x, name="bo/out", out=swapped(np.zeros(4))),
-                 "bo/out", "byte order")
+    expect_named(
+        lambda: hvd.allreduce(x, name="bo/out", out=swapped(np.zeros(4))), "bo/out", "byte order"
+    )
     big = swapped(np.ones(4))
-    expect_named(lambda: hvd.allreduce(big, name="bo/inplace", out=big), "bo/inplace",
-                 "byte order")
+    expect_named(lambda: hvd.allreduce(big, name="bo/inplace", out=big), "bo/inplace", "byte order")
     # The binding's own check, for a caller that skips the frontend's conversion.
     lib = hvd._b._lib()
-    expect_named(lambda: lib.enqueue(0, ["bo/raw"], [swapped(np.ones(3))], None, 0, 0, 1.0, 1.0,
-                                     []), "bo/raw", "byte order")
+    expect_named(
+        lambda: lib.enqueue(0, ["bo/raw"], [swapped(np.ones(3))], None, 0, 0, 1.0, 1.0, []),
+        "bo/raw",
+        "byte order",
+    )
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="bo/after") == n).all()
 
 
@@ -160,9 +174,9 @@ def sc_dropped_handles():
             outs.append((i, np.zeros(elems)))
             hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}", out=outs[-1][1])
         elif i % 100 == 0:  # dropped once done
-            h = hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")
-            wait_for(lambda: hvd.poll(h), f"dh/{i}")
-            del h
+            dropped = hvd.allreduce_async(x, op=hvd.Sum, name=f"dh/{i}")
+            wait_for(lambda: hvd.poll(dropped), f"dh/{i}")
+            del dropped
         elif i % 90 == 0:  # a dropped group
             hvd.grouped_allreduce_async([x, x[:10]], op=hvd.Sum, name=f"dh/{i}")
         else:  # dropped while pending
@@ -176,12 +190,15 @@ def sc_dropped_handles():
     for i, out in outs:
         assert np.array_equal(out, np.full(elems, n * i + ranks_sum)), f"dropped dh/{i}: {out[:3]}"
     grown = rss_mb() - base
-    print(f"RSS rank={r} base={base:.1f} MB grown={grown:.1f} MB over {count} dropped handles",
-          flush=True)
+    print(
+        f"RSS rank={r} base={base:.1f} MB grown={grown:.1f} MB over {count} dropped handles",
+        flush=True,
+    )
     assert grown < 50, f"RSS grew {grown:.1f} MB over {count} dropped 40 KB allreduces"
     # A synchronized handle is released by synchronize() alone: a second call is a clear error,
     # and collecting it frees nothing twice.
-    expect_named(lambda: hvd.synchronize(h), f"'dh/{kept[-1][0]}'", "already synchronized")
+    # (h bound as a default: ruff reads a closure over a name deleted just below as undefined.)
+    expect_named(lambda h=h: hvd.synchronize(h), f"'dh/{kept[-1][0]}'", "already synchronized")
     del h, kept
     assert lib.live_handles() == 0
     # Handles still pending at shutdown (names no other rank submits) and dropped: shutdown
@@ -209,10 +226,9 @@ def sc_bad_args():
         "ba/post": lambda nm: hvd.allreduce(x, name=nm, postscale_factor=None),
         "ba/grp-pre": lambda nm: hvd.grouped_allreduce([x, x], name=nm, prescale_factor="x"),
         "ba/rs-post": lambda nm: hvd.reducescatter(x, name=nm, postscale_factor=[1.0, 2.0]),
-        "ba/split-float": lambda nm: hvd.alltoall(x, splits=[1.5] + [2.5] + [0] * (n - 2),
-                                                  name=nm),
+        "ba/split-float": lambda nm: hvd.alltoall(x, splits=[1.5] + [2.5] + [0] * (n - 2), name=nm),
         "ba/split-2**64": lambda nm: hvd.alltoall(x, splits=[2**64] + [0] * (n - 1), name=nm),
-        "ba/split-neg": lambda nm: hvd.alltoall(x, splits=[-2**63 - 1] + [0] * (n - 1), name=nm),
+        "ba/split-neg": lambda nm: hvd.alltoall(x, splits=[-(2**63) - 1] + [0] * (n - 1), name=nm),
         "ba/split-str": lambda nm: hvd.alltoall(x, splits=["a"] * n, name=nm),
         "ba/split-none": lambda nm: hvd.alltoall(x, splits=[None] * n, name=nm),
         "ba/split-ragged": lambda nm: hvd.alltoall(x, splits=[[1], [1, 2]], name=nm),
@@ -240,11 +256,17 @@ def sc_bad_args():
     # Legal spellings: numpy integers and floats, ints as scale factors, int64-sized splits.
     got = hvd.broadcast(np.full(2, r + 1.0), root_rank=np.int64(n - 1), name="ba/ok/root")
     assert (got == n).all(), got
-    got = hvd.allreduce(np.ones(2), op=hvd.Sum, name="ba/ok/scale", prescale_factor=np.float32(2),
-                        postscale_factor=3)
+    got = hvd.allreduce(
+        np.ones(2),
+        op=hvd.Sum,
+        name="ba/ok/scale",
+        prescale_factor=np.float32(2),
+        postscale_factor=3,
+    )
     assert (got == 6 * n).all(), got
-    got, recv = hvd.alltoall(np.arange(n, dtype=np.float32), splits=np.ones(n, np.uint8),
-                             name="ba/ok/splits")
+    got, recv = hvd.alltoall(
+        np.arange(n, dtype=np.float32), splits=np.ones(n, np.uint8), name="ba/ok/splits"
+    )
     assert list(recv) == [1] * n and got.tolist() == [float(r)] * n, (got, recv)
     assert hvd._splits("ba/ok/max", [2**63 - 1, -1]) == [2**63 - 1, -1]
     assert hvd._splits("ba/ok/2d", np.ones((1, n), np.int32)) == [1] * n
@@ -283,8 +305,11 @@ def sc_threads():
     assert loser[0] == "error" and isinstance(loser[1], ValueError), loser
     assert f"'th/{r}'" in str(loser[1]) and "already being synchronized" in str(loser[1]), loser
     hvd.allreduce(np.ones(1), name="th/barrier")
-    others = [hvd.allreduce_async(np.full(3, r + 1.0), op=hvd.Sum, name=f"th/{q}")
-              for q in range(n) if q != r]
+    others = [
+        hvd.allreduce_async(np.full(3, r + 1.0), op=hvd.Sum, name=f"th/{q}")
+        for q in range(n)
+        if q != r
+    ]
     for t in threads:
         t.join(timeout=60)
         assert not t.is_alive(), "a waiter hung"
@@ -303,17 +328,20 @@ def sc_threads():
     except TimeoutError as e:
         assert f"to/{r}" in str(e), e
     box = []
-    t = threading.Thread(target=lambda: box.append(
-        raises(TimeoutError, lambda: hvd.synchronize(h, timeout=0.2))))
+    t = threading.Thread(
+        target=lambda: box.append(raises(TimeoutError, lambda: hvd.synchronize(h, timeout=0.2)))
+    )
     t.start()
     t.join(timeout=60)
     assert box and f"to/{r}" in str(box[0]), box
     assert hvd.poll(h) is False
     expect_named(lambda: hvd.synchronize(h, timeout="soon"), f"'to/{r}'", "timeout")
     hvd.allreduce(np.ones(1), name="to/barrier")
-    others = [hvd.allreduce_async(np.full(2, r + 1.0), op=hvd.Sum, name=f"to/{q}")
-              for q in range(n) if q != r]
+    others = [
+        hvd.allreduce_async(np.full(2, r + 1.0), op=hvd.Sum, name=f"to/{q}")
+        for q in range(n)
+        if q != r
+    ]
     assert hvd.synchronize(h).tolist() == [n * (n + 1) / 2] * 2
     for o in others:
         hvd.synchronize(o)
-

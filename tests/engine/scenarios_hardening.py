@@ -1,5 +1,6 @@
 """Sizes from user input that overflow, zero-width rows, integer averages that must not wrap,
 a long op that progresses, groups of many tensors (test_hardening.py)."""
+
 import sys
 import time
 
@@ -15,16 +16,31 @@ def sc_size_overflow():
     r, n = hvd.rank(), hvd.size()
     big = 2**63 - 1
     splits = [big, big] + [8] * (n - 2) if r == 0 else [6 // n + (q < 6 % n) for q in range(n)]
-    expect_error(lambda: hvd.alltoall(np.arange(6.0), splits=splits, name="ovf/a2a"),
-                 ValueError, "ovf/a2a", "on rank 0", "split")
+    expect_error(
+        lambda: hvd.alltoall(np.arange(6.0), splits=splits, name="ovf/a2a"),
+        ValueError,
+        "ovf/a2a",
+        "on rank 0",
+        "split",
+    )
     # Rows of zero bytes cost no memory, so first dimensions near 2**62 are legal inputs whose
     # totals overflow: every rank's allgather output, and rank 0's alltoall output.
-    expect_error(lambda: hvd.allgather(np.empty((2**62, 0), np.uint8), name="ovf/ag"),
-                 ValueError, "ovf/ag", "int64")
+    expect_error(
+        lambda: hvd.allgather(np.empty((2**62, 0), np.uint8), name="ovf/ag"),
+        ValueError,
+        "ovf/ag",
+        "int64",
+    )
     x = 2**62 + 2**61
-    expect_error(lambda: hvd.alltoall(np.empty((x, 0), np.uint8), splits=[x] + [0] * (n - 1),
-                                      name="ovf/a2a-recv"),
-                 ValueError, "ovf/a2a-recv", "output of rank 0", "int64")
+    expect_error(
+        lambda: hvd.alltoall(
+            np.empty((x, 0), np.uint8), splits=[x] + [0] * (n - 1), name="ovf/a2a-recv"
+        ),
+        ValueError,
+        "ovf/a2a-recv",
+        "output of rank 0",
+        "int64",
+    )
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="ovf/after") == n).all()
 
 
@@ -45,13 +61,16 @@ def sc_int_average():
     r, n = hvd.rank(), hvd.size()
     for dt, v in ((np.uint8, 200), (np.int8, -100), (np.int8, 100), (np.int32, 2**31 - 1)):
         for count in (5, 100003):
-            got = hvd.allreduce(np.full(count, v, dt), op=hvd.Average, name=f"ia/{dt.__name__}/{v}/{count}")
+            got = hvd.allreduce(
+                np.full(count, v, dt), op=hvd.Average, name=f"ia/{dt.__name__}/{v}/{count}"
+            )
             assert got.dtype == dt and (got == v).all(), (dt, v, count, got[:4])
     # Ranks differ: values 250 - rank average to the truncated mean.
     got = hvd.allreduce(np.full(7, 250 - r, np.uint8), op=hvd.Average, name="ia/mixed")
     assert (got == int(sum(250 - q for q in range(n)) / n)).all(), got
-    outs = hvd.grouped_allreduce([np.full(3000 + i, 255, np.uint8) for i in range(4)],
-                                 op=hvd.Average, name="ia/group")
+    outs = hvd.grouped_allreduce(
+        [np.full(3000 + i, 255, np.uint8) for i in range(4)], op=hvd.Average, name="ia/group"
+    )
     assert all((o == 255).all() and o.dtype == np.uint8 for o in outs)
     got = hvd.reducescatter(np.full((2 * n, 3), 255, np.uint8), op=hvd.Average, name="ia/rs")
     assert got.shape == (2, 3) and (got == 255).all(), got
@@ -75,10 +94,10 @@ def sc_many_tensors():
     count = int(sys.argv[2])
     for step in range(2):
         start = time.perf_counter()
-        outs = hvd.grouped_allreduce([np.full(2, i % 100 + r, np.float32) for i in range(count)],
-                                     op=hvd.Sum, name="many")
+        outs = hvd.grouped_allreduce(
+            [np.full(2, i % 100 + r, np.float32) for i in range(count)], op=hvd.Sum, name="many"
+        )
         elapsed = time.perf_counter() - start
         for i in (0, count // 2, count - 1):
             assert (outs[i] == n * (i % 100) + n * (n - 1) / 2).all(), (i, outs[i])
         print(f"ELAPSED rank={r} step={step} {elapsed:.3f}")
-

@@ -1,5 +1,6 @@
 """Topology, init on mpi4py communicators, configuration errors at init, log lines during init
 (test_lifecycle.py, test_hardening.py, test_summary.py)."""
+
 import sys
 
 import numpy as np
@@ -22,6 +23,7 @@ def sc_topology():
 def sc_subcomm():
     """init(comm=...) with an mpi4py communicator: even and odd world ranks form two jobs."""
     from mpi4py import MPI
+
     world = MPI.COMM_WORLD
     sub = world.Split(world.rank % 2, world.rank)
     hvd.init(comm=sub)
@@ -33,6 +35,7 @@ def sc_subcomm():
 def sc_reinit_other_comm():
     """init(comm=other) while running on another communicator raises; the same one is a no-op."""
     from mpi4py import MPI
+
     world = MPI.COMM_WORLD
     hvd.init(comm=world)  # congruent with the running engine's: fine
     sub = world.Split(world.rank % 2, world.rank)
@@ -61,7 +64,8 @@ def sc_config_error():
 def sc_log_rank():
     """A warning logged during init (MPI below MPI_THREAD_SERIALIZED) carries the rank."""
     import mpi4py
+
     mpi4py.rc.thread_level = "single"
     from mpi4py import MPI  # noqa: F401  (initializes MPI at the single thread level)
-    hvd.init()
 
+    hvd.init()

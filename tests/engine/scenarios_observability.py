@@ -1,4 +1,5 @@
 """The timeline and the stall inspector (test_observability.py)."""
+
 import time
 
 import numpy as np
@@ -9,7 +10,7 @@ from tests.support.scenario import expect_error
 
 def sc_timeline():
     r = hvd.rank()
-    for step in range(3):
+    for _step in range(3):
         hvd.grouped_allreduce([np.ones(100), np.ones(50)], op=hvd.Sum, name="tl")
         hvd.allreduce(np.ones(10), name="tl/single")
         hvd.allreduce(np.ones(100000), name="tl/big")  # above the direct-exchange size: ring
@@ -32,9 +33,13 @@ def sc_stall_shutdown():
     r = hvd.rank()
     if r == 1:
         time.sleep(5)  # never submits 'stall/never' in time
-        expect_error(lambda: hvd.allreduce(np.ones(2), name="stall/late"),
-                     hvd.HorovodShutdownError, "stall")
+        expect_error(
+            lambda: hvd.allreduce(np.ones(2), name="stall/late"), hvd.HorovodShutdownError, "stall"
+        )
     else:
-        expect_error(lambda: hvd.allreduce(np.ones(2), name="stall/never"),
-                     hvd.HorovodShutdownError, "stall/never", "[1]")
-
+        expect_error(
+            lambda: hvd.allreduce(np.ones(2), name="stall/never"),
+            hvd.HorovodShutdownError,
+            "stall/never",
+            "[1]",
+        )

@@ -1,6 +1,7 @@
 """Jobs of known size for the end-of-job summary (HOROVOD_SUMMARY), run on every rank under
 mpirun by test_summary.py (through scenarios.py); the summary itself is printed by rank 0's
 engine at hvd.shutdown()."""
+
 import time
 
 import numpy as np
@@ -16,8 +17,9 @@ def sc_known_job():
     for i in range(10):
         got = hvd.allreduce(np.full(MIB_FLOAT32, r + 1, np.float32), op=hvd.Sum, name=f"sum/{i}")
         assert (got == n * (n + 1) / 2).all(), got[:4]
-    outs = hvd.grouped_allreduce([np.full(1000, r + i, np.float64) for i in range(4)], op=hvd.Sum,
-                                 name="sum/group")
+    outs = hvd.grouped_allreduce(
+        [np.full(1000, r + i, np.float64) for i in range(4)], op=hvd.Sum, name="sum/group"
+    )
     for i, got in enumerate(outs):
         assert (got == n * i + n * (n - 1) / 2).all(), (i, got[:4])
     got = hvd.broadcast(np.full(10, r, np.int32), root_rank=0, name="sum/bcast")
@@ -34,4 +36,3 @@ def sc_straggler():
             time.sleep(0.2)
         got = hvd.allreduce(np.ones(1000, np.float32), op=hvd.Sum, name=f"step/{i}")
         assert (got == n).all(), got[:4]
-

@@ -1,4 +1,5 @@
 """Every collective x dtype x 1-3 dims x reduce op against NumPy, on 2 and 3 ranks."""
+
 import re
 
 import pytest
@@ -8,8 +9,19 @@ from tests.support.mpi import ENGINE
 SMALL_CHUNKS = {"HOROVOD_RING_CHUNK_BYTES": "4096"}  # many pipelined chunks per ring step
 
 
-@pytest.mark.parametrize("scenario", ["allreduce", "allgather", "broadcast", "alltoall",
-                                      "reducescatter", "grouped", "order", "steady"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "allreduce",
+        "allgather",
+        "broadcast",
+        "alltoall",
+        "reducescatter",
+        "grouped",
+        "order",
+        "steady",
+    ],
+)
 def test_collective(world, scenario):
     ENGINE.run_ok(world, scenario, env=SMALL_CHUNKS)
 

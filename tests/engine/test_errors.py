@@ -1,4 +1,5 @@
 """Bad input fails with a named error on every rank; a lost rank never hangs the others."""
+
 import re
 
 from tests.support import mpi
@@ -14,12 +15,14 @@ def test_gpu_tensor_in_a_cpu_build_is_refused_on_every_rank(world):
 
 
 def test_op_before_init_is_a_value_error():
-    code = ("import numpy as np, horovod.numpy as hvd\n"
-            "for f in (lambda: hvd.allreduce(np.ones(2)), hvd.rank, hvd.size):\n"
-            "    try: f()\n"
-            "    except ValueError as e: assert 'hvd.init()' in str(e), e\n"
-            "    else: raise SystemExit('no error')\n"
-            "print('fine')\n")
+    code = (
+        "import numpy as np, horovod.numpy as hvd\n"
+        "for f in (lambda: hvd.allreduce(np.ones(2)), hvd.rank, hvd.size):\n"
+        "    try: f()\n"
+        "    except ValueError as e: assert 'hvd.init()' in str(e), e\n"
+        "    else: raise SystemExit('no error')\n"
+        "print('fine')\n"
+    )
     p = mpi.python(code, timeout=60)
     assert p.returncode == 0 and "fine" in p.stdout, p.stdout + p.stderr
 
@@ -44,7 +47,9 @@ def test_stopped_rank_is_named_and_the_job_ends(world):
     assert rc != 0, out + err
     blocked = [ln for ln in err.splitlines() if "has been blocked for" in ln]
     assert blocked, err
-    assert any("RING_ALLREDUCE of tensor 'stop/big'" in ln and "rank 1" in ln for ln in blocked), err
+    assert any("RING_ALLREDUCE of tensor 'stop/big'" in ln and "rank 1" in ln for ln in blocked), (
+        err
+    )
     assert "Aborting the job" in err, err
 
 

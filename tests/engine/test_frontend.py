@@ -1,4 +1,5 @@
 """The NumPy frontend and its bindings under real MPI ranks (scenarios_frontend.py)."""
+
 import re
 
 from tests.support.mpi import ENGINE

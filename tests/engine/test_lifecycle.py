@@ -1,4 +1,5 @@
 """Topology, init on an mpi4py communicator, and the self-test entry point."""
+
 from tests.support import mpi
 from tests.support.mpi import ENGINE
 

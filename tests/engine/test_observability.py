@@ -1,4 +1,5 @@
 """Timeline file and stall inspector."""
+
 import json
 
 from tests.support.mpi import ENGINE
@@ -12,9 +13,17 @@ def test_timeline_is_valid_chrome_trace(tmp_path, world):
     rows = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert {"tl.0", "tl.1", "tl/single", "tl/big", "tl/bcast"} <= set(rows.values())
     names = [e["name"] for e in events]
-    for span in ("NEGOTIATE_ALLREDUCE", "ALLREDUCE", "RING_ALLREDUCE", "DIRECT_ALLREDUCE",
-                 "MEMCPY_IN_FUSION_BUFFER",
-                 "MEMCPY_OUT_FUSION_BUFFER", "NEGOTIATE_BROADCAST", "BROADCAST", "MPI_BCAST"):
+    for span in (
+        "NEGOTIATE_ALLREDUCE",
+        "ALLREDUCE",
+        "RING_ALLREDUCE",
+        "DIRECT_ALLREDUCE",
+        "MEMCPY_IN_FUSION_BUFFER",
+        "MEMCPY_OUT_FUSION_BUFFER",
+        "NEGOTIATE_BROADCAST",
+        "BROADCAST",
+        "MPI_BCAST",
+    ):
         assert span in names, f"{span} missing"
     ticks = {e["name"] for e in events if e["ph"] == "X"}
     assert {str(r) for r in range(world)} <= ticks, "one negotiation tick per rank"

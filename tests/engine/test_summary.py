@@ -1,4 +1,5 @@
 """The end-of-job communication summary rank 0 prints at shutdown (HOROVOD_SUMMARY)."""
+
 import re
 
 from tests.support.mpi import ENGINE, ok_ranks
@@ -11,7 +12,7 @@ KNOWN_COLLECTIVES = 10 + 1 + 1 + 1  # the group runs as one fused allreduce
 
 
 def summary(err):
-    return [ln[len(PREFIX):] for ln in err.splitlines() if ln.startswith(PREFIX)]
+    return [ln[len(PREFIX) :] for ln in err.splitlines() if ln.startswith(PREFIX)]
 
 
 def percent(text, label):
@@ -28,8 +29,11 @@ def test_summary_of_a_known_job(world):
     # One block, from one rank: the job line, the time line, the slowest-rank line.
     assert len(lines) == 3, err
     job, times, slowest = lines
-    m = re.fullmatch(rf"{world} ranks on 1 host, [\d.]+ s: (\d+) collectives \((\d+) tensors\); "
-                     r"(\d+) bytes reduced per rank \(10\.0 MiB\)", job)
+    m = re.fullmatch(
+        rf"{world} ranks on 1 host, [\d.]+ s: (\d+) collectives \((\d+) tensors\); "
+        r"(\d+) bytes reduced per rank \(10\.0 MiB\)",
+        job,
+    )
     assert m, job
     collectives, tensors, reduced = map(int, m.groups())
     assert reduced == KNOWN_BYTES_REDUCED, job
@@ -38,8 +42,11 @@ def test_summary_of_a_known_job(world):
     assert percent(times, "time in collectives") > 0, times
     percent(times, r"\(plus negotiation")
     assert re.search(r"median over ranks; allreduce bus bandwidth [\d.e-]+ GB/s$", times), times
-    assert re.fullmatch(r"slowest rank: \d on \S+ \(waited [\d.]+ % of its time in collectives "
-                        r"and negotiation, median [\d.]+ %\): .+", slowest), slowest
+    assert re.fullmatch(
+        r"slowest rank: \d on \S+ \(waited [\d.]+ % of its time in collectives "
+        r"and negotiation, median [\d.]+ %\): .+",
+        slowest,
+    ), slowest
 
 
 def test_summary_off_prints_nothing(world):
@@ -53,14 +60,23 @@ def test_summary_level_2_has_a_line_per_rank(world):
     per_rank = [ln for ln in lines if ln.startswith("rank ")]
     assert len(lines) == 3 + world and lines[3:] == per_rank, err
     for r, ln in enumerate(per_rank):  # in rank order
-        assert re.fullmatch(rf"rank {r} on \S+: \d+ collectives, {KNOWN_BYTES_REDUCED} bytes "
-                            r"reduced, collectives [\d.]+ % \(plus negotiation [\d.]+ %\), "
-                            r"allreduce busbw [\d.e-]+ GB/s", ln), ln
+        assert re.fullmatch(
+            rf"rank {r} on \S+: \d+ collectives, {KNOWN_BYTES_REDUCED} bytes "
+            r"reduced, collectives [\d.]+ % \(plus negotiation [\d.]+ %\), "
+            r"allreduce busbw [\d.e-]+ GB/s",
+            ln,
+        ), ln
 
 
 def test_bad_summary_value_is_refused_at_init():
-    rc, out, err = ENGINE.launch(2, "config_error", "HOROVOD_SUMMARY='5'", "integer in [0, 2]",
-                                 env={"HOROVOD_SUMMARY": "5"}, timeout=60)
+    rc, out, err = ENGINE.launch(
+        2,
+        "config_error",
+        "HOROVOD_SUMMARY='5'",
+        "integer in [0, 2]",
+        env={"HOROVOD_SUMMARY": "5"},
+        timeout=60,
+    )
     assert rc == 0 and ok_ranks(out, "config_error") == {0, 1}, out + err
     assert "[horovod summary]" not in err, err
 

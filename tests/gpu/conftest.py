@@ -4,6 +4,7 @@ NCCL collectives run only where a GPU is visible and are skipped, saying why, el
 process runs from the GPU build's copy (tests/support/mpi.py, site=GPU_SITE), so `import horovod`
 finds it and not the source tree, and has a hard timeout: a hang fails the test.
 """
+
 import pytest
 
 from tests.support import mpi
@@ -20,8 +21,12 @@ def site():
 @pytest.fixture(scope="session")
 def gpu_count(site):
     """(number of visible GPUs, the engine's reason if none)."""
-    p = mpi.python("from horovod import _core\ntry: print(_core.gpu_device_count())\n"
-                   "except Exception as e: print(0); print(e)", site=site, tf=True)
+    p = mpi.python(
+        "from horovod import _core\ntry: print(_core.gpu_device_count())\n"
+        "except Exception as e: print(0); print(e)",
+        site=site,
+        tf=True,
+    )
     lines = p.stdout.splitlines()
     assert p.returncode == 0 and lines, p.stderr
     return int(lines[0]), "\n".join(lines[1:])

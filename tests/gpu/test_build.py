@@ -1,5 +1,6 @@
 """The GPU build on any machine: it links the pinned NCCL and CUDA runtime, reports them, keeps
 every CPU collective working, and refuses GPU work with a clear error when no GPU is visible."""
+
 import re
 import subprocess
 
@@ -18,7 +19,9 @@ def version_code(v, major_scale=1000, minor_scale=10):  # "12.9" -> 12090
 
 
 def test_engine_links_pinned_nccl_and_cudart(site):
-    ldd = subprocess.run(["ldd", str(site / "horovod" / "libhorovod_core.so")], capture_output=True, text=True)
+    ldd = subprocess.run(
+        ["ldd", str(site / "horovod" / "libhorovod_core.so")], capture_output=True, text=True
+    )
     libs = dict(re.findall(r"^\s*(\S+) => (.*)$", ldd.stdout, re.M))
     assert "not found" not in ldd.stdout, ldd.stdout
     assert "nvidia/nccl/lib/libnccl.so.2" in libs.get("libnccl.so.2", ""), ldd.stdout
@@ -26,9 +29,13 @@ def test_engine_links_pinned_nccl_and_cudart(site):
 
 
 def test_build_info_reports_linked_versions(site):
-    p = mpi.python("import horovod.tensorflow as hvd, horovod.common.basics as b\n"
-                   "i = b.build_info(); print(hvd.nccl_built(), hvd.cuda_built(), i['cuda_runtime_version'], i['gpu_operations'])",
-                   site=site, tf=True)
+    p = mpi.python(
+        "import horovod.tensorflow as hvd, horovod.common.basics as b\n"
+        "i = b.build_info(); print(hvd.nccl_built(), hvd.cuda_built(), "
+        "i['cuda_runtime_version'], i['gpu_operations'])",
+        site=site,
+        tf=True,
+    )
     assert p.returncode == 0, p.stderr
     major, minor, patch = (int(x) for x in PINS["NCCL_VERSION"].split("."))
     want = f"{major * 10000 + minor * 100 + patch} True {version_code(PINS['CUDA_VERSION'])} NCCL"
@@ -36,19 +43,28 @@ def test_build_info_reports_linked_versions(site):
 
 
 def test_check_build_shows_nccl(site):
-    p = mpi.python("import sys; from horovod.runner.launch import main; sys.argv = ['horovodrun', '--check-build']; main()",
-                   site=site, tf=True)
+    p = mpi.python(
+        "import sys; from horovod.runner.launch import main; "
+        "sys.argv = ['horovodrun', '--check-build']; main()",
+        site=site,
+        tf=True,
+    )
     assert p.returncode == 0, p.stderr
     row = [line for line in p.stdout.splitlines() if "NCCL" in line]
     assert row and PINS["NCCL_VERSION"] in row[0] and "[X]" in row[0], p.stdout
 
 
 def test_tensorflow_ops_have_gpu_kernels(site):
-    p = mpi.python("import horovod.tensorflow\n"
-                   "from tensorflow.python.framework import kernels\n"
-                   "for op in ('HorovodAllreduce', 'HorovodAllgather', 'HorovodBroadcast', 'HorovodAlltoall', 'HorovodReducescatter'):\n"
-                   "    print(op, sorted({k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}))",
-                   site=site, tf=True)
+    p = mpi.python(
+        "import horovod.tensorflow\n"
+        "from tensorflow.python.framework import kernels\n"
+        "for op in ('HorovodAllreduce', 'HorovodAllgather', 'HorovodBroadcast', "
+        "'HorovodAlltoall', 'HorovodReducescatter'):\n"
+        "    print(op, sorted({k.device_type for k in "
+        "kernels.get_registered_kernels_for_op(op).kernel}))",
+        site=site,
+        tf=True,
+    )
     assert p.returncode == 0, p.stderr
     lines = [line for line in p.stdout.splitlines() if line.startswith("Horovod")]
     assert len(lines) == 5 and all(line.endswith("['CPU', 'GPU']") for line in lines), p.stdout

@@ -7,6 +7,7 @@ The graph of layers comes from images/layers, the file the Makefile builds from.
 $FLAVOUR (cpu, gpu) picks the chain: checks of a layer outside it (cuda on cpu) are deselected,
 checks marked `@pytest.mark.flavour("gpu")` are skipped on the other flavours.
 """
+
 import uuid
 
 import docker
@@ -14,20 +15,38 @@ import pytest
 import testinfra
 
 from tests.support import images
-from tests.support.images import (CHAIN, FLAVOUR, GRAPH, IMAGE_TAG, LATEST, PARENTS, PINS,
-                                  TEST_LABEL, TF_PACKAGE, Containers, ancestors, image_ref)
+from tests.support.images import (
+    CHAIN,
+    FLAVOUR,
+    GRAPH,
+    IMAGE_TAG,
+    LATEST,
+    PARENTS,
+    PINS,
+    TEST_LABEL,
+    TF_PACKAGE,
+    Containers,
+    ancestors,
+    image_ref,
+)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--image", default="all", choices=CHAIN + ["all"],
-                     help="image (layer) to test with its ancestors' checks, or all")
+    parser.addoption(
+        "--image",
+        default="all",
+        choices=CHAIN + ["all"],
+        help="image (layer) to test with its ancestors' checks, or all",
+    )
 
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "layer(name): check added by layer NAME; runs on it and its descendants")
+        "markers", "layer(name): check added by layer NAME; runs on it and its descendants"
+    )
     config.addinivalue_line(
-        "markers", "flavour(name): check only for the NAME flavour's images (skipped on the others)")
+        "markers", "flavour(name): check only for the NAME flavour's images (skipped on the others)"
+    )
 
 
 def pytest_report_header(config):
@@ -48,8 +67,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         flavour = item.get_closest_marker("flavour")
         if flavour and FLAVOUR not in flavour.args:
-            item.add_marker(pytest.mark.skip(
-                reason=f"{'/'.join(flavour.args)} flavour only (FLAVOUR={FLAVOUR})"))
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"{'/'.join(flavour.args)} flavour only (FLAVOUR={FLAVOUR})"
+                )
+            )
         cs = getattr(item, "callspec", None)
         if cs is None or "image" not in cs.params:
             keep.append(item)
@@ -83,7 +105,7 @@ def nvidia_wheels():
     wheels = {f"nvidia-nccl-{cu}": PINS["NCCL_VERSION"]}
     for key, value in PINS.items():
         if key.startswith("NVIDIA_") and key.endswith("_VERSION"):
-            name = key[len("NVIDIA_"):-len("_VERSION")].lower().replace("_", "-")
+            name = key[len("NVIDIA_") : -len("_VERSION")].lower().replace("_", "-")
             wheels[f"nvidia-{name}-{cu}"] = value
     return wheels
 

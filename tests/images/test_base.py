@@ -1,4 +1,5 @@
 """base: Debian, Python in /opt/venv, tini as init, the non-root user, tools for debugging."""
+
 import pytest
 
 pytestmark = pytest.mark.layer("base")
@@ -83,8 +84,10 @@ def test_key_scan_finds_planted_keys(containers, ref):
     """The scan above must not pass vacuously."""
     c = containers.start(ref)
     body = "QUJD" * 16
-    plant = (f"mkdir /tmp/k && printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\\n{body}\\n' >/tmp/k/a"
-             " && touch /tmp/k/ssh_host_rsa_key /tmp/k/harmless")
+    plant = (
+        f"mkdir /tmp/k && printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\\n{body}\\n' >/tmp/k/a"
+        " && touch /tmp/k/ssh_host_rsa_key /tmp/k/harmless"
+    )
     assert c.exec_run(["sh", "-c", plant]).exit_code == 0
     rc, out = c.exec_run(["python3", "-c", KEY_SCAN, "/tmp/k"])
     assert sorted(out.decode().split()) == ["/tmp/k/a", "/tmp/k/ssh_host_rsa_key"]

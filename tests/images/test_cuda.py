@@ -2,6 +2,7 @@
 their pins, found by the dynamic loader, and the environment the NVIDIA container runtime reads.
 Nothing here needs a GPU or a driver, and none is present where this runs: what a real GPU
 would exercise (kernels, NCCL over NVLink/PCIe) is not tested."""
+
 import re
 
 import pytest
@@ -13,14 +14,17 @@ SITE = "/opt/venv/lib/python3.11/site-packages"
 
 def test_nvidia_wheels_at_their_pins(host, nvidia_wheels):
     """Exactly the pinned set: nothing unpinned slipped in as a dependency."""
-    installed = {name.replace("_", "-").lower(): p["version"] for name, p in
-                 host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()
-                 if name.lower().startswith("nvidia")}
+    installed = {
+        name.replace("_", "-").lower(): p["version"]
+        for name, p in host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()
+        if name.lower().startswith("nvidia")
+    }
     assert installed == nvidia_wheels
 
 
-@pytest.mark.parametrize("soname,package", [("libcudart.so.12", "cuda_runtime"),
-                                            ("libnccl.so.2", "nccl")])
+@pytest.mark.parametrize(
+    "soname,package", [("libcudart.so.12", "cuda_runtime"), ("libnccl.so.2", "nccl")]
+)
 def test_loader_finds_the_wheels_libraries(host, run_ok, soname, package):
     """ldconfig's cache (not LD_LIBRARY_PATH) resolves them to the wheels in the venv."""
     cache = run_ok(host, "ldconfig -p")
@@ -39,21 +43,29 @@ def test_no_driver_in_the_image(host, run_ok):
 def test_versions_through_ctypes_without_a_gpu(host, pins, run_ok):
     """cudaRuntimeGetVersion and ncclGetVersion answer without a GPU or driver: 12090 for CUDA
     12.9, 23203 for NCCL 2.32.3."""
-    out = run_ok(host, "python -c 'import ctypes; v = ctypes.c_int(); "
-                       "ctypes.CDLL(\"libcudart.so.12\").cudaRuntimeGetVersion(ctypes.byref(v)); "
-                       "print(v.value); ctypes.CDLL(\"libnccl.so.2\").ncclGetVersion(ctypes.byref(v)); "
-                       "print(v.value)'")
+    out = run_ok(
+        host,
+        "python -c 'import ctypes; v = ctypes.c_int(); "
+        'ctypes.CDLL("libcudart.so.12").cudaRuntimeGetVersion(ctypes.byref(v)); '
+        'print(v.value); ctypes.CDLL("libnccl.so.2").ncclGetVersion(ctypes.byref(v)); '
+        "print(v.value)'",
+    )
     major, minor = map(int, pins["CUDA_VERSION"].split("."))
     n_major, n_minor, n_patch = map(int, pins["NCCL_VERSION"].split("."))
-    assert out.split() == [str(major * 1000 + minor * 10),
-                           str(n_major * 10000 + n_minor * 100 + n_patch)]
+    assert out.split() == [
+        str(major * 1000 + minor * 10),
+        str(n_major * 10000 + n_minor * 100 + n_patch),
+    ]
 
 
 def test_no_gpu_is_reported_not_crashed(host, run_ok):
     """Without a driver the runtime says so (cudaErrorInsufficientDriver, 35, or
     cudaErrorNoDevice, 100) instead of crashing the process."""
-    out = run_ok(host, "python -c 'import ctypes; n = ctypes.c_int(); "
-                       "print(ctypes.CDLL(\"libcudart.so.12\").cudaGetDeviceCount(ctypes.byref(n)))'")
+    out = run_ok(
+        host,
+        "python -c 'import ctypes; n = ctypes.c_int(); "
+        'print(ctypes.CDLL("libcudart.so.12").cudaGetDeviceCount(ctypes.byref(n)))\'',
+    )
     assert out in ("35", "100"), out
 
 
@@ -61,7 +73,10 @@ def test_nvidia_container_runtime_environment(inspect, pins):
     env = inspect["Env"]
     assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
     assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
-    assert (env["CUDA_VERSION"], env["NCCL_VERSION"]) == (pins["CUDA_VERSION"], pins["NCCL_VERSION"])
+    assert (env["CUDA_VERSION"], env["NCCL_VERSION"]) == (
+        pins["CUDA_VERSION"],
+        pins["NCCL_VERSION"],
+    )
     labels = inspect["Labels"]
     assert labels["io.horovod.cuda.version"] == pins["CUDA_VERSION"]
     assert labels["io.horovod.nccl.version"] == pins["NCCL_VERSION"]

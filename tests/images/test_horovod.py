@@ -1,5 +1,6 @@
 """horovod: our package, built in the builder stage, works under mpirun in the runtime image
 (GPU flavour: built with NCCL, checked as far as a machine without a GPU allows)."""
+
 import os
 import re
 
@@ -18,12 +19,16 @@ def test_check_build(host, pins, run_ok, flavour):
     assert re.search(r"\[X\]\s+Open MPI v" + re.escape(pins["OPENMPI_VERSION"]), rows["MPI"])
     assert "[ ]" in rows["Gloo"]
     if flavour == "gpu":
-        assert re.search(r"\[X\]\s+" + re.escape(pins["NCCL_VERSION"]) + "$", rows["NCCL"]), rows["NCCL"]
+        assert re.search(r"\[X\]\s+" + re.escape(pins["NCCL_VERSION"]) + "$", rows["NCCL"]), rows[
+            "NCCL"
+        ]
     else:
         assert "[ ]" in rows["NCCL"]
     tf_version = pins["TENSORFLOW_VERSION"]
-    assert re.search(rf"\[X\]\s+{re.escape(tf_version)} \(frontend built against {re.escape(tf_version)}\)$",
-                     rows["TensorFlow"]), rows["TensorFlow"]
+    assert re.search(
+        rf"\[X\]\s+{re.escape(tf_version)} \(frontend built against {re.escape(tf_version)}\)$",
+        rows["TensorFlow"],
+    ), rows["TensorFlow"]
     assert f"{pins['MPI4PY_VERSION']} installed" in rows["mpi4py"]
     # The image's ENV pins, echoed by check-build, agree with versions.env.
     keys = ["HOROVOD_VERSION", "OPENMPI_VERSION", "TENSORFLOW_VERSION", "PYTHON_VERSION"]
@@ -37,13 +42,17 @@ def test_engine_libraries_resolve(host, run_ok, flavour):
     ldd = run_ok(host, f"ldd {CORE}")
     assert "not found" not in ldd, ldd
     # normpath: the engine's RUNPATH is $ORIGIN/../nvidia/<lib>/lib
-    linked = {line.split()[0]: os.path.normpath(line.split()[2])
-              for line in ldd.splitlines() if " => " in line}
+    linked = {
+        line.split()[0]: os.path.normpath(line.split()[2])
+        for line in ldd.splitlines()
+        if " => " in line
+    }
     gpu_libs = {"libnccl.so.2": "nccl", "libcudart.so.12": "cuda_runtime"}
     if flavour == "gpu":
         for soname, package in gpu_libs.items():
             assert linked.get(soname, "").startswith(
-                f"/opt/venv/lib/python3.11/site-packages/nvidia/{package}/lib/"), ldd
+                f"/opt/venv/lib/python3.11/site-packages/nvidia/{package}/lib/"
+            ), ldd
     else:
         assert not set(gpu_libs) & set(linked), ldd
 
@@ -51,8 +60,9 @@ def test_engine_libraries_resolve(host, run_ok, flavour):
 def test_selftest_as_documented(client, ref):
     """`docker run --rm horovod:latest mpirun -np 2 python -m horovod.selftest`"""
     # containers.run raises ContainerError (with the output) on a non-zero exit.
-    client.containers.run(ref, ["mpirun", "-np", "2", "python", "-m", "horovod.selftest"],
-                          remove=True)
+    client.containers.run(
+        ref, ["mpirun", "-np", "2", "python", "-m", "horovod.selftest"], remove=True
+    )
 
 
 def test_selftest_through_horovodrun_as_mpiuser(user_host, run_ok):
@@ -62,17 +72,22 @@ def test_selftest_through_horovodrun_as_mpiuser(user_host, run_ok):
 def test_tensorflow_ops_across_two_ranks(host, run_ok):
     """The TF ops compiled in the builder load in the runtime and reduce across ranks, on the
     same engine as the NumPy frontend."""
-    code = ("import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'; import tensorflow as tf; "
-            "import horovod.tensorflow as hvd, horovod.numpy as hnp; hvd.init(); "
-            "t = hvd.allreduce(tf.fill([3], float(hvd.rank() + 1)), op=hvd.Sum); "
-            "a = hnp.allreduce(__import__('numpy').ones(3), op=hnp.Sum); "
-            "print('SUM', t.numpy().tolist(), a.tolist())")
+    code = (
+        "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'; import tensorflow as tf; "
+        "import horovod.tensorflow as hvd, horovod.numpy as hnp; hvd.init(); "
+        "t = hvd.allreduce(tf.fill([3], float(hvd.rank() + 1)), op=hvd.Sum); "
+        "a = hnp.allreduce(__import__('numpy').ones(3), op=hnp.Sum); "
+        "print('SUM', t.numpy().tolist(), a.tolist())"
+    )
     out = run_ok(host, f'horovodrun -np 2 python -c "{code}"')
     assert out.count("SUM [3.0, 3.0, 3.0] [2.0, 2.0, 2.0]") == 2, out
 
 
 def test_horovodrun_propagates_failure(host):
-    cmd = "horovodrun -np 2 python -c 'import os, sys; sys.exit(int(os.environ[\"OMPI_COMM_WORLD_RANK\"]) + 4)'"
+    cmd = (
+        "horovodrun -np 2 python -c "
+        "'import os, sys; sys.exit(int(os.environ[\"OMPI_COMM_WORLD_RANK\"]) + 4)'"
+    )
     assert host.run(cmd).rc in (4, 5)
 
 

@@ -1,33 +1,66 @@
 """Versions are reported three ways that must agree with versions.env: OCI/our labels, ENV, and
 what the software itself says (plus `horovodrun --check-build` in test_horovod.py)."""
+
 import pytest
 
 # What the CUDA runtime and NCCL say they are, through the dynamic loader (no GPU needed).
-CTYPES = ("python -c 'import ctypes; v = ctypes.c_int(); "
-          "assert ctypes.CDLL(\"{lib}\").{call}(ctypes.byref(v)) == 0; print({fmt})'")
+CTYPES = (
+    "python -c 'import ctypes; v = ctypes.c_int(); "
+    'assert ctypes.CDLL("{lib}").{call}(ctypes.byref(v)) == 0; print({fmt})\''
+)
 
 # pin -> (layer that sets it, label, shell command printing the installed version);
 # TF_PACKAGE stands for the flavour's TensorFlow wheel (tensorflow-cpu or tensorflow).
 PINNED = {
     "DEBIAN_VERSION": ("base", "io.horovod.debian.version", "cut -d. -f1 /etc/debian_version"),
-    "PYTHON_VERSION": ("base", "io.horovod.python.version",
-                       "python -c 'import platform; print(platform.python_version())'"),
-    "OPENMPI_VERSION": ("mpi", "io.horovod.openmpi.version",
-                        "mpirun --version | sed -n 's/^mpirun (Open MPI) //p'"),
-    "MPI4PY_VERSION": ("mpi", "io.horovod.mpi4py.version",
-                       "python -c 'import mpi4py; print(mpi4py.__version__)'"),
-    "NUMPY_VERSION": ("mpi", "io.horovod.numpy.version",
-                      "python -c 'import numpy; print(numpy.__version__)'"),
-    "CUDA_VERSION": ("cuda", "io.horovod.cuda.version", CTYPES.format(
-        lib="libcudart.so.12", call="cudaRuntimeGetVersion",
-        fmt="v.value // 1000, v.value % 1000 // 10, sep=\".\"")),
-    "NCCL_VERSION": ("cuda", "io.horovod.nccl.version", CTYPES.format(
-        lib="libnccl.so.2", call="ncclGetVersion",
-        fmt="v.value // 10000, v.value // 100 % 100, v.value % 100, sep=\".\"")),
-    "TENSORFLOW_VERSION": ("tensorflow", "io.horovod.tensorflow.version",
-                           "python -c 'import importlib.metadata as m; print(m.version(\"TF_PACKAGE\"))'"),
-    "HOROVOD_VERSION": ("horovod", "io.horovod.version",
-                        "python -c 'import horovod; print(horovod.__version__)'"),
+    "PYTHON_VERSION": (
+        "base",
+        "io.horovod.python.version",
+        "python -c 'import platform; print(platform.python_version())'",
+    ),
+    "OPENMPI_VERSION": (
+        "mpi",
+        "io.horovod.openmpi.version",
+        "mpirun --version | sed -n 's/^mpirun (Open MPI) //p'",
+    ),
+    "MPI4PY_VERSION": (
+        "mpi",
+        "io.horovod.mpi4py.version",
+        "python -c 'import mpi4py; print(mpi4py.__version__)'",
+    ),
+    "NUMPY_VERSION": (
+        "mpi",
+        "io.horovod.numpy.version",
+        "python -c 'import numpy; print(numpy.__version__)'",
+    ),
+    "CUDA_VERSION": (
+        "cuda",
+        "io.horovod.cuda.version",
+        CTYPES.format(
+            lib="libcudart.so.12",
+            call="cudaRuntimeGetVersion",
+            fmt='v.value // 1000, v.value % 1000 // 10, sep="."',
+        ),
+    ),
+    "NCCL_VERSION": (
+        "cuda",
+        "io.horovod.nccl.version",
+        CTYPES.format(
+            lib="libnccl.so.2",
+            call="ncclGetVersion",
+            fmt='v.value // 10000, v.value // 100 % 100, v.value % 100, sep="."',
+        ),
+    ),
+    "TENSORFLOW_VERSION": (
+        "tensorflow",
+        "io.horovod.tensorflow.version",
+        "python -c 'import importlib.metadata as m; print(m.version(\"TF_PACKAGE\"))'",
+    ),
+    "HOROVOD_VERSION": (
+        "horovod",
+        "io.horovod.version",
+        "python -c 'import horovod; print(horovod.__version__)'",
+    ),
 }
 
 
@@ -37,8 +70,9 @@ def _cases():
 
 
 @pytest.mark.parametrize("key,label,command", list(_cases()))
-def test_label_env_and_software_agree_with_pin(key, label, command, pins, inspect, host, run_ok,
-                                               tf_package):
+def test_label_env_and_software_agree_with_pin(
+    key, label, command, pins, inspect, host, run_ok, tf_package
+):
     command = command.replace("TF_PACKAGE", tf_package)
     assert inspect["Labels"].get(label) == pins[key], f"label {label}"
     assert inspect["Env"].get(key) == pins[key], f"ENV {key}"

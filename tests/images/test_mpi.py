@@ -1,4 +1,5 @@
 """mpi: Open MPI + mpi4py work as root and as mpiuser; sshd/ssh are configured for mpirun."""
+
 import time
 
 import pytest
@@ -6,9 +7,11 @@ import testinfra
 
 pytestmark = pytest.mark.layer("mpi")
 
-ALLREDUCE = ("from mpi4py import MPI; import numpy as np; c = MPI.COMM_WORLD; "
-             "a = np.full(1 << 20, c.rank + 1.0); c.Allreduce(MPI.IN_PLACE, a); "
-             "assert (a == c.size * (c.size + 1) / 2).all(); print(c.size)")
+ALLREDUCE = (
+    "from mpi4py import MPI; import numpy as np; c = MPI.COMM_WORLD; "
+    "a = np.full(1 << 20, c.rank + 1.0); c.Allreduce(MPI.IN_PLACE, a); "
+    "assert (a == c.size * (c.size + 1) / 2).all(); print(c.size)"
+)
 
 
 @pytest.mark.parametrize("package", ["openmpi-bin", "libopenmpi3"])
@@ -35,15 +38,19 @@ def test_allreduce_np2(host, user_host, run_ok, who):
 
 
 def test_np2_on_a_one_cpu_container(client, ref):
-    out = client.containers.run(ref, ["mpirun", "-np", "2", "python", "-c", ALLREDUCE],
-                                cpuset_cpus="0", remove=True)
+    out = client.containers.run(
+        ref, ["mpirun", "-np", "2", "python", "-c", ALLREDUCE], cpuset_cpus="0", remove=True
+    )
     assert out.decode().split() == ["2", "2"]
 
 
 def test_sshd_settings(host, run_ok):
     # `sshd -T` needs a host key: a throw-away one in /tmp, removed at once.
-    out = run_ok(host, "k=$(mktemp -u); ssh-keygen -q -t ed25519 -N '' -f $k && "
-                       "sshd -T -h $k; rc=$?; rm -f $k $k.pub; exit $rc")
+    out = run_ok(
+        host,
+        "k=$(mktemp -u); ssh-keygen -q -t ed25519 -N '' -f $k && "
+        "sshd -T -h $k; rc=$?; rm -f $k $k.pub; exit $rc",
+    )
     settings = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
     assert settings["port"] == "2222"
     assert settings["passwordauthentication"] == "no"

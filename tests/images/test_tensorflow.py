@@ -1,5 +1,6 @@
 """tensorflow: the pinned build (tensorflow-cpu, or the CUDA one for the GPU flavour) imports and
 computes (on the CPU: no GPU where this runs)."""
+
 import pytest
 
 pytestmark = pytest.mark.layer("tensorflow")
@@ -10,7 +11,11 @@ AND_CUDA = r"""
 import importlib.metadata as m
 from packaging.requirements import Requirement
 for req in map(Requirement, m.requires("tensorflow")):
-    if req.marker and req.marker.evaluate({"extra": "and-cuda"}) and not req.marker.evaluate({"extra": ""}):
+    if (
+        req.marker
+        and req.marker.evaluate({"extra": "and-cuda"})
+        and not req.marker.evaluate({"extra": ""})
+    ):
         try:
             version = m.version(req.name)
         except m.PackageNotFoundError:
@@ -20,8 +25,10 @@ for req in map(Requirement, m.requires("tensorflow")):
 
 
 def test_tensorflow_package(host, pins, tf_package):
-    packages = {name.replace("_", "-").lower(): p for name, p in
-                host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()}
+    packages = {
+        name.replace("_", "-").lower(): p
+        for name, p in host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()
+    }
     assert packages[tf_package]["version"] == pins["TENSORFLOW_VERSION"]
     # One TensorFlow wheel only: the CPU flavour never gets the CUDA one, nor the GPU one both.
     assert {"tensorflow", "tensorflow-cpu"} & set(packages) == {tf_package}
@@ -29,9 +36,12 @@ def test_tensorflow_package(host, pins, tf_package):
 
 
 def test_import_tensorflow(host, pins, run_ok, flavour):
-    out = run_ok(host, "TF_CPP_MIN_LOG_LEVEL=2 python -c 'import tensorflow as tf; "
-                       "print(tf.__version__, tf.test.is_built_with_cuda(), "
-                       "int(tf.reduce_sum(tf.ones([4, 4]))))'")
+    out = run_ok(
+        host,
+        "TF_CPP_MIN_LOG_LEVEL=2 python -c 'import tensorflow as tf; "
+        "print(tf.__version__, tf.test.is_built_with_cuda(), "
+        "int(tf.reduce_sum(tf.ones([4, 4]))))'",
+    )
     assert out.split()[-3:] == [pins["TENSORFLOW_VERSION"], str(flavour == "gpu"), "16"]
 
 
@@ -47,11 +57,15 @@ def test_cuda_parent_satisfies_tensorflow_and_cuda(container, nvidia_wheels):
 
 
 def test_numpy_kept_at_the_pin(host, pins, run_ok):
-    assert run_ok(host, "python -c 'import numpy; print(numpy.__version__)'") == pins["NUMPY_VERSION"]
+    assert (
+        run_ok(host, "python -c 'import numpy; print(numpy.__version__)'") == pins["NUMPY_VERSION"]
+    )
 
 
 def test_digits_data_set_ships_in_the_image(host, run_ok):
     # The examples train on it: it must load without a network.
-    out = run_ok(host, "python -c 'from sklearn.datasets import load_digits; "
-                       "print(load_digits().data.shape)'")
+    out = run_ok(
+        host,
+        "python -c 'from sklearn.datasets import load_digits; print(load_digits().data.shape)'",
+    )
     assert out.strip() == "(1797, 64)"

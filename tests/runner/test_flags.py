@@ -1,6 +1,7 @@
 """horovodrun's flag errors: every bad value is argparse's usage error naming the flag (exit 2),
 never a traceback. Knob flags are checked by the engine's own parser and bounds, so these
 tests need the engine built (`make test/runner` builds it)."""
+
 import subprocess
 import sys
 
@@ -22,13 +23,16 @@ def usage_error(argv, capsys, env=None):
     return lines[-1]
 
 
-@pytest.mark.parametrize("value", ["abc", "inf", "-inf", "nan", "-1", "65536.5", "1e6", "1e400",
-                                   ""])
+@pytest.mark.parametrize(
+    "value", ["abc", "inf", "-inf", "nan", "-1", "65536.5", "1e6", "1e400", ""]
+)
 def test_fusion_threshold_mb(value, capsys):
     # --flag=value: argparse takes a separate "-inf" for an option.
     line = usage_error([f"--fusion-threshold-mb={value}"], capsys)
-    assert line.startswith(f"horovodrun: error: argument --fusion-threshold-mb: {value!r} is not "
-                           "valid: expected a number of MB in [0, 65536]"), line
+    assert line.startswith(
+        f"horovodrun: error: argument --fusion-threshold-mb: {value!r} is not "
+        "valid: expected a number of MB in [0, 65536]"
+    ), line
 
 
 def test_fusion_threshold_mb_past_the_bound_quotes_the_engine(capsys):
@@ -37,35 +41,41 @@ def test_fusion_threshold_mb_past_the_bound_quotes_the_engine(capsys):
     assert "expected an integer in [0, 68719476736]" in line
 
 
-@pytest.mark.parametrize("flag,var,value", [
-    ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "abc"),
-    ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "inf"),
-    ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "nan"),
-    ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "-1"),
-    ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "1000.5"),
-    ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", "1e8"),
-    ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", "-5"),
-    ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", "2000000"),
-    ("--stall-check-warning-time-seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", "0"),
-    ("--stall-check-warning-time-seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", "nan"),
-    ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "-3"),
-    ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2e6"),
-    ("--log-level", "HOROVOD_LOG_LEVEL", "bogus"),
-])
+@pytest.mark.parametrize(
+    "flag,var,value",
+    [
+        ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "abc"),
+        ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "inf"),
+        ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "nan"),
+        ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "-1"),
+        ("--cycle-time-ms", "HOROVOD_CYCLE_TIME", "1000.5"),
+        ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", "1e8"),
+        ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", "-5"),
+        ("--cache-capacity", "HOROVOD_CACHE_CAPACITY", "2000000"),
+        ("--stall-check-warning-time-seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", "0"),
+        ("--stall-check-warning-time-seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", "nan"),
+        ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "-3"),
+        ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2e6"),
+        ("--log-level", "HOROVOD_LOG_LEVEL", "bogus"),
+    ],
+)
 def test_knob_flags_are_checked_by_the_engine(flag, var, value, capsys):
     want = basics.check_knob(var, value)
     assert want.startswith(f"{var}='{value}' is not valid: expected ")
     assert usage_error([flag, value], capsys) == f"horovodrun: error: argument {flag}: {want}"
 
 
-@pytest.mark.parametrize("argv,var,want", [
-    (["--fusion-threshold-mb", "0"], "HOROVOD_FUSION_THRESHOLD", "0"),
-    (["--fusion-threshold-mb", "0.5"], "HOROVOD_FUSION_THRESHOLD", str(1 << 19)),
-    (["--fusion-threshold-mb", "65536"], "HOROVOD_FUSION_THRESHOLD", str(64 << 30)),
-    (["--cycle-time-ms", "1000"], "HOROVOD_CYCLE_TIME", "1000"),
-    (["--log-level", "DEBUG"], "HOROVOD_LOG_LEVEL", "DEBUG"),  # the engine ignores case
-    (["--timeline-filename", "/tmp/t.json"], "HOROVOD_TIMELINE", "/tmp/t.json"),
-])
+@pytest.mark.parametrize(
+    "argv,var,want",
+    [
+        (["--fusion-threshold-mb", "0"], "HOROVOD_FUSION_THRESHOLD", "0"),
+        (["--fusion-threshold-mb", "0.5"], "HOROVOD_FUSION_THRESHOLD", str(1 << 19)),
+        (["--fusion-threshold-mb", "65536"], "HOROVOD_FUSION_THRESHOLD", str(64 << 30)),
+        (["--cycle-time-ms", "1000"], "HOROVOD_CYCLE_TIME", "1000"),
+        (["--log-level", "DEBUG"], "HOROVOD_LOG_LEVEL", "DEBUG"),  # the engine ignores case
+        (["--timeline-filename", "/tmp/t.json"], "HOROVOD_TIMELINE", "/tmp/t.json"),
+    ],
+)
 def test_knob_flags_at_their_bounds_pass(argv, var, want):
     args = launch.parse_args(argv + ["true"], env={})
     assert launch.knob_env(args, {})[var] == want
@@ -76,47 +86,65 @@ def test_every_knob_flag_sets_an_engine_knob():
     assert {var for _, var, _ in launch.KNOB_FLAGS} <= knobs
 
 
-@pytest.mark.parametrize("argv,flag", [
-    (["--start-timeout", "nan"], "--start-timeout"),
-    (["--start-timeout", "inf"], "--start-timeout"),
-    (["--start-timeout", "0"], "--start-timeout"),
-    (["--start-timeout", "abc"], "--start-timeout"),
-    (["--check-network", "--check-seconds", "nan"], "--check-seconds"),
-    (["--check-network", "--check-seconds", "-1"], "--check-seconds"),
-    (["--check-network", "--check-step-timeout", "inf"], "--check-step-timeout"),
-    (["--check-network", "--step-time-ms", "nan"], "--step-time-ms"),
-    (["--check-network", "--model-bytes", "-5"], "--model-bytes"),
-])
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--start-timeout", "nan"], "--start-timeout"),
+        (["--start-timeout", "inf"], "--start-timeout"),
+        (["--start-timeout", "0"], "--start-timeout"),
+        (["--start-timeout", "abc"], "--start-timeout"),
+        (["--check-network", "--check-seconds", "nan"], "--check-seconds"),
+        (["--check-network", "--check-seconds", "-1"], "--check-seconds"),
+        (["--check-network", "--check-step-timeout", "inf"], "--check-step-timeout"),
+        (["--check-network", "--step-time-ms", "nan"], "--step-time-ms"),
+        (["--check-network", "--model-bytes", "-5"], "--model-bytes"),
+    ],
+)
 def test_numbers_must_be_positive_and_finite(argv, flag, capsys):
     with pytest.raises(SystemExit) as e:
         launch.parse_args(argv, env={})
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith(f"horovodrun: error: argument {flag}: "
-                                                  f"{argv[-1]!r} is not valid: expected a positive")
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"horovodrun: error: argument {flag}: {argv[-1]!r} is not valid: expected a positive"
+        )
+    )
 
 
 def test_start_timeout_from_the_environment(capsys):
     assert launch.parse_args(["true"], env={"HOROVOD_START_TIMEOUT": "12"}).start_timeout == 12
     assert launch.parse_args(["true"], env={}).start_timeout == launch.DEFAULT_START_TIMEOUT
     line = usage_error([], capsys, env={"HOROVOD_START_TIMEOUT": "abc"})
-    assert line == ("horovodrun: error: argument --start-timeout: $HOROVOD_START_TIMEOUT='abc' "
-                    "is not valid: expected a positive number")
+    assert line == (
+        "horovodrun: error: argument --start-timeout: $HOROVOD_START_TIMEOUT='abc' "
+        "is not valid: expected a positive number"
+    )
 
 
 def test_unbalanced_quote_in_mpi_args(capsys):
     line = usage_error(["--mpi-args", "--mca btl 'tcp,self"], capsys)
-    assert line == ("horovodrun: error: argument --mpi-args: cannot split \"--mca btl 'tcp,self\" "
-                    "like a shell: No closing quotation")
+    assert line == (
+        'horovodrun: error: argument --mpi-args: cannot split "--mca btl \'tcp,self" '
+        "like a shell: No closing quotation"
+    )
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"\xff\xfe\x00binary", "not a text file (byte 0xff at offset 0 is not UTF-8)"),
-    (b"w1 slots=2\nw2\x00 slots=2\n", "line 2: unexpected control character in 'w2\\x00 slots=2'"),
-    (b"w1 slots=two\n", "line 1: slots must be a positive integer, got 'two'"),
-    (b"# nobody\n", "no hosts"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"\xff\xfe\x00binary", "not a text file (byte 0xff at offset 0 is not UTF-8)"),
+        (
+            b"w1 slots=2\nw2\x00 slots=2\n",
+            "line 2: unexpected control character in 'w2\\x00 slots=2'",
+        ),
+        (b"w1 slots=two\n", "line 1: slots must be a positive integer, got 'two'"),
+        (b"# nobody\n", "no hosts"),
+    ],
+)
 def test_bad_hostfile(tmp_path, capsys, content, needle):
     f = tmp_path / "hosts"
     f.write_bytes(content)
@@ -143,19 +171,28 @@ def test_tab_separated_hostfile_is_fine(tmp_path):
 
 def test_bad_host_list_names_the_flag(capsys):
     line = usage_error(["-H", "a:0"], capsys)
-    assert line == ("horovodrun: error: argument -H/--hosts: -H entry 'a:0': slots must be a "
-                    "positive integer, got '0'")
+    assert line == (
+        "horovodrun: error: argument -H/--hosts: -H entry 'a:0': slots must be a "
+        "positive integer, got '0'"
+    )
     line = usage_error([], capsys, env={"HOROVOD_HOSTS": "a:x"})
     assert line.startswith("horovodrun: error: argument -H/--hosts ($HOROVOD_HOSTS): ")
 
 
 def test_horovodrun_prints_no_traceback():
     # The whole program, as the console script runs it.
-    p = subprocess.run([sys.executable, "-m", "horovod.runner.launch", "--fusion-threshold-mb",
-                        "abc", "true"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "horovod.runner.launch", "--fusion-threshold-mb", "abc", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.strip().splitlines()[-1].startswith(
-        "horovodrun: error: argument --fusion-threshold-mb: 'abc' is not valid")
+    assert (
+        p.stderr.strip()
+        .splitlines()[-1]
+        .startswith("horovodrun: error: argument --fusion-threshold-mb: 'abc' is not valid")
+    )
 
 
 @pytest.mark.parametrize("model", ["NoSuchNet", "resnet", "decode_predictions"])
@@ -168,4 +205,5 @@ def test_unknown_keras_model(model, capsys):
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
         f"horovodrun: error: argument --model: keras.applications has no model {model!r} "
-        "(e.g. ResNet50, MobileNetV2, EfficientNetB0)")
+        "(e.g. ResNet50, MobileNetV2, EfficientNetB0)"
+    )

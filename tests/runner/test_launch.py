@@ -1,4 +1,5 @@
 """horovodrun: command construction (pure) and a real single-host launch when mpirun exists."""
+
 import shutil
 import sys
 
@@ -13,8 +14,18 @@ def cmd(argv, env=None, cpus=2, root=False):
 
 def test_basic_flags():
     assert cmd(["-np", "2", "python", "train.py", "--lr", "0.1"]) == [
-        "mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot",
-        "python", "train.py", "--lr", "0.1"]
+        "mpirun",
+        "-np",
+        "2",
+        "--bind-to",
+        "none",
+        "--map-by",
+        "slot",
+        "python",
+        "train.py",
+        "--lr",
+        "0.1",
+    ]
 
 
 def test_root_and_oversubscribe():
@@ -30,8 +41,15 @@ def test_default_np_is_cpu_count():
 
 
 def test_env_forwarding():
-    env = {"HOROVOD_FUSION_THRESHOLD": "1", "PYTHONPATH": "/x", "PATH": "/bin",
-           "LD_LIBRARY_PATH": "/l", "NCCL_DEBUG": "INFO", "HOME": "/root", "SECRET": "s"}
+    env = {
+        "HOROVOD_FUSION_THRESHOLD": "1",
+        "PYTHONPATH": "/x",
+        "PATH": "/bin",
+        "LD_LIBRARY_PATH": "/l",
+        "NCCL_DEBUG": "INFO",
+        "HOME": "/root",
+        "SECRET": "s",
+    }
     c = cmd(["-np", "1", "python", "t.py"], env=env)
     xs = [c[i + 1] for i, a in enumerate(c) if a == "-x"]
     assert xs == ["HOROVOD_FUSION_THRESHOLD", "LD_LIBRARY_PATH", "NCCL_DEBUG", "PATH", "PYTHONPATH"]
@@ -44,7 +62,12 @@ def test_mpi_args_come_before_the_program():
 
 def test_program_options_are_not_parsed():
     assert cmd(["-np", "2", "python", "t.py", "--verbose", "-np", "9"])[-5:] == [
-        "python", "t.py", "--verbose", "-np", "9"]
+        "python",
+        "t.py",
+        "--verbose",
+        "-np",
+        "9",
+    ]
 
 
 @pytest.mark.parametrize("argv", [[], ["-np", "2"], ["-np", "0", "python"]])
@@ -62,11 +85,20 @@ def test_table_without_engine():
 
 
 def test_table_with_engine():
-    info = {"horovod_version": "9.9.9", "mpi_built": True, "mpi_library": "Open MPI v4.1.4, x",
-            "nccl_built": 23203, "gloo_built": False, "cuda_built": False, "cpu_operations": "ring"}
+    info = {
+        "horovod_version": "9.9.9",
+        "mpi_built": True,
+        "mpi_library": "Open MPI v4.1.4, x",
+        "nccl_built": 23203,
+        "gloo_built": False,
+        "cuda_built": False,
+        "cpu_operations": "ring",
+    }
     lines = check_build.format_table(check_build.rows(info, None, env={})).splitlines()
     assert lines[0].split()[1] == "9.9.9"
-    assert any(line.startswith("MPI") and "[X]" in line and "Open MPI v4.1.4" in line for line in lines)
+    assert any(
+        line.startswith("MPI") and "[X]" in line and "Open MPI v4.1.4" in line for line in lines
+    )
     assert any(line.startswith("NCCL") and "[X]" in line and "2.32.3" in line for line in lines)
     assert any(line.startswith("Gloo") and "[ ]" in line for line in lines)
 

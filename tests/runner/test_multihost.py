@@ -1,6 +1,7 @@
 """horovodrun across hosts, the parts that need no second host: host lists, the network
 choice, the mpirun command, ssh error explanations, the cluster launcher's discovery.
 (Real ssh, real hosts: tests/cluster.)"""
+
 import socket
 import subprocess
 import sys
@@ -36,8 +37,11 @@ def test_hostfile(tmp_path):
 
 
 def _probe(*ifaces):
-    return {"interfaces": [{"name": n, "address": a, "prefix": p, "speed_mbps": s}
-                           for n, a, p, s in ifaces]}
+    return {
+        "interfaces": [
+            {"name": n, "address": a, "prefix": p, "speed_mbps": s} for n, a, p, s in ifaces
+        ]
+    }
 
 
 LO = ("lo", "127.0.0.1", 8, None)
@@ -45,24 +49,38 @@ LO = ("lo", "127.0.0.1", 8, None)
 
 def test_docker0_and_lo_are_never_chosen():
     """Every Docker host has docker0 = 172.17.0.1/16: same subnet everywhere, connects nothing."""
-    probes = {"w1": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("eth0", "10.0.0.1", 24, None)),
-              "w2": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("ens5", "10.0.0.2", 24, None))}
-    c = network.choose(probes, {"w1": "10.0.0.1", "w2": "10.0.0.2"}, _probe(LO, ("eth0", "10.0.0.9", 24, None)))
+    probes = {
+        "w1": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("eth0", "10.0.0.1", 24, None)),
+        "w2": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("ens5", "10.0.0.2", 24, None)),
+    }
+    c = network.choose(
+        probes, {"w1": "10.0.0.1", "w2": "10.0.0.2"}, _probe(LO, ("eth0", "10.0.0.9", 24, None))
+    )
     assert c.mpi_value() == "10.0.0.0/24"
     assert c.names() == ["ens5", "eth0"]
-    assert c.mpirun_args() == ["--mca", "btl_tcp_if_include", "10.0.0.0/24",
-                               "--mca", "oob_tcp_if_include", "10.0.0.0/24"]
+    assert c.mpirun_args() == [
+        "--mca",
+        "btl_tcp_if_include",
+        "10.0.0.0/24",
+        "--mca",
+        "oob_tcp_if_include",
+        "10.0.0.0/24",
+    ]
 
 
 def test_same_address_on_two_hosts_is_not_a_network():
-    probes = {"w1": _probe(("eth1", "192.168.1.1", 24, None), ("eth0", "10.0.0.1", 24, None)),
-              "w2": _probe(("eth1", "192.168.1.1", 24, None), ("eth0", "10.0.0.2", 24, None))}
+    probes = {
+        "w1": _probe(("eth1", "192.168.1.1", 24, None), ("eth0", "10.0.0.1", 24, None)),
+        "w2": _probe(("eth1", "192.168.1.1", 24, None), ("eth0", "10.0.0.2", 24, None)),
+    }
     assert network.choose(probes, {}, _probe()).mpi_value() == "10.0.0.0/24"
 
 
 def test_prefers_the_subnet_the_names_resolve_to():
-    probes = {"w1": _probe(("eth0", "10.0.0.1", 24, None), ("eth1", "10.1.0.1", 24, None)),
-              "w2": _probe(("eth0", "10.0.0.2", 24, None), ("eth1", "10.1.0.2", 24, None))}
+    probes = {
+        "w1": _probe(("eth0", "10.0.0.1", 24, None), ("eth1", "10.1.0.1", 24, None)),
+        "w2": _probe(("eth0", "10.0.0.2", 24, None), ("eth1", "10.1.0.2", 24, None)),
+    }
     c = network.choose(probes, {"w1": "10.1.0.1", "w2": "10.1.0.2"}, _probe())
     assert c.mpi_value() == "10.1.0.0/24"
     assert c.launcher_iface is None
@@ -70,16 +88,22 @@ def test_prefers_the_subnet_the_names_resolve_to():
 
 
 def test_no_shared_subnet_names_every_host():
-    probes = {"w1": _probe(LO, ("eth0", "10.0.0.1", 24, None)),
-              "w2": _probe(LO, ("eth0", "10.9.0.2", 24, None))}
+    probes = {
+        "w1": _probe(LO, ("eth0", "10.0.0.1", 24, None)),
+        "w2": _probe(LO, ("eth0", "10.9.0.2", 24, None)),
+    }
     with pytest.raises(network.NetworkError, match=r"w1: lo 127.0.0.1/8, eth0 10.0.0.1/24; w2: "):
         network.choose(probes, {}, _probe())
 
 
 def test_requested_interface():
-    probes = {"w1": _probe(("eth0", "10.0.0.1", 24, None), ("eth1", "10.1.0.1", 24, None)),
-              "w2": _probe(("eth0", "10.0.0.2", 24, None))}
-    with pytest.raises(network.NetworkError, match=r"no such interface on w2 \(has eth0 10.0.0.2/24\)"):
+    probes = {
+        "w1": _probe(("eth0", "10.0.0.1", 24, None), ("eth1", "10.1.0.1", 24, None)),
+        "w2": _probe(("eth0", "10.0.0.2", 24, None)),
+    }
+    with pytest.raises(
+        network.NetworkError, match=r"no such interface on w2 \(has eth0 10.0.0.2/24\)"
+    ):
         network.choose(probes, {}, _probe(), "eth1")
     assert network.choose(probes, {}, _probe(), "eth0").mpi_value() == "10.0.0.0/24"
     assert network.choose(probes, {}, _probe(), "10.0.0.0/16").mpi_value() == "10.0.0.0/16"
@@ -95,8 +119,15 @@ def test_local_probe_has_this_hosts_facts():
 def test_multihost_mpirun_command():
     args = launch.parse_args(["-H", "w1:2,w2:2", "python", "t.py"], env={})
     ssh = preflight.ssh_base(2222, "/k", 10)
-    cmd = launch.mpirun_command(args, {"HOROVOD_X": "1"}, 2, True, launch.resolve_hosts(args),
-                                ["--mca", "btl_tcp_if_include", "10.0.0.0/24"], ssh)
+    cmd = launch.mpirun_command(
+        args,
+        {"HOROVOD_X": "1"},
+        2,
+        True,
+        launch.resolve_hosts(args),
+        ["--mca", "btl_tcp_if_include", "10.0.0.0/24"],
+        ssh,
+    )
     assert cmd[:6] == ["mpirun", "--allow-run-as-root", "-np", "4", "-H", "w1:2,w2:2"]
     rsh = cmd[cmd.index("plm_rsh_args") + 1]
     assert "-p 2222 -i /k" in rsh and "BatchMode=yes" in rsh
@@ -105,9 +136,22 @@ def test_multihost_mpirun_command():
 
 
 def test_knob_flags_become_variables():
-    args = launch.parse_args(["--fusion-threshold-mb", "32", "--cycle-time-ms", "2",
-                              "--timeline-filename", "/t.json", "--no-stall-check",
-                              "--stall-check-shutdown-time-seconds", "30", "python", "t.py"], env={})
+    args = launch.parse_args(
+        [
+            "--fusion-threshold-mb",
+            "32",
+            "--cycle-time-ms",
+            "2",
+            "--timeline-filename",
+            "/t.json",
+            "--no-stall-check",
+            "--stall-check-shutdown-time-seconds",
+            "30",
+            "python",
+            "t.py",
+        ],
+        env={},
+    )
     env = launch.knob_env(args, {"HOROVOD_CYCLE_TIME": "9"})
     assert env["HOROVOD_FUSION_THRESHOLD"] == str(32 << 20)
     assert env["HOROVOD_CYCLE_TIME"] == "2"  # the flag wins
@@ -130,20 +174,27 @@ def test_too_many_processes_for_the_slots(capsys):
     assert "-np 5 but the hosts have 4 slots (w1:2,w2:2)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("stderr,fix", [
-    ("ssh: Could not resolve hostname w9: Name or service not known", "check the name 'w9'"),
-    ("ssh: connect to host w9 port 2200: Connection refused", "start sshd on w9, or give the port"),
-    ("root@w9: Permission denied (publickey).", "authorize /k for this user on w9"),
-    ("ssh: connect to host w9 port 22: Connection timed out", "w9 does not answer"),
-])
+@pytest.mark.parametrize(
+    "stderr,fix",
+    [
+        ("ssh: Could not resolve hostname w9: Name or service not known", "check the name 'w9'"),
+        (
+            "ssh: connect to host w9 port 2200: Connection refused",
+            "start sshd on w9, or give the port",
+        ),
+        ("root@w9: Permission denied (publickey).", "authorize /k for this user on w9"),
+        ("ssh: connect to host w9 port 22: Connection timed out", "w9 does not answer"),
+    ],
+)
 def test_ssh_errors_are_explained(stderr, fix):
     assert fix in preflight._fix_for("w9", stderr, 2200, "/k")
 
 
 def test_unresolvable_host_fails_preflight_before_ssh():
     with pytest.raises(preflight.PreflightFailed) as e:
-        preflight.run([("no-such-host.invalid", 2)], {"no-such-host.invalid": False},
-                      preflight.ssh_base(), 5)
+        preflight.run(
+            [("no-such-host.invalid", 2)], {"no-such-host.invalid": False}, preflight.ssh_base(), 5
+        )
     text = str(e.value)
     assert "FAIL  no-such-host.invalid" in text and "does not resolve" in text
     assert "nothing was launched" in text
@@ -151,8 +202,13 @@ def test_unresolvable_host_fails_preflight_before_ssh():
 
 def test_version_difference_is_an_error():
     rep = preflight.HostReport("w2", 2)
-    rep.probe = {"horovod": "0.0.9", "python": "3.11.2", "tensorflow": "2.21.0", "openmpi": "4.1.4",
-                 "shm_bytes": 64 << 20}
+    rep.probe = {
+        "horovod": "0.0.9",
+        "python": "3.11.2",
+        "tensorflow": "2.21.0",
+        "openmpi": "4.1.4",
+        "shm_bytes": 64 << 20,
+    }
     launcher = dict(rep.probe, horovod="0.1.0")
     preflight.compare([rep], launcher)
     assert not rep.ok
@@ -185,20 +241,30 @@ def test_rank_placement_follows_map_by_slot():
 
 
 def test_shared_subnets_are_the_interfaces_to_compare():
-    probes = {"w1": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("eth0", "10.0.0.1", 24, None),
-                           ("eth1", "10.1.0.1", 24, None)),
-              "w2": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("eth0", "10.0.0.2", 24, None))}
-    assert network.shared_subnets(probes) == {"10.0.0.0/24": {"w1": ("eth0", "10.0.0.1"),
-                                                              "w2": ("eth0", "10.0.0.2")}}
+    probes = {
+        "w1": _probe(
+            LO,
+            ("docker0", "172.17.0.1", 16, None),
+            ("eth0", "10.0.0.1", 24, None),
+            ("eth1", "10.1.0.1", 24, None),
+        ),
+        "w2": _probe(LO, ("docker0", "172.17.0.1", 16, None), ("eth0", "10.0.0.2", 24, None)),
+    }
+    assert network.shared_subnets(probes) == {
+        "10.0.0.0/24": {"w1": ("eth0", "10.0.0.1"), "w2": ("eth0", "10.0.0.2")}
+    }
 
 
 def test_check_network_arguments():
-    args = launch.parse_args(["--check-network", "-H", "w1:2,w2:2", "--model-bytes", "1000"], env={})
+    args = launch.parse_args(
+        ["--check-network", "-H", "w1:2,w2:2", "--model-bytes", "1000"], env={}
+    )
     assert args.command == ["python", "-m", "horovod.runner.task.network_check"]
     plan = launch.check_plan(args, launch.resolve_hosts(args), None, None)
     assert plan["placement"] == {"0": "w1", "1": "w1", "2": "w2", "3": "w2"}
     assert plan["model_bytes"] == 1000
-    # Every step at its bound, plus start-up: 3 host pairs (w1-w1, w2-w2, w1-w2) x 3 steps + 3 allreduces.
+    # Every step at its bound, plus start-up: 3 host pairs (w1-w1, w2-w2, w1-w2) x 3 steps
+    # + 3 allreduces.
     assert launch.check_bound(plan) == 60 + 12 * (10 + 2 * 0.5)
     with pytest.raises(SystemExit):
         launch.parse_args(["--check-network", "python", "x.py"], env={})
@@ -213,7 +279,7 @@ def test_check_network_report_uses_the_fusion_threshold_it_is_given():
 
     def predicted_ms(fusion):
         text = network_check.report(checker, {}, {}, allreduce, {}, plan, fusion)
-        line = next(l for l in text.splitlines() if l.startswith("model of"))
+        line = next(ln for ln in text.splitlines() if ln.startswith("model of"))
         return float(line.split("about ")[1].split(" ms")[0])
 
     assert predicted_ms(8 << 20) - predicted_ms(128 << 20) == pytest.approx(7.0, abs=0.15)
@@ -221,8 +287,12 @@ def test_check_network_report_uses_the_fusion_threshold_it_is_given():
 
 
 def test_cluster_entrypoint_runs_as_a_module():
-    p = subprocess.run([sys.executable, "-m", "horovod.runner.cluster", "--help"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "horovod.runner.cluster", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0 and "python -m horovod.runner.cluster" in p.stdout, p.stderr
 
 

@@ -1,6 +1,7 @@
 """Compose clusters of horovod:<tag> containers (sshd workers + launcher) for tests/cluster,
 brought up by compose/compose.yaml with tests/cluster/compose.test.yaml on top. Every command has
 a timeout; a cluster's owner takes it down (with its key volumes) with down()."""
+
 import os
 import re
 import subprocess
@@ -20,19 +21,34 @@ TIMINGS = []  # (what, seconds), printed at the end of the run (tests/cluster/co
 class Cluster:
     def __init__(self, workers, slots=2, extra_files=()):
         self.workers, self.slots = workers, slots
-        self.files = [ROOT / "compose" / "compose.yaml", CLUSTER_DIR / "compose.test.yaml",
-                      *(CLUSTER_DIR / f for f in extra_files)]
+        self.files = [
+            ROOT / "compose" / "compose.yaml",
+            CLUSTER_DIR / "compose.test.yaml",
+            *(CLUSTER_DIR / f for f in extra_files),
+        ]
         self.project = f"hvdtest{uuid.uuid4().hex[:8]}"
         self.network = f"{self.project}_cluster"
         self.launcher = f"{self.project}-launcher-1"
-        self.env = dict(os.environ, HOROVOD_IMAGE_TAG=TAG, HOROVOD_CLUSTER_COMMAND="sleep infinity",
-                        HOROVOD_SLOTS_PER_WORKER=str(slots), HOROVOD_TEST_JOBS=str(CLUSTER_DIR / "jobs"))
+        self.env = dict(
+            os.environ,
+            HOROVOD_IMAGE_TAG=TAG,
+            HOROVOD_CLUSTER_COMMAND="sleep infinity",
+            HOROVOD_SLOTS_PER_WORKER=str(slots),
+            HOROVOD_TEST_JOBS=str(CLUSTER_DIR / "jobs"),
+        )
 
     def worker(self, i):
         return f"{self.project}-worker-{i}"
 
     def compose(self, *args, timeout=180):
-        cmd = ["docker", "compose", *(a for f in self.files for a in ("-f", str(f))), "-p", self.project, *args]
+        cmd = [
+            "docker",
+            "compose",
+            *(a for f in self.files for a in ("-f", str(f))),
+            "-p",
+            self.project,
+            *args,
+        ]
         p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
         assert p.returncode == 0, f"{' '.join(args)}: rc={p.returncode}\n{p.stdout}\n{p.stderr}"
         return p
@@ -43,18 +59,37 @@ class Cluster:
         return time.monotonic() - start
 
     def down(self):
-        subprocess.run(["docker", "compose", *(a for f in self.files for a in ("-f", str(f))),
-                        "-p", self.project, "down", "-v", "-t", "1"],
-                       env=self.env, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                "docker",
+                "compose",
+                *(a for f in self.files for a in ("-f", str(f))),
+                "-p",
+                self.project,
+                "down",
+                "-v",
+                "-t",
+                "1",
+            ],
+            env=self.env,
+            capture_output=True,
+            timeout=120,
+        )
 
     def exec(self, container, cmd, timeout=120):
         """(rc, stdout, stderr, seconds) of `sh -c cmd` in a container."""
         start = time.monotonic()
         try:
-            p = subprocess.run(["docker", "exec", container, "sh", "-c", cmd],
-                               capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(
+                ["docker", "exec", container, "sh", "-c", cmd],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired as e:
-            pytest.fail(f"`{cmd}` in {container} ran for more than {timeout} s:\n{e.stdout}\n{e.stderr}")
+            pytest.fail(
+                f"`{cmd}` in {container} ran for more than {timeout} s:\n{e.stdout}\n{e.stderr}"
+            )
         return p.returncode, p.stdout, p.stderr, time.monotonic() - start
 
     def run(self, cmd, timeout=120):
@@ -79,7 +114,9 @@ class Job:
     """A running command whose output (stdout and stderr together) is collected as it comes."""
 
     def __init__(self, cmd):
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         self.lines = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -101,7 +138,9 @@ class Job:
                 self.reader.join(5)
                 if re.search(pattern, self.output, re.M):
                     return
-                pytest.fail(f"job ended (rc={self.proc.returncode}) before {pattern!r}:\n{self.output}")
+                pytest.fail(
+                    f"job ended (rc={self.proc.returncode}) before {pattern!r}:\n{self.output}"
+                )
             time.sleep(0.2)
         self.proc.kill()
         pytest.fail(f"no {pattern!r} within {timeout} s:\n{self.output}")

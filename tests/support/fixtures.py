@@ -1,4 +1,5 @@
 """Fixtures several suites use; a suite's conftest.py imports those it offers."""
+
 import pytest
 
 

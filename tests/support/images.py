@@ -1,6 +1,7 @@
 """The image graph of tests/images (images/layers, the file the Makefile builds from): which
 layers each flavour builds and from which parent, their tags, and the containers the checks
 start (labelled, so `make clean/images` finds any leftovers)."""
+
 import os
 
 import docker
@@ -8,19 +9,23 @@ import docker
 from tests.support.paths import ROOT, pins
 
 LATEST = {"cpu": "horovod:latest", "gpu": "horovod:latest-gpu"}  # the Makefile's floating tags
-TF_PACKAGE = {"cpu": "tensorflow-cpu", "gpu": "tensorflow"}     # the TensorFlow wheel installed
+TF_PACKAGE = {"cpu": "tensorflow-cpu", "gpu": "tensorflow"}  # the TensorFlow wheel installed
 TEST_LABEL = {"io.horovod.test": "1"}  # `make clean/images` removes leftovers by this label
-
 
 
 def load_layers(path=ROOT / "images" / "layers"):
     """{flavour: {layer: parent}}, layers in build order ("rootfs" is the Debian root image; a
     "-" cell leaves the layer out of that flavour)."""
-    rows = [line.split() for line in path.read_text().splitlines()
-            if line.strip() and not line.lstrip().startswith("#")]
+    rows = [
+        line.split()
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     flavours = rows[0][1:]
-    return {f: {row[0]: row[1 + i] for row in rows[1:] if row[1 + i] != "-"}
-            for i, f in enumerate(flavours)}
+    return {
+        f: {row[0]: row[1 + i] for row in rows[1:] if row[1 + i] != "-"}
+        for i, f in enumerate(flavours)
+    }
 
 
 def ancestors(parents, layer):

@@ -10,6 +10,7 @@ defaults; ENGINE, TF_OPS and KERAS are the suites' programs.
 `site` is the directory the children import horovod from (default: the source tree; the GPU
 suite passes the GPU build's copy): they run there, with it first on PYTHONPATH.
 """
+
 import os
 import re
 import subprocess
@@ -20,11 +21,23 @@ import pytest
 
 from tests.support.paths import ROOT
 
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-          "--mca", "btl_vader_single_copy_mechanism", "none"]
+MPIRUN = [
+    "mpirun",
+    "--allow-run-as-root",
+    "--oversubscribe",
+    "--bind-to",
+    "none",
+    "--mca",
+    "btl_vader_single_copy_mechanism",
+    "none",
+]
 # TensorFlow's log noise off and its thread pools small: several ranks share a few cores.
-TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1",
-          "TF_NUM_INTEROP_THREADS": "2", "OMP_NUM_THREADS": "1"}
+TF_ENV = {
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "2",
+    "OMP_NUM_THREADS": "1",
+}
 
 
 def environment(env=None, *, site=ROOT, tf=False):
@@ -50,11 +63,19 @@ def run(cmd, *, env=None, site=ROOT, tf=False, timeout=120, what=None):
     Fails the test if it runs for more than `timeout` seconds."""
     cmd = [str(c) for c in cmd]
     try:
-        return subprocess.run(cmd, cwd=site, env=environment(env, site=site, tf=tf),
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            cmd,
+            cwd=site,
+            env=environment(env, site=site, tf=tf),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as ex:
-        pytest.fail(f"{what or ' '.join(cmd)} hung for more than {timeout} s:\n"
-                    f"{_text(ex.stdout)}\n{_text(ex.stderr)}")
+        pytest.fail(
+            f"{what or ' '.join(cmd)} hung for more than {timeout} s:\n"
+            f"{_text(ex.stdout)}\n{_text(ex.stderr)}"
+        )
 
 
 def python(code, **options):
@@ -64,8 +85,11 @@ def python(code, **options):
 
 def launch(np_, *argv, what=None, **options):
     """`mpirun -np np_ python ARGV...`; returns (returncode, stdout, stderr). options as run()'s."""
-    p = run(MPIRUN + ["-np", str(np_), sys.executable, *argv],
-            what=what or f"{' '.join(map(str, argv))} on {np_} ranks", **options)
+    p = run(
+        MPIRUN + ["-np", str(np_), sys.executable, *argv],
+        what=what or f"{' '.join(map(str, argv))} on {np_} ranks",
+        **options,
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -80,8 +104,12 @@ def launch_per_rank(envs, *argv, what=None, timeout=60, **options):
         for k, v in env.items():
             cmd += ["-x", f"{k}={v}"]
         cmd += [sys.executable, *argv]
-    p = run(cmd, timeout=timeout, what=what or f"{' '.join(map(str, argv))} on {len(envs)} ranks",
-            **options)
+    p = run(
+        cmd,
+        timeout=timeout,
+        what=what or f"{' '.join(map(str, argv))} on {len(envs)} ranks",
+        **options,
+    )
     return p.returncode, p.stdout, p.stderr
 
 
@@ -111,14 +139,21 @@ class Batch:
             return
         failed = [n for n in self.names if not self.passed(n)]
         first = failed[0]
-        why = (f"{name} did not run: {first} failed before it" if first != name else
-               f"{name} failed on {self.np} ranks")
+        why = (
+            f"{name} did not run: {first} failed before it"
+            if first != name
+            else f"{name} failed on {self.np} ranks"
+        )
         # The failing ranks' reports: from "FAIL" to the next verdict line.
-        reports = re.findall(rf"(FAIL {re.escape(first)} rank=.*?)(?=^OK |^FAIL |\Z)",
-                             self.out, re.S | re.M)
-        pytest.fail(f"{why} (rc={self.rc}, {self.seconds:.0f} s)\n" +
-                    ("\n".join(reports) or f"stdout:\n{self.out[-6000:]}") +
-                    f"\nstderr (end):\n{self.err[-3000:]}", pytrace=False)
+        reports = re.findall(
+            rf"(FAIL {re.escape(first)} rank=.*?)(?=^OK |^FAIL |\Z)", self.out, re.S | re.M
+        )
+        pytest.fail(
+            f"{why} (rc={self.rc}, {self.seconds:.0f} s)\n"
+            + ("\n".join(reports) or f"stdout:\n{self.out[-6000:]}")
+            + f"\nstderr (end):\n{self.err[-3000:]}",
+            pytrace=False,
+        )
 
 
 class Program:
@@ -133,15 +168,22 @@ class Program:
 
     def launch(self, np_, name, *args, **options):
         """Runs scenario `name` (or "a,b,c") on np_ ranks; returns (returncode, stdout, stderr)."""
-        return launch(np_, self.path, name, *map(str, args), what=f"{name} on {np_} ranks",
-                      **self._options(options))
+        return launch(
+            np_,
+            self.path,
+            name,
+            *map(str, args),
+            what=f"{name} on {np_} ranks",
+            **self._options(options),
+        )
 
     def run_ok(self, np_, name, *args, **options):
         """Runs the scenario and asserts that it exits 0 with every rank's OK line; returns
         (stdout, stderr)."""
         rc, out, err = self.launch(np_, name, *args, **options)
-        assert rc == 0 and ok_ranks(out, name) == set(range(np_)), \
+        assert rc == 0 and ok_ranks(out, name) == set(range(np_)), (
             f"rc={rc}\nstdout:\n{out}\nstderr:\n{err}"
+        )
         return out, err
 
     def run_batch(self, np_, names, **options):
@@ -157,8 +199,14 @@ class Program:
 
     def launch_per_rank(self, envs, name, *args, timeout=60, **options):
         """The scenario on one rank per entry of `envs`, each with those variables set."""
-        return launch_per_rank(envs, self.path, name, *args, what=f"{name} on {len(envs)} ranks",
-                               **self._options({**options, "timeout": timeout}))
+        return launch_per_rank(
+            envs,
+            self.path,
+            name,
+            *args,
+            what=f"{name} on {len(envs)} ranks",
+            **self._options({**options, "timeout": timeout}),
+        )
 
 
 ENGINE = Program(ROOT / "tests" / "engine" / "scenarios.py")

@@ -1,4 +1,5 @@
 """Where things are, and the version pins of versions.env."""
+
 import os
 from pathlib import Path
 

@@ -12,6 +12,7 @@ check is against a reference each rank computes itself, and a failed one raises.
 Launched by the tests, the repository root is on PYTHONPATH (mpi.environment); by hand, run
 from the root with `PYTHONPATH=. mpirun -np 2 python tests/engine/scenarios.py NAME`.
 """
+
 import os
 import traceback
 

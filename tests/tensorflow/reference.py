@@ -1,5 +1,6 @@
 """Inputs, references and checks that every rank computes itself, for the op scenarios: all
 ranks' inputs come from per-rank seeds, so every rank can regenerate every other rank's input."""
+
 import zlib
 
 import numpy as np
@@ -7,11 +8,24 @@ import tensorflow as tf
 
 import horovod.tensorflow as hvd
 
-REDUCE_DTYPES = [tf.uint8, tf.int8, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
-                 tf.float64]
+REDUCE_DTYPES = [
+    tf.uint8,
+    tf.int8,
+    tf.int32,
+    tf.int64,
+    tf.float16,
+    tf.bfloat16,
+    tf.float32,
+    tf.float64,
+]
 MOVE_DTYPES = [tf.bool] + REDUCE_DTYPES  # allgather, broadcast, alltoall also move bool
-OPS = {"sum": hvd.Sum, "average": hvd.Average, "min": hvd.Min, "max": hvd.Max,
-       "product": hvd.Product}
+OPS = {
+    "sum": hvd.Sum,
+    "average": hvd.Average,
+    "min": hvd.Min,
+    "max": hvd.Max,
+    "product": hvd.Product,
+}
 # 1-3 dims; the last is above the engine's direct-exchange size (32 KiB) for every dtype, so the
 # ring runs on TF's buffers too.
 SHAPES = [(17,), (3, 4), (2, 3, 2), (40, 30, 30)]
@@ -73,12 +87,13 @@ def check(got, want, dt, what):
         ok = np.allclose(g, want, rtol=tol, atol=4 * tol)
     else:
         ok = np.array_equal(g, want)
-    assert ok, (f"{what}: max abs error {np.max(np.abs(g - want)) if g.size else 0}\n"
-                f" got {g.ravel()[:8]}\n want {want.ravel()[:8]}")
+    assert ok, (
+        f"{what}: max abs error {np.max(np.abs(g - want)) if g.size else 0}\n"
+        f" got {g.ravel()[:8]}\n want {want.ravel()[:8]}"
+    )
 
 
 def rows_of(total, n):
     """Rows of each rank in reducescatter and default alltoall splits: the first ranks get one
     extra row when `total` does not divide evenly."""
     return [total // n + (1 if q < total % n else 0) for q in range(n)]
-

@@ -6,6 +6,7 @@ every rank computes from every rank's regenerated data) and prints
 "DIGEST <scenario> rank=<r> <what>=<sha256>" lines each rank prints. A failed check raises,
 so the rank exits non-zero.
 """
+
 import hashlib
 import json
 import os
@@ -52,8 +53,9 @@ def classification_data(rank, n, salt=0):
 
 
 def mlp():
-    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
-                             keras.layers.Dense(3)])
+    return keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]
+    )
 
 
 class LrRecorder(keras.callbacks.Callback):
@@ -73,6 +75,7 @@ class LrRecorder(keras.callbacks.Callback):
 
 # ---- fit: DistributedOptimizer + the callbacks ---------------------------------------------
 
+
 def scenario_fit():
     """model.fit from rank-specific initial weights and data: afterwards weights and logged
     metrics are equal on all ranks (digests), val_loss is the mean of the ranks' own
@@ -84,26 +87,37 @@ def scenario_fit():
     model = mlp()
     base_lr, warmup_epochs, batch = 0.05 * n, 2, 16
     opt = hvd.DistributedOptimizer(keras.optimizers.SGD(base_lr, momentum=0.9))
-    check(isinstance(opt, keras.optimizers.SGD) and type(opt).__name__ == "SGD",
-          f"wrapped optimizer is a {type(opt).__mro__}")
-    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(True),
-                  metrics=["accuracy"])
+    check(
+        isinstance(opt, keras.optimizers.SGD) and type(opt).__name__ == "SGD",
+        f"wrapped optimizer is a {type(opt).__mro__}",
+    )
+    model.compile(
+        optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(True), metrics=["accuracy"]
+    )
     recorder = LrRecorder()
-    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                 hvd.callbacks.MetricAverageCallback(),
-                 hvd.callbacks.LearningRateWarmupCallback(base_lr, warmup_epochs=warmup_epochs),
-                 recorder]
-    hist = model.fit(x, y, batch_size=batch, epochs=3, validation_data=(xv, yv),
-                     callbacks=callbacks, verbose=0).history
-    check(model.optimizer is opt and isinstance(model.optimizer, keras.optimizers.SGD),
-          "model.optimizer changed class")
+    callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        hvd.callbacks.MetricAverageCallback(),
+        hvd.callbacks.LearningRateWarmupCallback(base_lr, warmup_epochs=warmup_epochs),
+        recorder,
+    ]
+    hist = model.fit(
+        x, y, batch_size=batch, epochs=3, validation_data=(xv, yv), callbacks=callbacks, verbose=0
+    ).history
+    check(
+        model.optimizer is opt and isinstance(model.optimizer, keras.optimizers.SGD),
+        "model.optimizer changed class",
+    )
 
     # The warmup formula of LearningRateWarmupCallback's docstring, batch by batch.
     steps = len(x) // batch
     check(len(recorder.lrs) == 3 * steps, f"recorded {len(recorder.lrs)} batches")
     for e, b, lr in recorder.lrs:
-        want = (base_lr / n * ((e + (b + 1) / steps) * (n - 1) / warmup_epochs + 1)
-                if e < warmup_epochs else base_lr)
+        want = (
+            base_lr / n * ((e + (b + 1) / steps) * (n - 1) / warmup_epochs + 1)
+            if e < warmup_epochs
+            else base_lr
+        )
         check(abs(lr - want) <= 1e-6 * base_lr, f"lr at epoch {e} batch {b}: {lr} != {want}")
     check(abs(recorder.lrs[-1][2] - base_lr) < 1e-6, "lr after warmup is not initial_lr")
 
@@ -114,12 +128,17 @@ def scenario_fit():
     check(hist["accuracy"][-1] > 0.6, f"did not learn: {hist}")
 
     history = [np.float64(v) for k in sorted(hist) for v in hist[k]]
-    report("fit", weights=digest(model.get_weights()), history=digest(history),
-           optimizer=digest([v.numpy() for v in opt.variables]),
-           keys=hashlib.sha256(json.dumps(sorted(hist)).encode()).hexdigest())
+    report(
+        "fit",
+        weights=digest(model.get_weights()),
+        history=digest(history),
+        optimizer=digest([v.numpy() for v in opt.variables]),
+        keys=hashlib.sha256(json.dumps(sorted(hist)).encode()).hexdigest(),
+    )
 
 
 # ---- backward_passes_per_step --------------------------------------------------------------
+
 
 def linear_data(rank, n):
     x = np.random.default_rng(50 + rank).normal(size=(n, 4))
@@ -139,7 +158,7 @@ def accumulate_reference(batches_per_rank, w, b, lr, k, average):
     for start in range(0, steps - steps % k, k):
         gw, gb = np.zeros_like(w), np.zeros_like(b)
         for batches in batches_per_rank:
-            for x, y in batches[start:start + k]:
+            for x, y in batches[start : start + k]:
                 dw, db = mse_grads(w, b, x, y)
                 gw, gb = gw + dw, gb + db
         scale = len(batches_per_rank) * (k if average else 1)
@@ -155,8 +174,9 @@ def scenario_accumulate():
     w0 = np.random.default_rng(3).normal(size=(4, 1)) * 0.1
     b0 = np.zeros(1)
     data = [linear_data(q, 4 * batch) for q in range(n)]
-    batches = [[(x[i:i + batch], y[i:i + batch]) for i in range(0, len(x), batch)]
-               for x, y in data]
+    batches = [
+        [(x[i : i + batch], y[i : i + batch]) for i in range(0, len(x), batch)] for x, y in data
+    ]
 
     calls = []
     real_reduce = hvd_reduction.reduce_gradients
@@ -170,8 +190,11 @@ def scenario_accumulate():
         layer = keras.layers.Dense(1)
         layer.build((None, 4))
         layer.set_weights([w0.astype("float32"), b0.astype("float32")])
-        opt = hvd.DistributedOptimizer(keras.optimizers.SGD(lr), backward_passes_per_step=k,
-                                       average_aggregated_gradients=average)
+        opt = hvd.DistributedOptimizer(
+            keras.optimizers.SGD(lr),
+            backward_passes_per_step=k,
+            average_aggregated_gradients=average,
+        )
         hvd_reduction.reduce_gradients = counting_reduce
         try:
             calls.clear()
@@ -181,36 +204,53 @@ def scenario_accumulate():
                     loss = keras.losses.mean_squared_error(y, layer(x.astype("float32")))
                     loss = tf.reduce_mean(loss)
                 opt.apply_gradients(zip(tape.gradient(loss, layer.weights), layer.weights))
-                changed = any(not np.array_equal(a, v.numpy()) for a, v in
-                              zip(before, layer.weights))
+                changed = any(
+                    not np.array_equal(a, v.numpy()) for a, v in zip(before, layer.weights)
+                )
                 check(changed == (step % k == 0), f"step {step}: weights changed={changed}")
-                check(int(opt.iterations.numpy()) == step // k,
-                      f"step {step}: iterations={int(opt.iterations.numpy())}")
+                check(
+                    int(opt.iterations.numpy()) == step // k,
+                    f"step {step}: iterations={int(opt.iterations.numpy())}",
+                )
             check(len(calls) == len(batches[r]) // k, f"{len(calls)} reductions")
         finally:
             hvd_reduction.reduce_gradients = real_reduce
         want_w, want_b = accumulate_reference(batches, w0, b0, lr, k, average)
         got_w, got_b = layer.get_weights()
-        check(np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
-              f"eager average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}")
+        check(
+            np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
+            f"eager average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}",
+        )
 
         # model.fit: the tf.cond path inside the traced train step.
         model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
         model.set_weights([w0.astype("float32"), b0.astype("float32")])
-        opt = hvd.DistributedOptimizer(keras.optimizers.SGD(lr), backward_passes_per_step=k,
-                                       average_aggregated_gradients=average)
+        opt = hvd.DistributedOptimizer(
+            keras.optimizers.SGD(lr),
+            backward_passes_per_step=k,
+            average_aggregated_gradients=average,
+        )
         model.compile(optimizer=opt, loss="mse")
         x, y = data[r]
-        model.fit(x.astype("float32"), y.astype("float32"), batch_size=batch, epochs=1,
-                  shuffle=False, verbose=0)
+        model.fit(
+            x.astype("float32"),
+            y.astype("float32"),
+            batch_size=batch,
+            epochs=1,
+            shuffle=False,
+            verbose=0,
+        )
         got_w, got_b = model.get_weights()
-        check(np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
-              f"fit average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}")
+        check(
+            np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
+            f"fit average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}",
+        )
         check(int(opt.iterations.numpy()) == len(batches[r]) // k, "fit iterations")
         report(f"accumulate.{average}", weights=digest(model.get_weights()))
 
 
 # ---- save / load_model ---------------------------------------------------------------------
+
 
 @keras.saving.register_keras_serializable(package="hvdtest")
 class MySGD(keras.optimizers.SGD):
@@ -228,8 +268,13 @@ def scenario_save_load():
     import horovod.keras
     import horovod.keras.callbacks
     import horovod.tensorflow.keras.callbacks
-    check(horovod.keras is hvd and horovod.keras.callbacks is hvd.callbacks and
-          horovod.tensorflow.keras.callbacks is hvd.callbacks, "horovod.keras is not the module")
+
+    check(
+        horovod.keras is hvd
+        and horovod.keras.callbacks is hvd.callbacks
+        and horovod.tensorflow.keras.callbacks is hvd.callbacks,
+        "horovod.keras is not the module",
+    )
 
     tmpdir = os.environ["HVD_KERAS_TMPDIR"]  # shared by the ranks (one host)
     r = hvd.rank()
@@ -243,8 +288,14 @@ def scenario_save_load():
         again = hvd.DistributedOptimizer(opt, compression=hvd.Compression.fp16)
         check(type(again) is type(opt), "re-wrapping nests classes")
         model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(True))
-        model.fit(x, y, batch_size=16, epochs=1, verbose=0,
-                  callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+        model.fit(
+            x,
+            y,
+            batch_size=16,
+            epochs=1,
+            verbose=0,
+            callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)],
+        )
         if r == 0:
             model.save(path)
         barrier()
@@ -253,15 +304,21 @@ def scenario_save_load():
         check(type(plain.optimizer) is cls, f"plain load gave {type(plain.optimizer)}")
         loaded = hvd.load_model(path, custom_optimizers=[cls])
         lopt = loaded.optimizer
-        check(isinstance(lopt, cls) and type(lopt) is not cls and type(lopt).__name__ ==
-              cls.__name__, f"hvd.load_model gave {type(lopt).__mro__}")
+        check(
+            isinstance(lopt, cls) and type(lopt) is not cls and type(lopt).__name__ == cls.__name__,
+            f"hvd.load_model gave {type(lopt).__mro__}",
+        )
         want = [v.numpy() for v in opt.variables]
         got = [v.numpy() for v in lopt.variables]
         # Rank 0 saved its own state; the others must match it after training on all ranks.
-        check(len(want) == len(got) and all(np.array_equal(a, b) for a, b in zip(want, got)),
-              "optimizer state differs after load")
-        check(all(np.array_equal(a, b) for a, b in zip(model.get_weights(),
-                                                       loaded.get_weights())), "weights differ")
+        check(
+            len(want) == len(got) and all(np.array_equal(a, b) for a, b in zip(want, got)),
+            "optimizer state differs after load",
+        )
+        check(
+            all(np.array_equal(a, b) for a, b in zip(model.get_weights(), loaded.get_weights())),
+            "weights differ",
+        )
         loaded.fit(x, y, batch_size=16, epochs=1, verbose=0)
         check(int(lopt.iterations.numpy()) == 2 * len(x) // 16, "iterations not continued")
         report(f"save_load.{cls.__name__}", weights=digest(loaded.get_weights()))
@@ -283,29 +340,38 @@ def scenario_schedule_checkpoint():
     x, y = classification_data(r, 32)
     xv, yv = classification_data(r, 16, salt=1)
     model = mlp()
-    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)),
-                  loss=keras.losses.SparseCategoricalCrossentropy(True))
+    model.compile(
+        optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)),
+        loss=keras.losses.SparseCategoricalCrossentropy(True),
+    )
     recorder = LrRecorder()
-    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                 hvd.callbacks.MetricAverageCallback(),
-                 hvd.callbacks.LearningRateScheduleCallback(0.2, lambda e: 0.5 ** e,
-                                                            start_epoch=1),
-                 hvd.callbacks.BestModelCheckpoint(monitor="val_loss", filepath=path),
-                 recorder]
-    model.fit(x, y, batch_size=16, epochs=3, validation_data=(xv, yv), callbacks=callbacks,
-              verbose=0)
+    callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        hvd.callbacks.MetricAverageCallback(),
+        hvd.callbacks.LearningRateScheduleCallback(0.2, lambda e: 0.5**e, start_epoch=1),
+        hvd.callbacks.BestModelCheckpoint(monitor="val_loss", filepath=path),
+        recorder,
+    ]
+    model.fit(
+        x, y, batch_size=16, epochs=3, validation_data=(xv, yv), callbacks=callbacks, verbose=0
+    )
     for e, b, lr in recorder.lrs:
-        want = 0.1 if e == 0 else 0.2 * 0.5 ** e
+        want = 0.1 if e == 0 else 0.2 * 0.5**e
         check(abs(lr - want) < 1e-7, f"lr at epoch {e} batch {b}: {lr} != {want}")
     barrier()
-    check(os.path.exists(path) == (r == 0), f"checkpoint written on rank {r}: "
-          f"{os.path.exists(path)}")
+    check(
+        os.path.exists(path) == (r == 0), f"checkpoint written on rank {r}: {os.path.exists(path)}"
+    )
     if r == 0:
         check(isinstance(keras.models.load_model(path), keras.Model), "checkpoint unreadable")
 
 
-SCENARIOS = {"fit": scenario_fit, "accumulate": scenario_accumulate,
-             "save_load": scenario_save_load, "schedule_checkpoint": scenario_schedule_checkpoint}
+SCENARIOS = {
+    "fit": scenario_fit,
+    "accumulate": scenario_accumulate,
+    "save_load": scenario_save_load,
+    "schedule_checkpoint": scenario_schedule_checkpoint,
+}
 
 # A program of its own (not a subject module of scenarios_ops.py): it sets TF's thread pools at
 # import, which would change the op scenarios' settings.

@@ -8,6 +8,7 @@ Each op runs eagerly (some unnamed, so that per-process counter names are exerci
 named) and inside a tf.function, where all of a scenario's ops live in one graph, run
 concurrently and are matched across ranks by their node names.
 """
+
 import os
 import sys
 
@@ -17,17 +18,31 @@ import tensorflow as tf  # noqa: E402
 
 import horovod.tensorflow as hvd  # noqa: E402
 from tests.support import scenario  # noqa: E402
-from tests.tensorflow import (scenarios_ops_allgather_broadcast, scenarios_ops_allreduce,  # noqa: E402
-                              scenarios_ops_alltoall_reducescatter, scenarios_ops_errors,
-                              scenarios_ops_extras, scenarios_ops_gradients,
-                              scenarios_ops_runtime, scenarios_ops_tape, scenarios_ops_v1)
+from tests.tensorflow import (
+    scenarios_ops_allgather_broadcast,
+    scenarios_ops_allreduce,  # noqa: E402
+    scenarios_ops_alltoall_reducescatter,
+    scenarios_ops_errors,
+    scenarios_ops_extras,
+    scenarios_ops_gradients,
+    scenarios_ops_runtime,
+    scenarios_ops_tape,
+    scenarios_ops_v1,
+)
 
 tf.get_logger().setLevel("ERROR")  # retracing notices: scenarios build many small functions
 
-SCENARIOS = scenario.collect(scenarios_ops_allreduce, scenarios_ops_allgather_broadcast,
-                             scenarios_ops_alltoall_reducescatter, scenarios_ops_runtime,
-                             scenarios_ops_gradients, scenarios_ops_extras, scenarios_ops_tape,
-                             scenarios_ops_v1, scenarios_ops_errors)
+SCENARIOS = scenario.collect(
+    scenarios_ops_allreduce,
+    scenarios_ops_allgather_broadcast,
+    scenarios_ops_alltoall_reducescatter,
+    scenarios_ops_runtime,
+    scenarios_ops_gradients,
+    scenarios_ops_extras,
+    scenarios_ops_tape,
+    scenarios_ops_v1,
+    scenarios_ops_errors,
+)
 
 if __name__ == "__main__":
     scenario.main(SCENARIOS, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown)

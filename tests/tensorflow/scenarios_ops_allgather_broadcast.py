@@ -1,5 +1,6 @@
 """allgather, grouped_allgather and broadcast: every dtype incl. bool x 1-3 dims, eager and in
 a tf.function."""
+
 import numpy as np
 import tensorflow as tf
 
@@ -17,8 +18,10 @@ def sc_allgather():
 
     cases = [(dt, tail) for dt in MOVE_DTYPES for tail in tails]
     inputs = [make(r, (rows(r, tail),) + tail, dt)[0] for dt, tail in cases]
-    wants = [np.concatenate([make(q, (rows(q, tail),) + tail, dt)[1] for q in range(n)])
-             for dt, tail in cases]
+    wants = [
+        np.concatenate([make(q, (rows(q, tail),) + tail, dt)[1] for q in range(n)])
+        for dt, tail in cases
+    ]
     for i, ((dt, tail), x) in enumerate(zip(cases, inputs)):
         got = hvd.allgather(x, name=f"ag/{i}" if i % 2 else None)
         check(got, wants[i], dt, f"allgather eager {dt.name} {tail}")
@@ -28,22 +31,35 @@ def sc_allgather():
             check(got, wants[i], cases[i][0], f"allgather function {call} {cases[i]}")
 
     # grouped_allgather: mixed dtypes (one op per dtype), results in input order.
-    specs = [(tf.float32, (3,)), (tf.bool, (2, 2)), (tf.int64, ()), (tf.float32, (2, 1, 2)),
-             (tf.bfloat16, ())]
+    specs = [
+        (tf.float32, (3,)),
+        (tf.bool, (2, 2)),
+        (tf.int64, ()),
+        (tf.float32, (2, 1, 2)),
+        (tf.bfloat16, ()),
+    ]
     xs = [make(r, (r + 1 + i % 2,) + s, dt, salt=i)[0] for i, (dt, s) in enumerate(specs)]
-    wants = [np.concatenate([make(q, (q + 1 + i % 2,) + s, dt, salt=i)[1] for q in range(n)])
-             for i, (dt, s) in enumerate(specs)]
-    for mode, outs in (("eager", hvd.grouped_allgather(xs, name="gag")),
-                       ("unnamed", hvd.grouped_allgather(xs)),
-                       ("function", function(hvd.grouped_allgather)(xs))):
-        for i, ((dt, s), got) in enumerate(zip(specs, outs)):
+    wants = [
+        np.concatenate([make(q, (q + 1 + i % 2,) + s, dt, salt=i)[1] for q in range(n)])
+        for i, (dt, s) in enumerate(specs)
+    ]
+    for mode, outs in (
+        ("eager", hvd.grouped_allgather(xs, name="gag")),
+        ("unnamed", hvd.grouped_allgather(xs)),
+        ("function", function(hvd.grouped_allgather)(xs)),
+    ):
+        for i, ((dt, _s), got) in enumerate(zip(specs, outs)):
             check(got, wants[i], dt, f"grouped_allgather {mode} #{i}")
 
 
 def sc_broadcast():
     r, n = hvd.rank(), hvd.size()
-    cases = [(dt, shape, root) for dt in MOVE_DTYPES for shape in ((4,), (3, 2), (2, 2, 3))
-             for root in range(n)]
+    cases = [
+        (dt, shape, root)
+        for dt in MOVE_DTYPES
+        for shape in ((4,), (3, 2), (2, 2, 3))
+        for root in range(n)
+    ]
     inputs = [make(r, shape, dt)[0] for dt, shape, root in cases]
     wants = [make(root, shape, dt)[1] for dt, shape, root in cases]
     for i, ((dt, shape, root), x) in enumerate(zip(cases, inputs)):
@@ -57,10 +73,17 @@ def sc_broadcast():
     x, _ = make(r, (300001,), tf.float32)
     want = make(n - 1, (300001,), tf.float32)[1]
     check(hvd.broadcast(x * 1, root_rank=n - 1, name="bc/big"), want, tf.float32, "broadcast big")
-    check(function(lambda t: hvd.broadcast(t * 1, n - 1))(x), want, tf.float32,
-          "broadcast big function temporary")
+    check(
+        function(lambda t: hvd.broadcast(t * 1, n - 1))(x),
+        want,
+        tf.float32,
+        "broadcast big function temporary",
+    )
     # root_rank may be a NumPy integer; a non-integer is a TypeError.
-    check(hvd.broadcast(x[:3], np.int64(0)), make(0, (300001,), tf.float32)[1][:3], tf.float32,
-          "numpy root")
+    check(
+        hvd.broadcast(x[:3], np.int64(0)),
+        make(0, (300001,), tf.float32)[1][:3],
+        tf.float32,
+        "numpy root",
+    )
     expect_error(lambda: hvd.broadcast(x, 0.5), TypeError, "root_rank")
-

@@ -1,5 +1,6 @@
 """allreduce and grouped_allreduce: every reduce dtype x 1-3 dims x reduce op, eager and in a
 tf.function; scale factors, temporaries, average=, rejected dtypes."""
+
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
@@ -10,20 +11,28 @@ def sc_allreduce():
     r, n = hvd.rank(), hvd.size()
     cases = [(dt, shape, op) for dt in REDUCE_DTYPES for shape in SHAPES for op in OPS]
     inputs = [make(r, shape, dt, op) for dt, shape, op in cases]
-    wants = [reference([make(q, shape, dt, op)[1] for q in range(n)], op, dt)
-             for dt, shape, op in cases]
+    wants = [
+        reference([make(q, shape, dt, op)[1] for q in range(n)], op, dt) for dt, shape, op in cases
+    ]
     # Scale factors (floats): each rank's input times prescale, reduced, times postscale.
-    scaled = [(dt, shape, op) for dt in REDUCE_DTYPES if dt.is_floating
-              for shape in ((17,), (40, 30, 30)) for op in ("sum", "average")]
+    scaled = [
+        (dt, shape, op)
+        for dt in REDUCE_DTYPES
+        if dt.is_floating
+        for shape in ((17,), (40, 30, 30))
+        for op in ("sum", "average")
+    ]
     scaled_in = [make(r, shape, dt, salt=1) for dt, shape, op in scaled]
-    scaled_want = [reference([make(q, shape, dt, salt=1)[1] * 0.5 for q in range(n)], op, dt) * 3.0
-                   for dt, shape, op in scaled]
+    scaled_want = [
+        reference([make(q, shape, dt, salt=1)[1] * 0.5 for q in range(n)], op, dt) * 3.0
+        for dt, shape, op in scaled
+    ]
 
     def what(i, mode):
         dt, shape, op = cases[i]
         return f"allreduce {mode} {dt.name} {shape} {op}"
 
-    for i, ((dt, shape, op), (x, exact)) in enumerate(zip(cases, inputs)):
+    for i, ((dt, _shape, op), (x, exact)) in enumerate(zip(cases, inputs)):
         got = hvd.allreduce(x, op=OPS[op], name=f"ar/{i}" if i % 2 else None)
         check(got, wants[i], dt, what(i, "eager"))
         check(x, exact, dt, what(i, "eager input intact"))
@@ -44,8 +53,10 @@ def sc_allreduce():
     @function
     def reduce_all(xs, ys):
         plain = [hvd.allreduce(x, op=OPS[op]) for x, (_, _, op) in zip(xs, cases)]
-        scaled_out = [hvd.allreduce(y, op=OPS[op], prescale_factor=0.5, postscale_factor=3.0)
-                      for y, (_, _, op) in zip(ys, scaled)]
+        scaled_out = [
+            hvd.allreduce(y, op=OPS[op], prescale_factor=0.5, postscale_factor=3.0)
+            for y, (_, _, op) in zip(ys, scaled)
+        ]
         return plain, scaled_out
 
     for call in range(2):  # the second call runs the same graph (same node names) again
@@ -78,17 +89,25 @@ def sc_allreduce():
 def sc_grouped_allreduce():
     """grouped_allreduce of mixed dtypes and shapes: results in input order, eager and traced."""
     r, n = hvd.rank(), hvd.size()
-    specs = [(tf.float32, (7,)), (tf.int32, (3, 2)), (tf.float32, (40, 30, 30)),
-             (tf.float16, (2, 2, 2)), (tf.float64, (1,)), (tf.int32, (5,)), (tf.bfloat16, (9,))]
+    specs = [
+        (tf.float32, (7,)),
+        (tf.int32, (3, 2)),
+        (tf.float32, (40, 30, 30)),
+        (tf.float16, (2, 2, 2)),
+        (tf.float64, (1,)),
+        (tf.int32, (5,)),
+        (tf.bfloat16, (9,)),
+    ]
     for op in ("sum", "average", "max"):
         xs = [make(r, s, dt, op, salt=i)[0] for i, (dt, s) in enumerate(specs)]
-        wants = [reference([make(q, s, dt, op, salt=i)[1] for q in range(n)], op, dt)
-                 for i, (dt, s) in enumerate(specs)]
+        wants = [
+            reference([make(q, s, dt, op, salt=i)[1] for q in range(n)], op, dt)
+            for i, (dt, s) in enumerate(specs)
+        ]
         eager = hvd.grouped_allreduce(xs, op=OPS[op], name=f"grouped/{op}")
         unnamed = hvd.grouped_allreduce(xs, op=OPS[op])
         traced = function(lambda ts: hvd.grouped_allreduce(ts, op=OPS[op]))(xs)
         for mode, outs in (("eager", eager), ("unnamed", unnamed), ("function", traced)):
             assert len(outs) == len(specs)
-            for i, ((dt, s), got) in enumerate(zip(specs, outs)):
+            for i, ((dt, _s), got) in enumerate(zip(specs, outs)):
                 check(got, wants[i], dt, f"grouped_allreduce {mode} {op} #{i}")
-

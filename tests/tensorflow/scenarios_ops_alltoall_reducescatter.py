@@ -1,11 +1,20 @@
 """alltoall (explicit and default splits) and reducescatter: every dtype x 1-3 dims, eager and
 in a tf.function."""
+
 import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
-from tests.tensorflow.reference import (MOVE_DTYPES, OPS, REDUCE_DTYPES, check, function, make,
-                                        reference, rows_of)
+from tests.tensorflow.reference import (
+    MOVE_DTYPES,
+    OPS,
+    REDUCE_DTYPES,
+    check,
+    function,
+    make,
+    reference,
+    rows_of,
+)
 
 
 def sc_alltoall():
@@ -19,7 +28,7 @@ def sc_alltoall():
         for q in range(n):
             sq = splits_fn(q)
             xq = make(q, (rows_fn(q),) + tail, dt, salt=salt)[1]
-            parts.append(xq[sum(sq[:r]):sum(sq[:r + 1])])
+            parts.append(xq[sum(sq[:r]) : sum(sq[: r + 1])])
             recv.append(sq[r])
         return np.concatenate(parts), recv
 
@@ -29,8 +38,9 @@ def sc_alltoall():
 
     def check_a2a(got, recv, want, dt, what):
         check(got, want[0], dt, what)
-        assert recv.dtype == tf.int32 and recv.numpy().tolist() == want[1], \
+        assert recv.dtype == tf.int32 and recv.numpy().tolist() == want[1], (
             f"{what}: received splits {recv.numpy().tolist()} != {want[1]}"
+        )
 
     for i, ((dt, tail), x) in enumerate(zip(cases, xs)):
         got, recv = hvd.alltoall(x, splits=splits_of(r), name=f"a2a/{i}" if i % 2 else None)
@@ -49,8 +59,10 @@ def sc_alltoall():
     for total in (2 * n, 2 * n + 1):
         dts = (tf.float32, tf.bool, tf.int64)
         xs = [make(r, (total, 2), dt, salt=total)[0] for dt in dts]
-        wants = [expected((2,), dt, lambda q: rows_of(total, n), lambda q: total, salt=total)
-                 for dt in dts]
+        wants = [
+            expected((2,), dt, lambda q: rows_of(total, n), lambda q: total, salt=total)
+            for dt in dts
+        ]
         for dt, x, want in zip(dts, xs, wants):
             got, recv = hvd.alltoall(x)
             check_a2a(got, recv, want, dt, f"alltoall default splits eager {total} {dt.name}")
@@ -60,16 +72,22 @@ def sc_alltoall():
 
 def sc_reducescatter():
     r, n = hvd.rank(), hvd.size()
-    cases = [(dt, shape, op) for dt in REDUCE_DTYPES
-             for shape in ((2 * n + 1,), (5, 3), (7, 2, 2)) for op in ("sum", "average")]
+    cases = [
+        (dt, shape, op)
+        for dt in REDUCE_DTYPES
+        for shape in ((2 * n + 1,), (5, 3), (7, 2, 2))
+        for op in ("sum", "average")
+    ]
 
     def block(full, shape):
         rows = rows_of(shape[0], n)
-        return full[sum(rows[:r]):sum(rows[:r + 1])]
+        return full[sum(rows[:r]) : sum(rows[: r + 1])]
 
     xs = [make(r, shape, dt, op)[0] for dt, shape, op in cases]
-    wants = [block(reference([make(q, shape, dt, op)[1] for q in range(n)], op, dt), shape)
-             for dt, shape, op in cases]
+    wants = [
+        block(reference([make(q, shape, dt, op)[1] for q in range(n)], op, dt), shape)
+        for dt, shape, op in cases
+    ]
     for i, ((dt, shape, op), x) in enumerate(zip(cases, xs)):
         got = hvd.reducescatter(x, op=OPS[op], name=f"rs/{i}" if i % 2 else None)
         check(got, wants[i], dt, f"reducescatter eager {dt.name} {shape} {op}")
@@ -81,8 +99,13 @@ def sc_reducescatter():
     x, _ = make(r, (2 * n, 3), tf.float32)
     full = reference([make(q, (2 * n, 3), tf.float32)[1] for q in range(n)], "average", tf.float32)
     check(hvd.reducescatter(x), block(full, (2 * n,)), tf.float32, "reducescatter default op")
-    full = reference([make(q, (2 * n, 3), tf.float32)[1] * 0.5 for q in range(n)], "sum",
-                     tf.float32) * 3.0
-    check(hvd.reducescatter(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0),
-          block(full, (2 * n,)), tf.float32, "reducescatter scaled")
-
+    full = (
+        reference([make(q, (2 * n, 3), tf.float32)[1] * 0.5 for q in range(n)], "sum", tf.float32)
+        * 3.0
+    )
+    check(
+        hvd.reducescatter(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0),
+        block(full, (2 * n,)),
+        tf.float32,
+        "reducescatter scaled",
+    )

@@ -1,4 +1,5 @@
 """Disagreements between ranks and bad arguments fail on every rank, named; Adasum is refused."""
+
 import time
 
 import tensorflow as tf
@@ -34,39 +35,90 @@ def sc_errors():
     f32_or_f64 = tf.float32 if r % 2 else tf.float64
     # (case, op kind, body(name for the op, name for its input), error, needles)
     table = [
-        ("dtype", "Allreduce", lambda nm, i: hvd.allreduce(tf.ones([4], f32_or_f64, name=i),
-                                                           name=nm),
-         mismatch, ("data types", even, odd, "float32", "float64")),
-        ("shape", "Allreduce", lambda nm, i: hvd.allreduce(tf.ones([4 + r % 2], name=i), name=nm),
-         mismatch, ("shapes", even, odd, "[4]", "[5]")),
-        ("op", "Allreduce", lambda nm, i: hvd.allreduce(tf.ones([3], name=i), name=nm,
-                                                        op=hvd.Sum if r % 2 else hvd.Max),
-         mismatch, ("reduction operations", even, odd, "Sum", "Max")),
-        ("root", "Broadcast", lambda nm, i: hvd.broadcast(tf.ones([3], name=i), r % 2, name=nm),
-         mismatch, ("root", even, odd)),
-        ("gather", "Allgather", lambda nm, i: hvd.allgather(tf.ones([2, 2 + r % 2], name=i),
-                                                            name=nm),
-         mismatch, ("first", even, odd)),
-        ("scale", "Allreduce", lambda nm, i: hvd.allreduce(tf.ones([2], name=i), name=nm,
-                                                           prescale_factor=1.0 + r % 2),
-         mismatch, ("prescale", even, odd)),
-        ("rs", "Reducescatter", lambda nm, i: hvd.reducescatter(tf.ones([4, 1 + r % 2], name=i),
-                                                                name=nm),
-         mismatch, ("shapes", even, odd)),
+        (
+            "dtype",
+            "Allreduce",
+            lambda nm, i: hvd.allreduce(tf.ones([4], f32_or_f64, name=i), name=nm),
+            mismatch,
+            ("data types", even, odd, "float32", "float64"),
+        ),
+        (
+            "shape",
+            "Allreduce",
+            lambda nm, i: hvd.allreduce(tf.ones([4 + r % 2], name=i), name=nm),
+            mismatch,
+            ("shapes", even, odd, "[4]", "[5]"),
+        ),
+        (
+            "op",
+            "Allreduce",
+            lambda nm, i: hvd.allreduce(
+                tf.ones([3], name=i), name=nm, op=hvd.Sum if r % 2 else hvd.Max
+            ),
+            mismatch,
+            ("reduction operations", even, odd, "Sum", "Max"),
+        ),
+        (
+            "root",
+            "Broadcast",
+            lambda nm, i: hvd.broadcast(tf.ones([3], name=i), r % 2, name=nm),
+            mismatch,
+            ("root", even, odd),
+        ),
+        (
+            "gather",
+            "Allgather",
+            lambda nm, i: hvd.allgather(tf.ones([2, 2 + r % 2], name=i), name=nm),
+            mismatch,
+            ("first", even, odd),
+        ),
+        (
+            "scale",
+            "Allreduce",
+            lambda nm, i: hvd.allreduce(tf.ones([2], name=i), name=nm, prescale_factor=1.0 + r % 2),
+            mismatch,
+            ("prescale", even, odd),
+        ),
+        (
+            "rs",
+            "Reducescatter",
+            lambda nm, i: hvd.reducescatter(tf.ones([4, 1 + r % 2], name=i), name=nm),
+            mismatch,
+            ("shapes", even, odd),
+        ),
         # One tensor of a group disagrees: the group's op fails on every rank.
-        ("group", "Allreduce", lambda nm, i: hvd.grouped_allreduce(
-            [tf.ones([2], name=i), tf.ones([3 + r % 2])], name=nm),
-         mismatch, ("shapes", even, odd)),
+        (
+            "group",
+            "Allreduce",
+            lambda nm, i: hvd.grouped_allreduce(
+                [tf.ones([2], name=i), tf.ones([3 + r % 2])], name=nm
+            ),
+            mismatch,
+            ("shapes", even, odd),
+        ),
         # A bad root on every rank, and on one rank only: InvalidArgument everywhere.
-        ("badroot", "Broadcast", lambda nm, i: hvd.broadcast(tf.ones([2], name=i), n, name=nm),
-         invalid, ("root rank", str(n))),
-        ("badroot1", "Broadcast", lambda nm, i: hvd.broadcast(tf.ones([2], name=i),
-                                                              -1 if r == 1 else 0, name=nm),
-         invalid, ("on rank 1", "-1")),
+        (
+            "badroot",
+            "Broadcast",
+            lambda nm, i: hvd.broadcast(tf.ones([2], name=i), n, name=nm),
+            invalid,
+            ("root rank", str(n)),
+        ),
+        (
+            "badroot1",
+            "Broadcast",
+            lambda nm, i: hvd.broadcast(tf.ones([2], name=i), -1 if r == 1 else 0, name=nm),
+            invalid,
+            ("on rank 1", "-1"),
+        ),
         # Alltoall splits that do not sum to the rows.
-        ("splits", "Alltoall", lambda nm, i: hvd.alltoall(tf.ones([4], name=i),
-                                                          splits=[5] + [0] * (n - 1), name=nm),
-         invalid, ("split",)),
+        (
+            "splits",
+            "Alltoall",
+            lambda nm, i: hvd.alltoall(tf.ones([4], name=i), splits=[5] + [0] * (n - 1), name=nm),
+            invalid,
+            ("split",),
+        ),
     ]
     for mode in ("eager", "function"):
         for case, kind, body, exc, needles in table:
@@ -78,29 +130,55 @@ def sc_errors():
                 fn = tf.function((lambda b, c: lambda: b(None, c))(body, case))
             expect(fn, exc, key, *needles)
     # Ops of different kinds under one name.
-    expect(lambda: (hvd.allreduce if r % 2 else hvd.allgather)(tf.ones([3]), name="mm/kind"),
-           mismatch, "mm/kind", "operations", "ALLREDUCE", "ALLGATHER", even, odd)
+    expect(
+        lambda: (hvd.allreduce if r % 2 else hvd.allgather)(tf.ones([3]), name="mm/kind"),
+        mismatch,
+        "mm/kind",
+        "operations",
+        "ALLREDUCE",
+        "ALLGATHER",
+        even,
+        odd,
+    )
     # Cached in a steady state, then one rank changes shape: named, on every rank.
     for _ in range(3):
         hvd.allreduce(tf.ones([6]), name="mm/cached")
-    expect(lambda: hvd.allreduce(tf.ones([6 + (r == n - 1)]), name="mm/cached"),
-           mismatch, "mm/cached", str([n - 1]), "[7]")
+    expect(
+        lambda: hvd.allreduce(tf.ones([6 + (r == n - 1)]), name="mm/cached"),
+        mismatch,
+        "mm/cached",
+        str([n - 1]),
+        "[7]",
+    )
     # The same with a tf.function called repeatedly, retraced on the last rank for a new shape.
     fn = tf.function(lambda t: hvd.allreduce(t, op=hvd.Sum))
     for _ in range(3):
         assert (fn(tf.ones([6])).numpy() == n).all()
-    expect(lambda: fn(tf.ones([6 + (r == n - 1)])), mismatch, "HorovodAllreduce_t_0",
-           str([n - 1]), "[7]")
+    expect(
+        lambda: fn(tf.ones([6 + (r == n - 1)])),
+        mismatch,
+        "HorovodAllreduce_t_0",
+        str([n - 1]),
+        "[7]",
+    )
     # Unsupported: Adasum, on every entry point.
     expect_error(lambda: hvd.allreduce(tf.ones([2]), op=hvd.Adasum), NotImplementedError, "Adasum")
-    expect_error(lambda: hvd.reducescatter(tf.ones([2]), op=hvd.Adasum), NotImplementedError,
-                 "Adasum")
-    expect_error(lambda: hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
-                                                  op=hvd.Adasum), NotImplementedError, "Adasum")
+    expect_error(
+        lambda: hvd.reducescatter(tf.ones([2]), op=hvd.Adasum), NotImplementedError, "Adasum"
+    )
+    expect_error(
+        lambda: hvd.DistributedOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(1.0), op=hvd.Adasum
+        ),
+        NotImplementedError,
+        "Adasum",
+    )
     v = tf.Variable([1.0])
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(v * v)
-    expect_error(lambda: hvd.DistributedGradientTape(tape, op=hvd.Adasum).gradient(loss, [v]),
-                 NotImplementedError, "Adasum")
+    expect_error(
+        lambda: hvd.DistributedGradientTape(tape, op=hvd.Adasum).gradient(loss, [v]),
+        NotImplementedError,
+        "Adasum",
+    )
     works()
-

@@ -1,5 +1,6 @@
 """fp16 compression, tf.IndexedSlices, broadcast_variables, the object collectives, edge
 shapes and inputs."""
+
 import numpy as np
 import tensorflow as tf
 
@@ -11,21 +12,23 @@ from tests.tensorflow.reference import make, reference, seed
 def sc_extras():
     r, n = hvd.rank(), hvd.size()
     # fp16 compression: floats travel as float16 and come back in their dtype.
-    x = tf.fill([6], tf.constant(1.0 + 2.0 ** -13, tf.float32))  # not representable in float16
+    x = tf.fill([6], tf.constant(1.0 + 2.0**-13, tf.float32))  # not representable in float16
     exact = hvd.allreduce(x, op=hvd.Sum, name="fp16/none")
     squeezed = hvd.allreduce(x, op=hvd.Sum, name="fp16/on", compression=hvd.Compression.fp16)
     assert exact.dtype == squeezed.dtype == tf.float32
-    assert (exact.numpy() == np.float32(n * (1.0 + 2.0 ** -13))).all(), exact
+    assert (exact.numpy() == np.float32(n * (1.0 + 2.0**-13))).all(), exact
     assert (squeezed.numpy() == n).all(), f"fp16 compression did not round: {squeezed}"
     specs = [(tf.float32, (40, 30, 30)), (tf.float64, (7,)), (tf.int32, (5,)), (tf.float16, (3,))]
     xs = [make(r, s, dt, salt=i)[0] for i, (dt, s) in enumerate(specs)]
-    wants = [reference([make(q, s, dt, salt=i)[1] for q in range(n)], "average", dt)
-             for i, (dt, s) in enumerate(specs)]
+    wants = [
+        reference([make(q, s, dt, salt=i)[1] for q in range(n)], "average", dt)
+        for i, (dt, s) in enumerate(specs)
+    ]
     grouped = hvd.grouped_allreduce(xs, compression=hvd.Compression.fp16)
     traced = tf.function(lambda ts: hvd.grouped_allreduce(ts, compression=hvd.Compression.fp16))(xs)
     singles = [hvd.allreduce(t, compression=hvd.Compression.fp16) for t in xs]
     for mode, outs in (("grouped", grouped), ("function", traced), ("single", singles)):
-        for i, ((dt, s), got) in enumerate(zip(specs, outs)):
+        for i, ((dt, _s), got) in enumerate(zip(specs, outs)):
             assert got.dtype == dt, (mode, i, got.dtype)
             g = tf.cast(got, tf.float64).numpy()
             assert np.allclose(g, wants[i], rtol=1e-2, atol=1e-2), f"fp16 {mode} #{i}"
@@ -38,12 +41,17 @@ def sc_extras():
         return rng.uniform(-1, 1, (k, 3)), rng.integers(0, 10, k)
 
     values, indices = slices(r)
-    sl = tf.IndexedSlices(tf.constant(values, tf.float32), tf.constant(indices, tf.int64),
-                          dense_shape=tf.constant([10, 3], tf.int64))
+    sl = tf.IndexedSlices(
+        tf.constant(values, tf.float32),
+        tf.constant(indices, tf.int64),
+        dense_shape=tf.constant([10, 3], tf.int64),
+    )
     all_values = np.concatenate([slices(q)[0] for q in range(n)])
     all_indices = np.concatenate([slices(q)[1] for q in range(n)])
-    for mode, fn in (("eager", lambda s, **kw: hvd.allreduce(s, **kw)),
-                     ("function", tf.function(lambda s, **kw: hvd.allreduce(s, **kw)))):
+    for mode, fn in (
+        ("eager", lambda s, **kw: hvd.allreduce(s, **kw)),
+        ("function", tf.function(lambda s, **kw: hvd.allreduce(s, **kw))),
+    ):
         for op, scale in ((hvd.Sum, 1.0), (hvd.Average, 1.0 / n)):
             got = fn(sl, op=op)
             assert isinstance(got, tf.IndexedSlices), (mode, type(got))
@@ -55,15 +63,22 @@ def sc_extras():
 
     # broadcast_variables: every dtype group takes the root's values, eager and traced.
     def variables():
-        return [tf.Variable(tf.fill([3, 2], float(r + 1))),
-                tf.Variable(tf.constant([r, 10 * r], tf.int64)),
-                tf.Variable(tf.fill([4], r % 2 == 1)),
-                tf.Variable(tf.fill([2], tf.constant(-r, tf.float64))),
-                tf.Variable(tf.fill([1], float(r + 5)))]
+        return [
+            tf.Variable(tf.fill([3, 2], float(r + 1))),
+            tf.Variable(tf.constant([r, 10 * r], tf.int64)),
+            tf.Variable(tf.fill([4], r % 2 == 1)),
+            tf.Variable(tf.fill([2], tf.constant(-r, tf.float64))),
+            tf.Variable(tf.fill([1], float(r + 5))),
+        ]
 
     def want_vars(root):
-        return [np.full([3, 2], root + 1.0), [root, 10 * root], np.full([4], root % 2 == 1),
-                np.full([2], -float(root)), [root + 5.0]]
+        return [
+            np.full([3, 2], root + 1.0),
+            [root, 10 * root],
+            np.full([4], root % 2 == 1),
+            np.full([2], -float(root)),
+            [root + 5.0],
+        ]
 
     for root in sorted({0, n - 1}):
         vs = variables()
@@ -111,11 +126,9 @@ def sc_extras():
     assert got.shape == (0, 2) and recv.numpy().tolist() == [0] * n
     got = hvd.reducescatter(tf.ones([1, 2]), op=hvd.Sum)  # one row: rank 0 gets it
     assert got.shape == ((1, 2) if r == 0 else (0, 2)) and (got.numpy() == n).all(), got
-    expect_error(lambda: hvd.allgather(tf.constant(1.0)), tf.errors.InvalidArgumentError,
-                 "scalar")
+    expect_error(lambda: hvd.allgather(tf.constant(1.0)), tf.errors.InvalidArgumentError, "scalar")
     got = hvd.allreduce(tf.Variable([1.0, r]), op=hvd.Sum)
     assert got.numpy().tolist() == [n, n * (n - 1) / 2], got
     got = hvd.allreduce(np.arange(3, dtype=np.float64), op=hvd.Sum)
     assert got.dtype == tf.float64 and got.numpy().tolist() == [0, n, 2 * n], got
     assert hvd.grouped_allreduce([]) == [] and hvd.grouped_allgather([]) == []
-

@@ -1,10 +1,10 @@
 """Gradients of every op through tape.gradient, eager and in a tf.function."""
+
 import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
 from tests.tensorflow.reference import rows_of, seed
-
 
 # Every rank q has its own objective on its output y_q of the op:
 #     L_q(y_q) = sum(w_q * y_q**2 + c_q * y_q),  dL_q/dy_q = 2 w_q y_q + c_q,
@@ -20,6 +20,7 @@ from tests.tensorflow.reference import rows_of, seed
 #     d_r), computed with the real op on x +- eps d on all ranks at once and summed across
 #     ranks, against sum_r <g_r, d_r>. F is quadratic, so the difference is exact up to
 #     rounding, in float64.
+
 
 def _loss_weights(q, shape, salt):
     rng = np.random.default_rng(seed("loss", q, tuple(shape), salt))
@@ -58,16 +59,18 @@ def _check_gradient(what, op_fn, x_np, out_shape, salt, mean, want_grad, traced)
     x = tf.constant(x_np, tf.float64)
     g = grad_fn(x)
     assert g is not None and g.dtype == tf.float64 and tuple(g.shape) == x_np.shape, (what, g)
-    assert np.allclose(g.numpy(), want_grad, rtol=1e-10, atol=1e-10), \
+    assert np.allclose(g.numpy(), want_grad, rtol=1e-10, atol=1e-10), (
         f"{what}: gradient {g.numpy().ravel()[:6]} != analytic {np.ravel(want_grad)[:6]}"
+    )
     d = np.random.default_rng(seed("direction", r, salt)).normal(size=x_np.shape)
     eps = 1e-3
     plus = _global_sum(loss_fn(tf.constant(x_np + eps * d)))
     minus = _global_sum(loss_fn(tf.constant(x_np - eps * d)))
     numeric = (plus - minus) / (2 * eps) / (n if mean else 1)
     analytic = _global_sum(np.sum(g.numpy() * d))
-    assert abs(numeric - analytic) <= 1e-7 * (1 + abs(analytic)), \
+    assert abs(numeric - analytic) <= 1e-7 * (1 + abs(analytic)), (
         f"{what}: finite difference {numeric} != sum_r <g_r, d_r> {analytic}"
+    )
 
 
 def sc_gradients():
@@ -77,15 +80,25 @@ def sc_gradients():
         # allreduce: y = s * sum_p x_p on every rank; g_r = s * sum_q dL_q/dy.
         shape = (3, 4)
         xs = [_x(q, shape, 0) for q in range(n)]
-        for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0),
-                              (hvd.Average, 0.5, 3.0), (hvd.Sum, 2.0, 0.25)):
+        for op, pre, post in (
+            (hvd.Sum, 1.0, 1.0),
+            (hvd.Average, 1.0, 1.0),
+            (hvd.Average, 0.5, 3.0),
+            (hvd.Sum, 2.0, 0.25),
+        ):
             s = pre * post / (n if op == hvd.Average else 1)
             y = s * sum(xs)
             want = s * sum(_dloss(q, y, 1) for q in range(n))
-            _check_gradient(f"allreduce {mode} op={op} pre={pre} post={post}",
-                            lambda x: hvd.allreduce(x, op=op, prescale_factor=pre,
-                                                    postscale_factor=post),
-                            xs[r], shape, 1, False, want, traced)
+            _check_gradient(
+                f"allreduce {mode} op={op} pre={pre} post={post}",
+                lambda x: hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post),
+                xs[r],
+                shape,
+                1,
+                False,
+                want,
+                traced,
+            )
         # grouped_allreduce: each output's gradient as above; an unused output gets zeros.
         a = [_x(q, (4,), 2) for q in range(n)]
         b = [_x(q, (2, 3), 3) for q in range(n)]
@@ -107,8 +120,9 @@ def sc_gradients():
             ga, gb = fn(tf.constant(a[r]), tf.constant(b[r]), use_b)
             want_a = sum(_dloss(q, ya, 2) for q in range(n))
             want_b = sum(_dloss(q, yb, 3) for q in range(n)) if use_b else np.zeros((2, 3))
-            assert np.allclose(ga.numpy(), want_a) and np.allclose(gb.numpy(), want_b), \
+            assert np.allclose(ga.numpy(), want_a) and np.allclose(gb.numpy(), want_b), (
                 f"grouped_allreduce gradient {mode} use_b={use_b}: {ga}, {gb}"
+            )
 
         # allgather: y = concat_p x_p (rank 1 has no rows, rank p != 1 has p+1);
         # g_r = mean_q dL_q/dy, r's rows.
@@ -116,7 +130,7 @@ def sc_gradients():
         xs = [_x(q, (rows[q], 3), 4) for q in range(n)]
         y = np.concatenate(xs)
         start = sum(rows[:r])
-        want = (sum(_dloss(q, y, 5) for q in range(n)) / n)[start:start + rows[r]]
+        want = (sum(_dloss(q, y, 5) for q in range(n)) / n)[start : start + rows[r]]
         _check_gradient(f"allgather {mode}", hvd.allgather, xs[r], y.shape, 5, True, want, traced)
 
         # broadcast: y = x_root; g_root = mean_q dL_q/dy, zero elsewhere.
@@ -124,9 +138,16 @@ def sc_gradients():
         for root in sorted({0, n - 1}):
             y = xs[root]
             want = sum(_dloss(q, y, 7) for q in range(n)) / n if r == root else np.zeros((2, 3))
-            _check_gradient(f"broadcast {mode} root {root}",
-                            lambda x: hvd.broadcast(x, root_rank=root), xs[r], (2, 3), 7, True,
-                            want, traced)
+            _check_gradient(
+                f"broadcast {mode} root {root}",
+                lambda x: hvd.broadcast(x, root_rank=root),
+                xs[r],
+                (2, 3),
+                7,
+                True,
+                want,
+                traced,
+            )
 
         # alltoall: rank p sends splits_p[q] rows to q; y_q = concat_p (p's rows for q);
         # g_r = concat_q (the rows of dL_q/dy_q that came from r).
@@ -136,16 +157,25 @@ def sc_gradients():
         xs = [_x(q, (sum(splits_of(q)), 2), 8) for q in range(n)]
 
         def received(q):
-            return np.concatenate([xs[p][sum(splits_of(p)[:q]):sum(splits_of(p)[:q + 1])]
-                                   for p in range(n)])
+            return np.concatenate(
+                [xs[p][sum(splits_of(p)[:q]) : sum(splits_of(p)[: q + 1])] for p in range(n)]
+            )
 
         back = []
         for q in range(n):
             dq = _dloss(q, received(q), 9)
             offset = sum(splits_of(p)[q] for p in range(r))
-            back.append(dq[offset:offset + splits_of(r)[q]])
-        _check_gradient(f"alltoall {mode}", lambda x: hvd.alltoall(x, splits=splits_of(r))[0],
-                        xs[r], received(r).shape, 9, False, np.concatenate(back), traced)
+            back.append(dq[offset : offset + splits_of(r)[q]])
+        _check_gradient(
+            f"alltoall {mode}",
+            lambda x: hvd.alltoall(x, splits=splits_of(r))[0],
+            xs[r],
+            received(r).shape,
+            9,
+            False,
+            np.concatenate(back),
+            traced,
+        )
 
         # reducescatter: y_q = s * (sum_p x_p)[q's rows]; g_r = s * concat_q dL_q/dy_q.
         shape = (2 * n + 1, 2)
@@ -154,9 +184,15 @@ def sc_gradients():
         for op in (hvd.Sum, hvd.Average):
             s = 1.0 / n if op == hvd.Average else 1.0
             full = s * sum(xs)
-            blocks = [full[sum(rows[:q]):sum(rows[:q + 1])] for q in range(n)]
+            blocks = [full[sum(rows[:q]) : sum(rows[: q + 1])] for q in range(n)]
             want = s * np.concatenate([_dloss(q, blocks[q], 11) for q in range(n)])
-            _check_gradient(f"reducescatter {mode} op={op}",
-                            lambda x: hvd.reducescatter(x, op=op), xs[r], blocks[r].shape, 11,
-                            False, want, traced)
-
+            _check_gradient(
+                f"reducescatter {mode} op={op}",
+                lambda x: hvd.reducescatter(x, op=op),
+                xs[r],
+                blocks[r].shape,
+                11,
+                False,
+                want,
+                traced,
+            )

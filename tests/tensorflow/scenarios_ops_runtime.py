@@ -1,5 +1,6 @@
 """How ops meet the engine across steps and frontends: the same graph every step (the
 response cache), loop iterations in flight at once, the NumPy frontend in the same process."""
+
 import numpy as np
 import tensorflow as tf
 
@@ -16,8 +17,10 @@ def sc_steady():
     @tf.function
     def step(v):  # inputs named so that the test finds the ops in the timeline
         a = hvd.allreduce(tf.fill([8], v + r, name="steady_a"), op=hvd.Sum)
-        b, c = hvd.grouped_allreduce([tf.fill([3, 2], v * (r + 1), name="steady_b"),
-                                      tf.fill([5], v - r, name="steady_c")], op=hvd.Average)
+        b, c = hvd.grouped_allreduce(
+            [tf.fill([3, 2], v * (r + 1), name="steady_b"), tf.fill([5], v - r, name="steady_c")],
+            op=hvd.Average,
+        )
         g = hvd.allgather(tf.fill([r + 1], v, name="steady_g"))
         s = hvd.broadcast(tf.fill([4], v + 10 * r, name="steady_s"), root_rank=n - 1)
         return a, b, c, g, s
@@ -41,6 +44,7 @@ def sc_frontends():
     """horovod.numpy and horovod.tensorflow share one engine: one init, the same topology, and
     ops of both in flight at once (named and unnamed: their counter names do not collide)."""
     import horovod.numpy as hnp
+
     r, n = hvd.rank(), hvd.size()
     assert hnp.is_initialized() and hnp.rank() == r and hnp.size() == n
     hnp.init()  # a no-op on the running engine
@@ -72,11 +76,12 @@ def sc_while_loop():
     def loop(x):
         def body(i, acc):
             return i + 1, acc + hvd.allreduce(x * tf.cast(i + 1, tf.float32), op=hvd.Sum)
-        return tf.while_loop(lambda i, acc: i < 12, body, (0, tf.zeros_like(x)),
-                             parallel_iterations=10)[1]
+
+        return tf.while_loop(
+            lambda i, acc: i < 12, body, (0, tf.zeros_like(x)), parallel_iterations=10
+        )[1]
 
     for _ in range(2):  # the second call runs the same (cached) names again
         got = loop(tf.fill([3], float(r + 1))).numpy()
         want = sum(range(1, 13)) * n * (n + 1) / 2
         assert (got == want).all(), (got, want)
-

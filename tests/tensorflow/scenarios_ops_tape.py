@@ -1,29 +1,31 @@
 """DistributedGradientTape against the mean of the ranks' local gradients."""
+
 import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
 from tests.tensorflow.reference import seed
 
-
 # Rank q's loss: mean((X_q w + b - Y_q)^2) + sum(emb[idx_q]^2 * k_q), with a float32 matrix w,
 # a float64 bias b (a second dtype: a second grouped allreduce) and an embedding whose
 # gradient is a tf.IndexedSlices. The reference is the mean over ranks of each rank's local
 # gradient, all computed locally with a plain tf.GradientTape from every rank's data.
 
+
 def _tape_data(q):
     rng = np.random.default_rng(seed("tape", q))
-    return (tf.constant(rng.uniform(-1, 1, (4 + q, 3)), tf.float32),
-            tf.constant(rng.uniform(-1, 1, (4 + q, 2)), tf.float32),
-            tf.constant(rng.integers(0, 10, 5), tf.int32),  # with duplicates
-            float(q + 1))
+    return (
+        tf.constant(rng.uniform(-1, 1, (4 + q, 3)), tf.float32),
+        tf.constant(rng.uniform(-1, 1, (4 + q, 2)), tf.float32),
+        tf.constant(rng.integers(0, 10, 5), tf.int32),  # with duplicates
+        float(q + 1),
+    )
 
 
 def _tape_loss(w, b, emb, data):
     x, y, idx, k = data
     pred = tf.matmul(x, w) + tf.cast(b, tf.float32)
-    return (tf.reduce_mean(tf.square(pred - y)) +
-            tf.reduce_sum(tf.square(tf.gather(emb, idx))) * k)
+    return tf.reduce_mean(tf.square(pred - y)) + tf.reduce_sum(tf.square(tf.gather(emb, idx))) * k
 
 
 def _dense(g):
@@ -65,18 +67,22 @@ def sc_tape():
     ]
     for name, options, scale, tol in variants:
         for traced in (False, True):
-            for as_dict in ((False, True) if name == "default" else (False,)):
-                fn = tf.function(lambda: run(options, as_dict)) if traced else \
-                    (lambda: run(options, as_dict))
+            for as_dict in (False, True) if name == "default" else (False,):
+                fn = (
+                    tf.function(lambda: run(options, as_dict))
+                    if traced
+                    else (lambda: run(options, as_dict))
+                )
                 grads = fn()
                 what = f"tape {name} {'function' if traced else 'eager'} dict={as_dict}"
                 assert grads[0].dtype == tf.float32 and grads[1].dtype == tf.float64, what
                 sparse = isinstance(grads[2], tf.IndexedSlices)
                 assert sparse == (name != "sparse_as_dense"), f"{what}: {type(grads[2])}"
                 for i, g in enumerate(grads):
-                    assert np.allclose(_dense(g), mean[i] * scale, rtol=tol, atol=tol), \
-                        f"{what}: gradient #{i} {_dense(g).ravel()[:4]} != " \
+                    assert np.allclose(_dense(g), mean[i] * scale, rtol=tol, atol=tol), (
+                        f"{what}: gradient #{i} {_dense(g).ravel()[:4]} != "
                         f"{(mean[i] * scale).ravel()[:4]}"
+                    )
     # A gradient that is None (variable not used) stays None.
     unused = tf.Variable([1.0])
     with tf.GradientTape() as tape:
@@ -93,4 +99,3 @@ def sc_tape():
     for v in variables:
         gathered = hvd.allgather(tf.expand_dims(v, 0)).numpy()
         assert all((gathered[q] == gathered[0]).all() for q in range(n)), v.name
-

@@ -1,6 +1,7 @@
 """The tf.compat.v1 graph path: DistributedOptimizer, BroadcastGlobalVariablesHook,
 MonitoredTrainingSession, backward_passes_per_step. Each scenario disables eager execution
 before it initializes Horovod, so it needs a process of its own."""
+
 import numpy as np
 import tensorflow as tf
 
@@ -39,8 +40,9 @@ def sc_v1_graph():
     hooks = [hvd.BroadcastGlobalVariablesHook(0)]
     with v1.train.MonitoredTrainingSession(hooks=hooks, checkpoint_dir=None) as sess:
         got = sess.run(gathered)
-        assert (got == np.array([1.0, 1.0, 0.0], np.float32)).all(), \
+        assert (got == np.array([1.0, 1.0, 0.0], np.float32)).all(), (
             f"after the broadcast every rank should hold rank 0's weights: {got}"
+        )
         for _ in range(40):
             _, current = sess.run([train_op, mean_loss], feed_dict=feed)
             losses.append(float(current))
@@ -92,10 +94,14 @@ def sc_v1_accumulate():
             e = v1.get_variable("e", [5, 1], initializer=v1.constant_initializer(0.5 * r))
             loss = tf.reduce_mean(tf.square(tf.matmul(x, w) + b + tf.gather(e, i) - y))
             global_step = v1.train.get_or_create_global_step()
-            base = (v1.train.GradientDescentOptimizer(lr) if kind == "sgd" else
-                    v1.train.MomentumOptimizer(lr, momentum))
-            opt = hvd.DistributedOptimizer(base, backward_passes_per_step=k,
-                                           average_aggregated_gradients=average)
+            base = (
+                v1.train.GradientDescentOptimizer(lr)
+                if kind == "sgd"
+                else v1.train.MomentumOptimizer(lr, momentum)
+            )
+            opt = hvd.DistributedOptimizer(
+                base, backward_passes_per_step=k, average_aggregated_gradients=average
+            )
             grads_and_vars = opt.compute_gradients(loss)
             grad_of = {v.name: g for g, v in grads_and_vars}
             assert isinstance(grad_of["e:0"], tf.IndexedSlices), what
@@ -103,8 +109,9 @@ def sc_v1_accumulate():
             local = v1.local_variables()
             assert len(local) == 4 and not set(local) & set(v1.global_variables()), (what, local)
             assert not set(local) & set(v1.trainable_variables()), what
-            assert {v.name for v in local} == {f"{opt.get_name()}/aggregation/{s}:0"
-                                               for s in ("counter", "w", "b", "e")}, local
+            assert {v.name for v in local} == {
+                f"{opt.get_name()}/aggregation/{s}:0" for s in ("counter", "w", "b", "e")
+            }, local
             outside = [o.name for o in graph.get_operations() if o.type == "HorovodAllreduce"]
             assert not outside, f"{what}: allreduce outside the cond: {outside}"
             flat = tf.concat([tf.reshape(t, [-1]) for t in (w, b, e)], 0)
@@ -119,14 +126,16 @@ def sc_v1_accumulate():
                 assert (before == want).all(), f"{what}: after the broadcast: {before}"
                 xs, idx, ys = batch(r, 0)
                 got = sess.run(grad_of["w:0"], {x: xs, i: idx, y: ys})
-                assert np.allclose(got, local_grads(params, r, 0)[0], rtol=1e-5, atol=1e-6), \
+                assert np.allclose(got, local_grads(params, r, 0)[0], rtol=1e-5, atol=1e-6), (
                     f"{what}: compute_gradients should give the local gradient: {got.ravel()}"
+                )
                 window = []
                 for p in range(passes):
                     xs, idx, ys = batch(r, p)
                     sess.run(train_op, {x: xs, i: idx, y: ys})
-                    window.append([np.mean(g, 0) for g in
-                                   zip(*[local_grads(params, q, p) for q in range(n)])])
+                    window.append(
+                        [np.mean(g, 0) for g in zip(*[local_grads(params, q, p) for q in range(n)])]
+                    )
                     applied = len(window) == k
                     if applied:
                         step = [sum(g) / (k if average else 1) for g in zip(*window)]
@@ -136,14 +145,16 @@ def sc_v1_accumulate():
                         params = [t - lr * g for t, g in zip(params, step)]
                         window = []
                     got = sess.run(gathered)
-                    assert all((got[q] == got[0]).all() for q in range(n)), \
+                    assert all((got[q] == got[0]).all() for q in range(n)), (
                         f"{what}, run {p + 1}: weights differ across ranks: {got}"
-                    assert (got[0] != before[0]).any() if applied else \
-                        (got[0] == before[0]).all(), \
-                        f"{what}, run {p + 1}: changed={applied} expected: {before[0]} -> {got[0]}"
+                    )
+                    assert (
+                        (got[0] != before[0]).any() if applied else (got[0] == before[0]).all()
+                    ), f"{what}, run {p + 1}: changed={applied} expected: {before[0]} -> {got[0]}"
                     want = np.concatenate([t.ravel() for t in params])
-                    assert np.allclose(got[0], want, rtol=1e-5, atol=1e-6), \
+                    assert np.allclose(got[0], want, rtol=1e-5, atol=1e-6), (
                         f"{what}, run {p + 1}:\n got  {got[0]}\n want {want}"
+                    )
                     assert sess.run(global_step) == p + 1, (what, p)
                     before = got
 
@@ -154,9 +165,9 @@ def sc_v1_accumulate():
         with tf.Graph().as_default():
             v = v1.get_variable("v", [3])
             with v1.name_scope("train"):
-                opt = hvd.DistributedOptimizer(v1.train.AdamOptimizer(0.1),
-                                               backward_passes_per_step=passes_per_step)
+                opt = hvd.DistributedOptimizer(
+                    v1.train.AdamOptimizer(0.1), backward_passes_per_step=passes_per_step
+                )
                 opt.minimize(tf.reduce_sum(v * v))
             names.append(sorted(x.name for x in v1.global_variables()))
     assert names[0] == names[1] and "train/beta1_power:0" in names[0], names
-

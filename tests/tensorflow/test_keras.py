@@ -5,6 +5,7 @@ The scenarios (scenarios_keras.py) share one launch per world size (module fixtu
 each prints its own verdict, and digests of what must be equal across ranks, which the tests
 below compare. The examples run as users run them, under mpirun -np 2.
 """
+
 import importlib.util
 import re
 from collections import defaultdict
@@ -29,8 +30,8 @@ def digests(batch, scenario_prefix):
     found = defaultdict(dict)
     # Not anchored to line starts: mpirun may append a line to another rank's unfinished one.
     for scenario, rank, what, value in re.findall(
-            rf"DIGEST ({re.escape(scenario_prefix)}\S*) rank=(\d+) (\w+)=([0-9a-f]{{64}})",
-            batch.out):
+        rf"DIGEST ({re.escape(scenario_prefix)}\S*) rank=(\d+) (\w+)=([0-9a-f]{{64}})", batch.out
+    ):
         found[(scenario, what)][int(rank)] = value
     return found
 
@@ -39,8 +40,9 @@ def assert_equal_on_all_ranks(batch, scenario_prefix, expected_whats):
     found = digests(batch, scenario_prefix)
     assert {what for _, what in found} == set(expected_whats), found
     for key, by_rank in found.items():
-        assert set(by_rank) == set(range(batch.np)), \
+        assert set(by_rank) == set(range(batch.np)), (
             f"{key}: digests from ranks {sorted(by_rank)} only; stdout:\n{batch.out[-6000:]}"
+        )
         assert len(set(by_rank.values())) == 1, f"{key} differs across ranks: {by_rank}"
 
 
@@ -91,14 +93,16 @@ def test_schedule_and_best_checkpoint(keras_run):
 
 # ---- examples -------------------------------------------------------------------------------
 
+
 def run_example(name, *args, np_=2, timeout=180):
     rc, out, err = mpi.launch(np_, EXAMPLES / name, *args, tf=True, timeout=timeout)
     assert rc == 0, f"rc={rc}\nstdout:\n{out}\nstderr:\n{err}"
     return out
 
 
-needs_sklearn = pytest.mark.skipif(importlib.util.find_spec("sklearn") is None,
-                                   reason="the digits examples need scikit-learn")
+needs_sklearn = pytest.mark.skipif(
+    importlib.util.find_spec("sklearn") is None, reason="the digits examples need scikit-learn"
+)
 
 
 def accuracy(out):
@@ -129,9 +133,23 @@ def test_custom_loop_digits_example():
 def test_synthetic_benchmark_example():
     """examples/tensorflow2_synthetic_benchmark.py on 2 ranks, with a small model and few
     batches: prints upstream's lines (per-iteration, per-CPU and total with +- intervals)."""
-    out = run_example("tensorflow2_synthetic_benchmark.py", "--model", "MobileNetV3Small",
-                      "--batch-size", "4", "--num-classes", "10", "--num-warmup-batches", "1",
-                      "--num-batches-per-iter", "1", "--num-iters", "2", "--threads", "1")
+    out = run_example(
+        "tensorflow2_synthetic_benchmark.py",
+        "--model",
+        "MobileNetV3Small",
+        "--batch-size",
+        "4",
+        "--num-classes",
+        "10",
+        "--num-warmup-batches",
+        "1",
+        "--num-batches-per-iter",
+        "1",
+        "--num-iters",
+        "2",
+        "--threads",
+        "1",
+    )
     assert "Number of CPUs: 2" in out
     assert len(re.findall(r"^Iter #\d: [0-9.]+ img/sec per CPU$", out, re.M)) == 2, out
     assert re.search(r"^Img/sec per CPU: [0-9.]+ \+-[0-9.]+$", out, re.M), out

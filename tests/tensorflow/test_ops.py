@@ -5,6 +5,7 @@ TensorFlow costs seconds per rank, and each scenario prints its own verdict, so 
 below still reports on its own scenario. Graph mode (tf.compat.v1) needs a process of its own;
 the import-time and pre-init checks run in one plain process each, without mpirun.
 """
+
 import json
 
 import pytest
@@ -12,8 +13,20 @@ import pytest
 from tests.support import mpi
 from tests.support.mpi import TF_OPS
 
-BATCH = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "steady",
-         "gradients", "extras", "tape", "frontends", "while_loop", "errors"]
+BATCH = [
+    "allreduce",
+    "allgather",
+    "broadcast",
+    "alltoall",
+    "reducescatter",
+    "steady",
+    "gradients",
+    "extras",
+    "tape",
+    "frontends",
+    "while_loop",
+    "errors",
+]
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
@@ -60,9 +73,14 @@ def test_reducescatter(ops):
 
 # The ops of sc_steady's tf.function (node names from its named inputs, ".<i>" per tensor of
 # the grouped op) and its eager op, each submitted STEADY_STEPS (eager: half as many) times.
-STEADY_NAMES = ["HorovodAllreduce_steady_a_0", "HorovodAllreduce_steady_b_0.0",
-                "HorovodAllreduce_steady_b_0.1", "HorovodAllgather_steady_g_0",
-                "HorovodBroadcast_steady_s_0", "steady/eager"]
+STEADY_NAMES = [
+    "HorovodAllreduce_steady_a_0",
+    "HorovodAllreduce_steady_b_0.0",
+    "HorovodAllreduce_steady_b_0.1",
+    "HorovodAllgather_steady_g_0",
+    "HorovodBroadcast_steady_s_0",
+    "steady/eager",
+]
 STEADY_STEPS = 60
 
 

@@ -11,6 +11,7 @@ The rule, what counts as "A imports B":
   - a module importing itself is not a cycle; compiled modules (horovod._core) are leaves.
 A cycle is reported with the file and line of each import in it.
 """
+
 import ast
 import pathlib
 
@@ -47,7 +48,7 @@ def imports(name, path, known, package):
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = name.split(".")
-                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
                 stem = ".".join(base + ([node.module] if node.module else []))
             else:
                 stem = node.module
@@ -154,10 +155,12 @@ def test_no_import_cycles_in_horovod():
     known = modules(ROOT, "horovod")
     found = cycles(ROOT, "horovod")
     assert not found, "import cycles among horovod's modules:\n" + "\n".join(
-        describe(c, ROOT, known) for c in found)
+        describe(c, ROOT, known) for c in found
+    )
 
 
 # ---- the detector itself, on small packages written for the test -----------------------------
+
 
 def _package(tmp_path, files):
     for rel, text in files.items():
@@ -169,12 +172,15 @@ def _package(tmp_path, files):
 
 def test_a_function_level_import_closes_a_cycle(tmp_path):
     # The shape that horovod.tensorflow.gradients and horovod.tensorflow.keras had.
-    root = _package(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/core/__init__.py": "from pkg.core.grads import reduce\n",
-        "pkg/core/grads.py": "def wrap():\n    from pkg.core import upper\n    return upper\n",
-        "pkg/core/upper/__init__.py": "from pkg.core import grads\n",
-    })
+    root = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/core/__init__.py": "from pkg.core.grads import reduce\n",
+            "pkg/core/grads.py": "def wrap():\n    from pkg.core import upper\n    return upper\n",
+            "pkg/core/upper/__init__.py": "from pkg.core import grads\n",
+        },
+    )
     found = cycles(root, "pkg")
     assert len(found) == 1
     text = describe(found[0], root, modules(root, "pkg"))
@@ -185,31 +191,46 @@ def test_a_function_level_import_closes_a_cycle(tmp_path):
 def test_a_package_init_runs_on_a_submodule_import(tmp_path):
     # low imports upper.impl, which loads upper/__init__.py, which imports low: a cycle, though
     # no file names the other directly. Submodules of one's own package add nothing.
-    root = _package(tmp_path, {
-        "pkg/__init__.py": "from pkg import low\n",
-        "pkg/low.py": "from pkg import base\n",
-        "pkg/base.py": "",
-        "pkg/upper/__init__.py": "from pkg.low import x\nfrom . import impl\n",
-        "pkg/upper/impl.py": "from pkg import base\n",
-    })
+    root = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg import low\n",
+            "pkg/low.py": "from pkg import base\n",
+            "pkg/base.py": "",
+            "pkg/upper/__init__.py": "from pkg.low import x\nfrom . import impl\n",
+            "pkg/upper/impl.py": "from pkg import base\n",
+        },
+    )
     assert cycles(root, "pkg") == []
     (root / "pkg/low.py").write_text("def f():\n    from pkg.upper.impl import g\n")
     found = cycles(root, "pkg")
     assert [[(a, b) for a, b, _, _ in c] for c in found] == [
-        [("pkg.low", "pkg.upper"), ("pkg.upper", "pkg.low")]], found
+        [("pkg.low", "pkg.upper"), ("pkg.upper", "pkg.low")]
+    ], found
 
 
-@pytest.mark.parametrize("text,want", [
-    ("from . import base\n", ["pkg.base"]),
-    ("from .base import x\n", ["pkg.base"]),
-    ("import pkg.base as b\n", ["pkg.base"]),
-    ("from pkg import base, name\n", ["pkg", "pkg.base"]),
-    ("from pkg.sub import leaf\n", ["pkg.sub", "pkg.sub.leaf"]),
-    ("import os\nfrom pkg import _compiled\n", ["pkg"]),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("from . import base\n", ["pkg.base"]),
+        ("from .base import x\n", ["pkg.base"]),
+        ("import pkg.base as b\n", ["pkg.base"]),
+        ("from pkg import base, name\n", ["pkg", "pkg.base"]),
+        ("from pkg.sub import leaf\n", ["pkg.sub", "pkg.sub.leaf"]),
+        ("import os\nfrom pkg import _compiled\n", ["pkg"]),
+    ],
+)
 def test_import_forms_resolve_to_modules(tmp_path, text, want):
-    root = _package(tmp_path, {"pkg/__init__.py": "", "pkg/base.py": "", "pkg/user.py": text,
-                               "pkg/sub/__init__.py": "", "pkg/sub/leaf.py": ""})
+    root = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/base.py": "",
+            "pkg/user.py": text,
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/leaf.py": "",
+        },
+    )
     _, edges = graph(root, "pkg")
     assert sorted({e[0] for e in edges["pkg.user"]}) == want, edges["pkg.user"]
 
@@ -225,7 +246,11 @@ def test_runner_programs_stay_apart():
                 return sub
         return "horovod.runner" if module.startswith("horovod.runner.") else None
 
-    crossing = [f"{m} imports {t} (line {line})" for m, es in edges.items() if side(m)
-                for t, line, _, implicit in es
-                if not implicit and side(t) and side(t) != side(m)]
+    crossing = [
+        f"{m} imports {t} (line {line})"
+        for m, es in edges.items()
+        if side(m)
+        for t, line, _, implicit in es
+        if not implicit and side(t) and side(t) != side(m)
+    ]
     assert not crossing, "\n".join(crossing)

@@ -1,4 +1,5 @@
 """scripts/check_layers.py: the real csrc/ is clean, and planted violations are caught."""
+
 import pathlib
 import subprocess
 import sys
@@ -32,8 +33,11 @@ def clean_tree(root):
     write(root, "engine/watchdog.h", '#include "engine/engine.h"\n')
     write(root, "python/module.cc", '#include "common/common.h"\n#include "engine/engine.h"\n')
     # TensorFlow's own headers share the directory name of our frontend: not ours, not checked.
-    write(root, "tensorflow/mpi_ops.cc",
-          '#include "engine/engine.h"\n#include "tensorflow/core/framework/op.h"\n')
+    write(
+        root,
+        "tensorflow/mpi_ops.cc",
+        '#include "engine/engine.h"\n#include "tensorflow/core/framework/op.h"\n',
+    )
 
 
 def test_clean_tree_passes(tmp_path):
@@ -44,10 +48,15 @@ def test_clean_tree_passes(tmp_path):
 
 def test_planted_violations_are_named_with_file_and_line(tmp_path):
     clean_tree(tmp_path)
-    write(tmp_path, "ops/broadcast.cc",
-          '// up a layer\n#include "common/common.h"\n#include "engine/watchdog.h"\n')
+    write(
+        tmp_path,
+        "ops/broadcast.cc",
+        '// up a layer\n#include "common/common.h"\n#include "engine/watchdog.h"\n',
+    )
     write(tmp_path, "common/config.cc", '#include "mpi/mpi_context.h"\n')
-    write(tmp_path, "python/extra.cc", '#include "engine/watchdog.h"\n#include "ops/collectives.h"\n')
+    write(
+        tmp_path, "python/extra.cc", '#include "engine/watchdog.h"\n#include "ops/collectives.h"\n'
+    )
     write(tmp_path, "tensorflow/other.cc", '#include "python/module.cc"\n')
     write(tmp_path, "misc/loose.cc", '#include "common/common.h"\n')
     r = run(tmp_path)

@@ -1,4 +1,5 @@
 """`python -m horovod.runner.cluster`: compose/compose.yaml's launcher entrypoint."""
+
 import sys
 
 from horovod.runner.cluster.entrypoint import main

@@ -1,6 +1,7 @@
 """Finding the workers: the service's DNS name resolves to every running replica (Docker's
 embedded DNS; a Kubernetes headless service does the same), each one counted once its sshd
 accepts TCP connections, within a bound that names the ones that never did."""
+
 import re
 import socket
 import time
@@ -35,8 +36,12 @@ def discover(service, port, timeout, expect=None):
     seen, silent = [], []
     while True:
         try:
-            ips = sorted({a[4][0] for a in socket.getaddrinfo(service, port, socket.AF_INET,
-                                                               socket.SOCK_STREAM)})
+            ips = sorted(
+                {
+                    a[4][0]
+                    for a in socket.getaddrinfo(service, port, socket.AF_INET, socket.SOCK_STREAM)
+                }
+            )
         except socket.gaierror:
             ips = []
         seen = [(_name_of(ip), ip) for ip in ips]
@@ -46,10 +51,16 @@ def discover(service, port, timeout, expect=None):
             return sorted(seen, key=lambda s: _replica_key(s[0]))
         if time.monotonic() >= deadline:
             if not seen:
-                raise RuntimeError(f"no container answers to the name {service!r} after {timeout:.0f} s "
-                                   f"(are the {service} services up on this network?)")
+                raise RuntimeError(
+                    f"no container answers to the name {service!r} after {timeout:.0f} s "
+                    f"(are the {service} services up on this network?)"
+                )
             if silent:
-                raise RuntimeError(f"sshd on port {port} never answered on {', '.join(silent)} "
-                                   f"within {timeout:.0f} s (see `docker compose logs {service}`)")
-            raise RuntimeError(f"found {len(seen)} {service}(s), expected {expect}, within {timeout:.0f} s")
+                raise RuntimeError(
+                    f"sshd on port {port} never answered on {', '.join(silent)} "
+                    f"within {timeout:.0f} s (see `docker compose logs {service}`)"
+                )
+            raise RuntimeError(
+                f"found {len(seen)} {service}(s), expected {expect}, within {timeout:.0f} s"
+            )
         time.sleep(0.25)

@@ -9,6 +9,7 @@
    and says which ones never did.
 3. Writes `host slots=N` lines, ordered by replica number, then execs the command.
 """
+
 import argparse
 import os
 import sys
@@ -22,13 +23,17 @@ def log(msg):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m horovod.runner.cluster", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m horovod.runner.cluster", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--service", default="worker", help="DNS name of the workers (compose service)")
     p.add_argument("--port", type=int, default=2222, help="workers' sshd port")
     p.add_argument("--slots", type=int, default=2, help="slots (ranks) per worker")
-    p.add_argument("--expect", type=int,
-                   help="wait for this many workers (default: $HOROVOD_WORKERS, else those that "
-                        "exist)")
+    p.add_argument(
+        "--expect",
+        type=int,
+        help="wait for this many workers (default: $HOROVOD_WORKERS, else those that exist)",
+    )
     p.add_argument("--timeout", type=float, default=60.0, help="bound on discovery, seconds")
     p.add_argument("--key-dir", default=os.path.expanduser("~/.ssh"))
     p.add_argument("--authorized-keys-dir", help="where the workers read authorized_keys from")
@@ -43,8 +48,10 @@ def main(argv=None):
         try:
             args.expect = int(os.environ["HOROVOD_WORKERS"]) or None
         except ValueError:
-            p.error(f"argument --expect: $HOROVOD_WORKERS={os.environ['HOROVOD_WORKERS']!r} is "
-                    "not an integer")
+            p.error(
+                f"argument --expect: $HOROVOD_WORKERS={os.environ['HOROVOD_WORKERS']!r} is "
+                "not an integer"
+            )
     start = time.monotonic()
     key, made = keys.ensure_keys(args.key_dir, args.authorized_keys_dir)
     if made:
@@ -59,8 +66,11 @@ def main(argv=None):
     with open(tmp, "w") as f:
         f.writelines(f"{name} slots={args.slots}\n" for name, _ in workers)
     os.replace(tmp, args.hostfile)  # the healthcheck sees a complete file or none
-    log(f"{len(workers)} worker(s) in {time.monotonic() - start:.1f} s: "
-        + ", ".join(f"{n} ({ip})" for n, ip in workers) + f"; {args.slots} slot(s) each -> {args.hostfile}")
+    log(
+        f"{len(workers)} worker(s) in {time.monotonic() - start:.1f} s: "
+        + ", ".join(f"{n} ({ip})" for n, ip in workers)
+        + f"; {args.slots} slot(s) each -> {args.hostfile}"
+    )
     if not command:
         return 0
     log("running: " + " ".join(command))

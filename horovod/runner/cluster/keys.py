@@ -1,5 +1,6 @@
 """The cluster's ssh key pair: made once per cluster in the launcher's key directory (a volume),
 its public half published where the workers read authorized_keys. No key is in an image."""
+
 import os
 import socket
 import subprocess
@@ -11,8 +12,21 @@ def ensure_keys(key_dir, authorized_dir):
     made = not os.path.exists(key)
     if made:
         os.makedirs(key_dir, exist_ok=True)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
-                        f"horovod-cluster@{socket.gethostname()}", "-f", key], check=True)
+        subprocess.run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"horovod-cluster@{socket.gethostname()}",
+                "-f",
+                key,
+            ],
+            check=True,
+        )
     os.chmod(key_dir, 0o700)
     os.chmod(key, 0o600)
     if authorized_dir:

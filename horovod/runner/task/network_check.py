@@ -15,6 +15,7 @@ and aborts the job (horovodrun then ends mpirun within its abort grace).
 The plan (hosts, interfaces, chosen subnet, options) comes from horovodrun in
 HOROVOD_NETWORK_CHECK_PLAN, as JSON.
 """
+
 import json
 import math
 import os
@@ -27,10 +28,10 @@ from horovod.common import basics
 
 KIB, MIB = 1 << 10, 1 << 20
 TAG_DATA, TAG_STOP, TAG_CTRL = 11, 12, 13
-MESSAGE = 4 * MIB         # large enough that per-message costs (Python, rendezvous) are small
+MESSAGE = 4 * MIB  # large enough that per-message costs (Python, rendezvous) are small
 IN_FLIGHT = 8
-SLOW_FACTOR = 3.0        # a link this many times below the median is named
-FASTER_FACTOR = 1.3      # another interface this much faster than the chosen one is a warning
+SLOW_FACTOR = 3.0  # a link this many times below the median is named
+FASTER_FACTOR = 1.3  # another interface this much faster than the chosen one is a warning
 
 
 class NoAnswer(Exception):
@@ -46,7 +47,9 @@ class Checker:
         self.step_timeout = float(plan.get("step_timeout", 10.0)) + self.seconds
         self.host_of = {int(r): h for r, h in plan["placement"].items()}
         self.hosts = list(dict.fromkeys(self.host_of[r] for r in range(self.size)))
-        self.ranks_of = {h: [r for r in range(self.size) if self.host_of[r] == h] for h in self.hosts}
+        self.ranks_of = {
+            h: [r for r in range(self.size) if self.host_of[r] == h] for h in self.hosts
+        }
         self.step = ""
 
     # -- bounded waiting -----------------------------------------------------------------
@@ -56,15 +59,19 @@ class Checker:
     def wait(self, req, peer, deadline):
         while not req.Test():
             if time.monotonic() > deadline:
-                raise NoAnswer(f"{self.who(peer)} did not answer within {self.step_timeout:.0f} s "
-                               f"(step: {self.step})")
+                raise NoAnswer(
+                    f"{self.who(peer)} did not answer within {self.step_timeout:.0f} s "
+                    f"(step: {self.step})"
+                )
             time.sleep(0)
 
     def recv_obj(self, source, deadline):
         while not self.comm.Iprobe(source=source, tag=TAG_CTRL):
             if time.monotonic() > deadline:
-                raise NoAnswer(f"{self.who(source)} did not answer within {self.step_timeout:.0f} s "
-                               f"(step: {self.step})")
+                raise NoAnswer(
+                    f"{self.who(source)} did not answer within {self.step_timeout:.0f} s "
+                    f"(step: {self.step})"
+                )
             time.sleep(0.0005)
         return self.comm.recv(source=source, tag=TAG_CTRL)
 
@@ -85,11 +92,12 @@ class Checker:
     # -- point to point over MPI ---------------------------------------------------------
     def latency(self, a, b, iters=200):
         import numpy as np
+
         buf = np.zeros(8, np.uint8)
         peer = b if self.rank == a else a
         deadline = time.monotonic() + self.step_timeout
         samples = []
-        for i in range(iters):
+        for _ in range(iters):
             t0 = time.perf_counter()
             if self.rank == a:
                 self.wait(self.comm.Isend(buf, dest=peer, tag=TAG_DATA), peer, deadline)
@@ -98,12 +106,13 @@ class Checker:
             else:
                 self.wait(self.comm.Irecv(buf, source=peer, tag=TAG_DATA), peer, deadline)
                 self.wait(self.comm.Isend(buf, dest=peer, tag=TAG_DATA), peer, deadline)
-        return statistics.median(samples[iters // 10:]) if samples else None
+        return statistics.median(samples[iters // 10 :]) if samples else None
 
     def bandwidth(self, src, dst):
         """src streams 4 MiB messages to dst for self.seconds; bytes/s as seen by src (after
         dst's acknowledgement of the last byte)."""
         import numpy as np
+
         deadline = time.monotonic() + self.step_timeout + self.seconds
         if self.rank == src:
             data = np.ones(MESSAGE, np.uint8)
@@ -121,14 +130,17 @@ class Checker:
             self.wait(self.comm.Irecv(ack, source=dst, tag=TAG_STOP), dst, deadline)
             return sent / (time.perf_counter() - t0)
         from mpi4py import MPI
+
         buf = np.empty(MESSAGE, np.uint8)
         status = MPI.Status()
         while True:
             req = self.comm.Irecv(buf, source=src, tag=MPI.ANY_TAG)
             while not req.Test(status):
                 if time.monotonic() > deadline:
-                    raise NoAnswer(f"{self.who(src)} stopped sending within {self.step_timeout:.0f} s "
-                                   f"(step: {self.step})")
+                    raise NoAnswer(
+                        f"{self.who(src)} stopped sending within {self.step_timeout:.0f} s "
+                        f"(step: {self.step})"
+                    )
                 time.sleep(0)
             if status.Get_tag() == TAG_STOP:
                 break
@@ -176,7 +188,9 @@ class Checker:
             return None
         data = memoryview(bytearray(MESSAGE))
         try:
-            with socket.create_connection((address, port), timeout=min(5.0, self.step_timeout)) as s:
+            with socket.create_connection(
+                (address, port), timeout=min(5.0, self.step_timeout)
+            ) as s:
                 t0 = time.perf_counter()
                 while time.perf_counter() - t0 < self.seconds:
                     s.sendall(data)
@@ -190,7 +204,8 @@ class Checker:
         lat, bw = {}, {}
         # Inside each host first (shared memory), then every pair of hosts.
         pairs = [(h, h) for h in self.hosts] + [
-            (a, b) for i, a in enumerate(self.hosts) for b in self.hosts[i + 1:]]
+            (a, b) for i, a in enumerate(self.hosts) for b in self.hosts[i + 1 :]
+        ]
         for a, b in pairs:
             if a == b:
                 if len(self.ranks_of[a]) < 2:
@@ -215,7 +230,9 @@ class Checker:
 
     def allreduce_sweep(self):
         import numpy as np
+
         import horovod.numpy as hvd
+
         out = {}
         # A fixed number of ops per size: every rank must submit the same ops (a rank that
         # stopped on its own clock would leave the others waiting).
@@ -234,7 +251,10 @@ class Checker:
             res = self.sync(statistics.median(times))
             if res:
                 t = max(res.values())
-                out[size] = (t, size * 2 * (self.size - 1) / self.size / t if self.size > 1 else None)
+                out[size] = (
+                    t,
+                    size * 2 * (self.size - 1) / self.size / t if self.size > 1 else None,
+                )
         return out
 
     def interface_sweep(self, rep):
@@ -278,15 +298,28 @@ def _matrix(title, hosts, values, fmt):
 def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
     """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off)."""
     hosts = checker.hosts
-    lines = [f"horovodrun --check-network: {len(hosts)} host(s), {checker.size} rank(s); "
-             f"network {plan['network']} ({plan.get('interface', '?')}); "
-             f"{checker.seconds:g} s per bandwidth measurement"]
-    lines += _matrix("latency, us (8 bytes, half a round trip over MPI; diagonal: two ranks of one host)",
-                     hosts, lat, lambda v: f"{v * 1e6:.1f}" if v else "-")
-    lines += _matrix(f"bandwidth, GB/s (row sends to column, {MESSAGE // MIB} MiB messages over MPI; "
-                     "diagonal: shared memory)",
-                     hosts, bw, _gbs)
-    lines.append(f"allreduce through the engine, {checker.size} ranks (bus bandwidth, slowest rank's median time):")
+    lines = [
+        f"horovodrun --check-network: {len(hosts)} host(s), {checker.size} rank(s); "
+        f"network {plan['network']} ({plan.get('interface', '?')}); "
+        f"{checker.seconds:g} s per bandwidth measurement"
+    ]
+    lines += _matrix(
+        "latency, us (8 bytes, half a round trip over MPI; diagonal: two ranks of one host)",
+        hosts,
+        lat,
+        lambda v: f"{v * 1e6:.1f}" if v else "-",
+    )
+    lines += _matrix(
+        f"bandwidth, GB/s (row sends to column, {MESSAGE // MIB} MiB messages over MPI; "
+        "diagonal: shared memory)",
+        hosts,
+        bw,
+        _gbs,
+    )
+    lines.append(
+        f"allreduce through the engine, {checker.size} ranks "
+        "(bus bandwidth, slowest rank's median time):"
+    )
     for size, (t, busbw) in sorted(allreduce.items()):
         label = f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
         lines.append(f"  {label:>7}: {t * 1e6:9.1f} us  {_gbs(busbw) if busbw else 'n/a'} GB/s")
@@ -295,13 +328,21 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
     links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
     if links:
         median = statistics.median(links.values())
-        slow = sorted((k for k, v in links.items() if v < median / SLOW_FACTOR), key=lambda k: links[k])
+        slow = sorted(
+            (k for k, v in links.items() if v < median / SLOW_FACTOR), key=lambda k: links[k]
+        )
         for a, b in slow:
-            lines.append(f"slow link: {a} -> {b}: {_gbs(links[(a, b)])} GB/s, median {_gbs(median)} GB/s")
+            lines.append(
+                f"slow link: {a} -> {b}: {_gbs(links[(a, b)])} GB/s, median {_gbs(median)} GB/s"
+            )
         if slow:
-            involved = sorted({h for k in slow for h in k}, key=lambda h: -sum(h in k for k in slow))
-            verdicts.append(f"{len(slow)} slow link(s), more than {SLOW_FACTOR:g}x below the median "
-                            f"(most involved: {involved[0]}); check that host's network")
+            involved = sorted(
+                {h for k in slow for h in k}, key=lambda h: -sum(h in k for k in slow)
+            )
+            verdicts.append(
+                f"{len(slow)} slow link(s), more than {SLOW_FACTOR:g}x below the median "
+                f"(most involved: {involved[0]}); check that host's network"
+            )
     # Interfaces: the chosen one against every other subnet, per host.
     chosen = plan["network"]
     if interfaces:
@@ -321,13 +362,23 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
                 continue
             for subnet, per_host in interfaces.items():
                 other = per_host.get(h)
-                if subnet != chosen and other and isinstance(other[2], float) and other[2] > FASTER_FACTOR * mine[2]:
-                    msg = (f"{h}: the job's interface {mine[0]} ({chosen}) carries {_gbs(mine[2])} GB/s, "
-                           f"but {other[0]} ({subnet}) carries {_gbs(other[2])} GB/s: use "
-                           f"--network-interface {other[0]}")
+                if (
+                    subnet != chosen
+                    and other
+                    and isinstance(other[2], float)
+                    and other[2] > FASTER_FACTOR * mine[2]
+                ):
+                    msg = (
+                        f"{h}: the job's interface {mine[0]} ({chosen}) "
+                        f"carries {_gbs(mine[2])} GB/s, "
+                        f"but {other[0]} ({subnet}) carries {_gbs(other[2])} GB/s: use "
+                        f"--network-interface {other[0]}"
+                    )
                     lines.append("warning: " + msg)
                     if not any("faster interface" in v for v in verdicts):
-                        verdicts.append(f"a faster interface than the chosen one exists ({other[0]} on {h})")
+                        verdicts.append(
+                            f"a faster interface than the chosen one exists ({other[0]} on {h})"
+                        )
     model = plan.get("model_bytes")
     if model and allreduce:
         n = checker.size
@@ -336,22 +387,33 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
         if big[1]:
             fusion = fusion_threshold or model
             t_comm = model * 2 * (n - 1) / n / big[1] + -(-model // fusion) * small[0]
-            line = (f"model of {model / MIB:.1f} MiB of gradients: about {t_comm * 1e3:.1f} ms of allreduce per "
-                    f"step on {n} ranks ({_gbs(big[1])} GB/s bus bandwidth at 64 MiB)")
+            line = (
+                f"model of {model / MIB:.1f} MiB of gradients: "
+                f"about {t_comm * 1e3:.1f} ms of allreduce per "
+                f"step on {n} ranks ({_gbs(big[1])} GB/s bus bandwidth at 64 MiB)"
+            )
             step = plan.get("step_time_ms")
             if step:
                 s = step / 1e3
-                line += (f"; with a {step:g} ms compute step, scaling efficiency is at most "
-                         f"{s / (s + t_comm):.0%} without overlap, {min(1.0, s / t_comm) if t_comm else 1.0:.0%} "
-                         f"if communication fully overlaps compute")
+                line += (
+                    f"; with a {step:g} ms compute step, scaling efficiency is at most "
+                    f"{s / (s + t_comm):.0%} without overlap, "
+                    f"{min(1.0, s / t_comm) if t_comm else 1.0:.0%} "
+                    f"if communication fully overlaps compute"
+                )
             else:
-                line += "; pass --step-time-ms (one rank's step time) for the scaling efficiency bound"
+                line += (
+                    "; pass --step-time-ms (one rank's step time) for the scaling efficiency bound"
+                )
             lines.append(line)
     if verdicts:
         lines.append("verdict: WARN: " + "; ".join(verdicts))
     elif links:
-        lines.append(f"verdict: OK: every link between hosts within {SLOW_FACTOR:g}x of the median "
-                     f"({_gbs(statistics.median(links.values()))} GB/s), and the chosen interface is the fastest measured")
+        lines.append(
+            f"verdict: OK: every link between hosts within {SLOW_FACTOR:g}x of the median "
+            f"({_gbs(statistics.median(links.values()))} GB/s), "
+            "and the chosen interface is the fastest measured"
+        )
     else:
         lines.append("verdict: OK (one host: no links between hosts to judge)")
     return "\n".join(lines)
@@ -366,24 +428,36 @@ def main():
     step = plan.get("step_timeout", 10.0) + plan.get("seconds", 0.5)
     os.environ.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(int(step)))
     check_time = basics.config_values()["HOROVOD_STALL_CHECK_TIME_SECONDS"]
-    os.environ.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
-                          str(max(int(2 * step + 5), math.ceil(check_time))))
+    os.environ.setdefault(
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(max(int(2 * step + 5), math.ceil(check_time)))
+    )
     os.environ.setdefault("HOROVOD_SUMMARY", "0")  # the report says it all
     # Our communicator first, then the engine: creating a communicator while the engine's
     # thread runs its negotiation collectives can stall Open MPI 4.1's context-id agreement
     # (seen under load in CI: two ranks never reached the engine's rounds).
     from mpi4py import MPI
+
     comm = MPI.COMM_WORLD.Dup()
     import horovod.numpy as hvd
+
     hvd.init()
     checker = Checker(comm, plan)
     if checker.rank == 0:
-        print(f"horovodrun --check-network: {checker.size} ranks started on {len(checker.hosts)} host(s); "
-              f"measuring (each step bounded by {checker.step_timeout:.0f} s)", file=sys.stderr, flush=True)
+        print(
+            f"horovodrun --check-network: {checker.size} ranks started on "
+            f"{len(checker.hosts)} host(s); "
+            f"measuring (each step bounded by {checker.step_timeout:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         lat, bw, allreduce, interfaces = checker.run()
     except NoAnswer as e:
-        print(f"horovodrun --check-network: {checker.who(checker.rank)}: {e}", file=sys.stderr, flush=True)
+        print(
+            f"horovodrun --check-network: {checker.who(checker.rank)}: {e}",
+            file=sys.stderr,
+            flush=True,
+        )
         MPI.COMM_WORLD.Abort(2)
         return 2
     if checker.rank == 0:

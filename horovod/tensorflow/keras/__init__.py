@@ -22,53 +22,94 @@ Limitations: CPU collectives only (`device_dense`/`device_sparse` are accepted a
 no process sets other than the global one; no Adasum. On a machine with a GPU, compile with
 `jit_compile=False`: Keras picks XLA there by default, and XLA cannot compile Horovod ops.
 """
+
 import keras  # noqa: F401  (hvd.keras, as before the split)
 import tensorflow as tf
 
 from horovod.common.basics import (  # noqa: F401  (re-exported API)
-    build_info, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built,
-    gloo_enabled, init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
-    mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size)
+    build_info,
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+)
 from horovod.common.exceptions import (  # noqa: F401
-    HorovodInternalError, HorovodMismatchError, HorovodShutdownError)
+    HorovodInternalError,
+    HorovodMismatchError,
+    HorovodShutdownError,
+)
 from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
-    allgather_object, broadcast_object, broadcast_variables)
+    allgather_object,
+    broadcast_object,
+    broadcast_variables,
+)
 from horovod.tensorflow.keras import callbacks  # noqa: F401  (hvd.callbacks.*)
 from horovod.tensorflow.keras.optimizer import DistributedOptimizer, load_model  # noqa: F401
 from horovod.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
-
 
 # ---- collectives on values (upstream's Keras helpers) ----------------------------------------
 # They take anything tf.convert_to_tensor accepts and return eager tensors. `name` is the
 # negotiation name: pass one when ranks might issue unnamed ops in different orders.
 
-def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
-              op=None, compression=Compression.none, process_set=None):
+
+def allreduce(
+    value,
+    name=None,
+    average=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    op=None,
+    compression=Compression.none,
+    process_set=None,
+):
     """Reduces `value` across ranks (Average by default)."""
-    return _collectives.allreduce(tf.convert_to_tensor(value), average=average, op=op,
-                                  name=name, compression=compression,
-                                  prescale_factor=prescale_factor,
-                                  postscale_factor=postscale_factor, process_set=process_set)
+    return _collectives.allreduce(
+        tf.convert_to_tensor(value),
+        average=average,
+        op=op,
+        name=name,
+        compression=compression,
+        prescale_factor=prescale_factor,
+        postscale_factor=postscale_factor,
+        process_set=process_set,
+    )
 
 
 def allgather(value, name=None, process_set=None):
     """Concatenates every rank's `value` along the first dimension."""
-    return _collectives.allgather(tf.convert_to_tensor(value), name=name,
-                                  process_set=process_set)
+    return _collectives.allgather(tf.convert_to_tensor(value), name=name, process_set=process_set)
 
 
 def broadcast(value, root_rank, name=None, process_set=None):
     """Returns root_rank's `value` on every rank."""
-    return _collectives.broadcast(tf.convert_to_tensor(value), root_rank, name=name,
-                                  process_set=process_set)
+    return _collectives.broadcast(
+        tf.convert_to_tensor(value), root_rank, name=name, process_set=process_set
+    )
 
 
 def reducescatter(value, name=None, op=Average, process_set=None):
     """Reduces `value` across ranks and returns this rank's block of rows."""
-    return _collectives.reducescatter(tf.convert_to_tensor(value), op=op, name=name,
-                                      process_set=process_set)
+    return _collectives.reducescatter(
+        tf.convert_to_tensor(value), op=op, name=name, process_set=process_set
+    )
 
 
 def broadcast_global_variables(root_rank, model=None):
@@ -81,7 +122,8 @@ def broadcast_global_variables(root_rank, model=None):
             "Keras 3 has no global variables: pass the model "
             "(hvd.broadcast_global_variables(root_rank, model)), call "
             "hvd.broadcast_variables(model.variables, root_rank), or use "
-            "hvd.callbacks.BroadcastGlobalVariablesCallback(root_rank) in model.fit()")
+            "hvd.callbacks.BroadcastGlobalVariablesCallback(root_rank) in model.fit()"
+        )
     _broadcast_model(model, root_rank)
 
 
@@ -90,4 +132,3 @@ def _broadcast_model(model, root_rank):
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and optimizer.variables:
         broadcast_variables(optimizer.variables, root_rank)
-

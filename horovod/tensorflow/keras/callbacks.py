@@ -7,6 +7,7 @@ when the train step is traced, so a later change has no effect (and a change bef
 first trace would stick for the whole run). `momentum_correction` is therefore accepted and
 is a no-op here.
 """
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -84,8 +85,16 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
     params['steps']. Outside the range the learning rate is left as it is. Logs the current
     rate as logs['learning_rate'] at epoch end. momentum_correction: no-op (module doc)."""
 
-    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
-                 momentum_correction=True, steps_per_epoch=None):
+    def __init__(
+        self,
+        initial_lr,
+        multiplier,
+        start_epoch=0,
+        end_epoch=None,
+        staircase=True,
+        momentum_correction=True,
+        steps_per_epoch=None,
+    ):
         super().__init__()
         if initial_lr is None:
             raise ValueError("initial_lr is required")
@@ -105,13 +114,16 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
     def _autodetect_steps_per_epoch(self):
         steps = (self.params or {}).get("steps")
         if not steps:
-            raise ValueError(f"{type(self).__name__}: could not detect the number of steps "
-                             "per epoch (a dataset of unknown size?); pass steps_per_epoch")
+            raise ValueError(
+                f"{type(self).__name__}: could not detect the number of steps "
+                "per epoch (a dataset of unknown size?); pass steps_per_epoch"
+            )
         return steps
 
     def _in_range(self):
-        return (self.current_epoch >= self.start_epoch and
-                (self.end_epoch is None or self.current_epoch < self.end_epoch))
+        return self.current_epoch >= self.start_epoch and (
+            self.end_epoch is None or self.current_epoch < self.end_epoch
+        )
 
     def _adjust_learning_rate(self, epoch):
         self.model.optimizer.learning_rate = self.initial_lr * self.multiplier(epoch)
@@ -134,8 +146,9 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            logs["learning_rate"] = float(keras.ops.convert_to_numpy(
-                self.model.optimizer.learning_rate))
+            logs["learning_rate"] = float(
+                keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+            )
 
 
 class LearningRateWarmupCallback(LearningRateScheduleCallback):
@@ -153,8 +166,9 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     params['steps']. verbose: print when warmup ends. momentum_correction: no-op (module doc).
     """
 
-    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
-                 steps_per_epoch=None, verbose=0):
+    def __init__(
+        self, initial_lr, warmup_epochs=5, momentum_correction=True, steps_per_epoch=None, verbose=0
+    ):
         def multiplier(epoch):
             # epoch is fractional (e + b / S); the extra 1 / S makes the rate reach round
             # values at each epoch's last batch, as upstream does.
@@ -162,9 +176,15 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
             n = _b.size()
             return 1.0 / n * (epoch * (n - 1) / warmup_epochs + 1)
 
-        super().__init__(initial_lr, multiplier, start_epoch=0, end_epoch=warmup_epochs,
-                         staircase=False, momentum_correction=momentum_correction,
-                         steps_per_epoch=steps_per_epoch)
+        super().__init__(
+            initial_lr,
+            multiplier,
+            start_epoch=0,
+            end_epoch=warmup_epochs,
+            staircase=False,
+            momentum_correction=momentum_correction,
+            steps_per_epoch=steps_per_epoch,
+        )
         self.warmup_epochs = warmup_epochs
         self.verbose = verbose
 
@@ -181,12 +201,19 @@ class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
     (`callback.filepath = ...`); here it can also be passed. Use MetricAverageCallback before
     it so the monitored value is the global one."""
 
-    def __init__(self, monitor="val_loss", verbose=0, mode="auto", save_freq="epoch",
-                 filepath=None):
+    def __init__(
+        self, monitor="val_loss", verbose=0, mode="auto", save_freq="epoch", filepath=None
+    ):
         # Keras checks the extension at construction: a placeholder until filepath is set.
-        super().__init__(filepath=filepath or "unset.keras", monitor=monitor, verbose=verbose,
-                         save_best_only=True, save_weights_only=False, mode=mode,
-                         save_freq=save_freq)
+        super().__init__(
+            filepath=filepath or "unset.keras",
+            monitor=monitor,
+            verbose=verbose,
+            save_best_only=True,
+            save_weights_only=False,
+            mode=mode,
+            save_freq=save_freq,
+        )
         if filepath is None:
             self.filepath = None
 

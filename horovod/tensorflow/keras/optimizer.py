@@ -8,6 +8,7 @@ It overrides the Keras 3 optimizer's `apply()`, the entry point that both `model
 imports nothing above the TensorFlow core's modules, so horovod.tensorflow can hand Keras
 optimizers to it.
 """
+
 import keras
 import tensorflow as tf
 
@@ -22,16 +23,30 @@ class _Horovod:
     the accumulators are not optimizer variables, so a saved model has exactly the variables
     of the user's plain optimizer class."""
 
-    def __init__(self, name, compression, sparse_as_dense, gradient_predivide_factor, op,
-                 backward_passes_per_step, average_aggregated_gradients, groups):
+    def __init__(
+        self,
+        name,
+        compression,
+        sparse_as_dense,
+        gradient_predivide_factor,
+        op,
+        backward_passes_per_step,
+        average_aggregated_gradients,
+        groups,
+    ):
         _ops._check_not_adasum(op)
         if int(backward_passes_per_step) < 1:
-            raise ValueError("backward_passes_per_step must be >= 1, got "
-                             f"{backward_passes_per_step}")
-        self.reduce_options = dict(op=op, compression=compression,
-                                   sparse_as_dense=sparse_as_dense,
-                                   gradient_predivide_factor=gradient_predivide_factor,
-                                   groups=groups, name=name)
+            raise ValueError(
+                f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}"
+            )
+        self.reduce_options = dict(
+            op=op,
+            compression=compression,
+            sparse_as_dense=sparse_as_dense,
+            gradient_predivide_factor=gradient_predivide_factor,
+            groups=groups,
+            name=name,
+        )
         self.backward_passes_per_step = int(backward_passes_per_step)
         self.average_aggregated_gradients = average_aggregated_gradients
         self.accumulators = {}  # variable key -> tf.Variable holding the local sum
@@ -79,10 +94,12 @@ class _DistributedOptimizer:
         k = state.backward_passes_per_step
         if state.counter is None:
             with tf.init_scope():  # an eager variable even when first reached in tf.function
-                state.counter = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                            name="hvd_backward_passes")
-        accs = [None if g is None else self._hvd_accumulator(v, state)
-                for g, v in zip(grads, variables)]
+                state.counter = tf.Variable(
+                    0, dtype=tf.int64, trainable=False, name="hvd_backward_passes"
+                )
+        accs = [
+            None if g is None else self._hvd_accumulator(v, state) for g, v in zip(grads, variables)
+        ]
         for g, acc in zip(grads, accs):
             if g is not None:  # IndexedSlices are accumulated dense
                 acc.assign_add(tf.convert_to_tensor(g, dtype_hint=acc.dtype))
@@ -90,9 +107,12 @@ class _DistributedOptimizer:
 
         def reduce_and_apply():
             scale = 1.0 / k if state.average_aggregated_gradients else 1.0
-            summed = [None if a is None else
-                      (a.read_value() * tf.cast(scale, a.dtype) if scale != 1.0 else
-                       a.read_value()) for a in accs]
+            summed = [
+                None
+                if a is None
+                else (a.read_value() * tf.cast(scale, a.dtype) if scale != 1.0 else a.read_value())
+                for a in accs
+            ]
             reduced = _reduction.reduce_gradients(summed, variables, **state.reduce_options)
             super(_DistributedOptimizer, self).apply(reduced, trainable_variables)
             for a in accs:
@@ -107,8 +127,11 @@ class _DistributedOptimizer:
         acc = state.accumulators.get(key)
         if acc is None:
             with tf.init_scope():
-                acc = tf.Variable(tf.zeros(variable.shape, variable.dtype), trainable=False,
-                                  name="hvd_accumulator")
+                acc = tf.Variable(
+                    tf.zeros(variable.shape, variable.dtype),
+                    trainable=False,
+                    name="hvd_accumulator",
+                )
             state.accumulators[key] = acc
         return acc
 
@@ -119,9 +142,15 @@ _CLASSES = {}  # user's optimizer class -> its distributed subclass
 def _distributed_class(base):
     cls = _CLASSES.get(base)
     if cls is None:
-        cls = type(base.__name__, (_DistributedOptimizer, base),
-                   {"__module__": base.__module__, "__qualname__": base.__qualname__,
-                    "__doc__": base.__doc__})
+        cls = type(
+            base.__name__,
+            (_DistributedOptimizer, base),
+            {
+                "__module__": base.__module__,
+                "__qualname__": base.__qualname__,
+                "__doc__": base.__doc__,
+            },
+        )
         _serialize_as(cls, base)
         _CLASSES[base] = cls
     return cls
@@ -149,19 +178,31 @@ def _plain_class(cls):
 
 
 def _default_state(base):
-    return _Horovod("Distributed" + base.__name__, Compression.none, False, 1.0, Average, 1,
-                    False, None)
+    return _Horovod(
+        "Distributed" + base.__name__, Compression.none, False, 1.0, Average, 1, False, None
+    )
 
 
 def _attach(optimizer, state):
     object.__setattr__(optimizer, "_hvd", state)
 
 
-def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
-                         compression=Compression.none, sparse_as_dense=False,
-                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
-                         average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=None, scale_local_gradients=True):
+def DistributedOptimizer(
+    optimizer,
+    name=None,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    sparse_as_dense=False,
+    gradient_predivide_factor=1.0,
+    op=Average,
+    backward_passes_per_step=1,
+    average_aggregated_gradients=False,
+    num_groups=0,
+    groups=None,
+    process_set=None,
+    scale_local_gradients=True,
+):
     """Returns a copy of the Keras optimizer whose `apply()`/`apply_gradients()` first reduces
     the gradients across ranks (op, Average by default) in one grouped allreduce per dtype.
 
@@ -177,14 +218,23 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     upstream compatibility and have no effect (CPU only; no local variables).
     """
     if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError("horovod.tensorflow.keras.DistributedOptimizer wraps a Keras 3 "
-                        f"optimizer, got {type(optimizer).__name__}; for tf.compat.v1 "
-                        "optimizers use horovod.tensorflow.DistributedOptimizer")
+        raise TypeError(
+            "horovod.tensorflow.keras.DistributedOptimizer wraps a Keras 3 "
+            f"optimizer, got {type(optimizer).__name__}; for tf.compat.v1 "
+            "optimizers use horovod.tensorflow.DistributedOptimizer"
+        )
     _ops._check_process_set(process_set)
     base = _plain_class(type(optimizer))
-    state = _Horovod(name or "Distributed" + base.__name__, compression, sparse_as_dense,
-                     gradient_predivide_factor, op, backward_passes_per_step,
-                     average_aggregated_gradients, groups or num_groups or None)
+    state = _Horovod(
+        name or "Distributed" + base.__name__,
+        compression,
+        sparse_as_dense,
+        gradient_predivide_factor,
+        op,
+        backward_passes_per_step,
+        average_aggregated_gradients,
+        groups or num_groups or None,
+    )
     # A shallow copy: the user's object keeps its class; the copy shares its state, so a
     # built (e.g. loaded) optimizer keeps its slots, and callable learning rates survive
     # (a get_config/from_config round trip would lose both).
@@ -196,8 +246,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     return wrapped
 
 
-def load_model(filepath, custom_optimizers=None, custom_objects=None,
-               compression=Compression.none):
+def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none):
     """keras.models.load_model, then the model's optimizer (with its restored state) becomes
     a DistributedOptimizer with `compression`. custom_optimizers: optimizer classes the file
     may name (besides Keras' own and registered ones); custom_objects: as in Keras."""
@@ -209,6 +258,17 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None,
         # In place: the loaded object is ours, and the model (and anything it compiled)
         # keeps referring to it.
         optimizer.__class__ = _distributed_class(_plain_class(type(optimizer)))
-        _attach(optimizer, _Horovod("Distributed" + _plain_class(type(optimizer)).__name__,
-                                    compression, False, 1.0, Average, 1, False, None))
+        _attach(
+            optimizer,
+            _Horovod(
+                "Distributed" + _plain_class(type(optimizer)).__name__,
+                compression,
+                False,
+                1.0,
+                Average,
+                1,
+                False,
+                None,
+            ),
+        )
     return model

@@ -1,5 +1,6 @@
 """Every dtype's allreduce (Sum; Average for floats), allgather and broadcast across every rank
 of the cluster.  Each rank checks the result against NumPy and prints `OK dtypes rank=R host=H`."""
+
 import socket
 import sys
 
@@ -32,8 +33,12 @@ def main():
         if not np.all(b == n - 1):
             bad.append(f"broadcast {dt}")
     host = socket.gethostname()
-    print(f"OK dtypes rank={r} host={host}" if not bad else f"FAIL dtypes rank={r} host={host}: {bad}",
-          flush=True)
+    print(
+        f"OK dtypes rank={r} host={host}"
+        if not bad
+        else f"FAIL dtypes rank={r} host={host}: {bad}",
+        flush=True,
+    )
     hvd.shutdown()
     return 1 if bad else 0
 

@@ -1,5 +1,6 @@
 """A long job for fault tests: allreduces of 4 MiB for --seconds, printing `step N` on rank 0 so
 a test knows the job is running."""
+
 import argparse
 import sys
 import time
