@@ -54,17 +54,20 @@ build/engine-gpu: ## compile and link the engine with NCCL into build/gpu/site (
 test/gpu: build/engine-gpu ## GPU engine: links and reports NCCL, refuses GPU work clearly without a GPU; NCCL collectives if one is visible
 	cd $(GPU_BUILD_DIR) && HOROVOD_TEST_SITE=$(GPU_SITE) $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/tests/gpu
 
-# Lint: ruff over the Python, clang-format (.clang-format) over the C++, and the include rule of
-# the layers (scripts/check_layers.py). Both tools are pinned in tests/requirements.txt.
+# Lint: ruff (format and checks, pyproject.toml) over the Python, clang-format (.clang-format) over
+# the C++, and the include rule of the layers (scripts/check_layers.py). Both tools are pinned in
+# tests/requirements.txt.
 CLANG_FORMAT ?= $(if $(wildcard build/venv/bin/clang-format),$(CURDIR)/build/venv/bin/clang-format,clang-format)
 CXX_SOURCES = $(shell find csrc tests/unit/cpp \( -name '*.cc' -o -name '*.h' \) 2>/dev/null | sort)
 .PHONY: lint format
 lint: ## ruff (Python), clang-format (C++), the include rule of the layers; fails on any finding
+	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m ruff check .
 	$(CLANG_FORMAT) --dry-run -Werror $(CXX_SOURCES)
 	$(PYTHON) scripts/check_layers.py
 
-format: ## apply ruff's safe fixes and clang-format in place
+format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff's safe fixes
+	$(PYTHON) -m ruff format .
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
