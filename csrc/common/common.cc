@@ -8,7 +8,8 @@ namespace hvd {
 size_t DataTypeSize(DataType t) {
   switch (t) {
     case DataType::UINT8:
-    case DataType::INT8: return 1;
+    case DataType::INT8:
+    case DataType::BOOL: return 1;
     case DataType::FLOAT16:
     case DataType::BFLOAT16: return 2;
     case DataType::INT32:
@@ -20,27 +21,35 @@ size_t DataTypeSize(DataType t) {
 }
 
 const char* DataTypeName(DataType t) {
-  static const char* names[] = {"uint8",   "int8",     "int32",   "int64",
-                                "float16", "bfloat16", "float32", "float64"};
+  static const char* names[] = {"uint8",    "int8",    "int32",   "int64", "float16",
+                                "bfloat16", "float32", "float64", "bool"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kNumDataTypes, "a name per DataType");
   auto i = static_cast<unsigned>(t);
   return i < kNumDataTypes ? names[i] : "unknown";
 }
 
 const char* ReduceOpName(ReduceOp op) {
   static const char* names[] = {"Sum", "Average", "Min", "Max", "Product"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kNumReduceOps, "a name per ReduceOp");
   auto i = static_cast<unsigned>(op);
-  return i < 5 ? names[i] : "unknown";
+  return i < kNumReduceOps ? names[i] : "unknown";
 }
 
 const char* OpTypeName(OpType t) {
   static const char* names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "ALLTOALL", "REDUCESCATTER"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kNumOpTypes, "a name per OpType");
   auto i = static_cast<unsigned>(t);
-  return i < 5 ? names[i] : "UNKNOWN";
+  return i < kNumOpTypes ? names[i] : "UNKNOWN";
 }
 
 bool IsFloating(DataType t) {
   return t == DataType::FLOAT16 || t == DataType::BFLOAT16 || t == DataType::FLOAT32 ||
          t == DataType::FLOAT64;
+}
+
+bool IsInteger(DataType t) {
+  return t == DataType::UINT8 || t == DataType::INT8 || t == DataType::INT32 ||
+         t == DataType::INT64;
 }
 
 int64_t NumElements(const std::vector<int64_t>& shape) {

@@ -9,7 +9,8 @@
 
 namespace hvd {
 
-// Wire values: do not reorder, they cross process boundaries and the Python bindings.
+// Wire values: do not reorder, they cross process boundaries and the Python bindings. A new
+// value goes at the end (and into kNum*, the names, and the tests that enumerate them).
 enum class DataType : uint8_t {
   UINT8 = 0,
   INT8,
@@ -18,18 +19,26 @@ enum class DataType : uint8_t {
   FLOAT16,
   BFLOAT16,
   FLOAT32,
-  FLOAT64
+  FLOAT64,
+  // One byte, 0 or 1. Moved (allgather, broadcast, alltoall), never reduced; a dtype of its own
+  // so that a bool tensor on one rank and a uint8 tensor on another are a dtype mismatch.
+  BOOL
 };
 enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
 enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER };
 
-constexpr int kNumDataTypes = 8;
+constexpr int kNumDataTypes = 9;
+constexpr int kNumReduceOps = 5;
+constexpr int kNumOpTypes = 5;
 
 size_t DataTypeSize(DataType t);
 const char* DataTypeName(DataType t);
 const char* ReduceOpName(ReduceOp op);
 const char* OpTypeName(OpType t);  // "ALLREDUCE", ...
 bool IsFloating(DataType t);
+bool IsInteger(DataType t);  // uint8, int8, int32, int64 (not bool)
+// Reductions: allreduce and reducescatter (the ops with a reduce op and scale factors).
+inline bool IsReduction(OpType t) { return t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER; }
 
 int64_t NumElements(const std::vector<int64_t>& shape);  // shape already checked by ShapeBytes
 // Elements per row: the product of every dimension but the first (1 for a vector).

@@ -7,6 +7,11 @@
 namespace hvd {
 namespace {
 
+// How many values each enum of the spec has: a decoded value outside them is refused.
+constexpr unsigned EnumCount(DataType) { return kNumDataTypes; }
+constexpr unsigned EnumCount(ReduceOp) { return kNumReduceOps; }
+constexpr unsigned EnumCount(OpType) { return kNumOpTypes; }
+
 class Writer {
  public:
   template <typename T>
@@ -82,6 +87,11 @@ class Reader {
       uint8_t b = 0;
       if (!Pod(&b)) return false;
       *v = b != 0;
+      return true;
+    } else if constexpr (std::is_enum<T>::value) {  // a garbled or unknown value is refused
+      typename std::underlying_type<T>::type u = 0;
+      if (!Pod(&u) || static_cast<unsigned>(u) >= EnumCount(T())) return false;
+      *v = static_cast<T>(u);
       return true;
     } else {
       return Pod(v);

@@ -138,6 +138,7 @@ void ReduceInto(void* dst, const void* a, const void* b, size_t n, DataType dtyp
     HVD_CASE(BFLOAT16, ReduceBF16, uint16_t)
     HVD_CASE(FLOAT32, ReduceF32, float)
     HVD_CASE(FLOAT64, ReduceF64, double)
+    case DataType::BOOL: break;  // never reduced: refused at negotiation (UnsupportedReduction)
   }
 #undef HVD_CASE
 }
@@ -163,6 +164,7 @@ void ScaleInPlace(void* buf, size_t n, DataType dtype, double factor) {
       ScaleF32(static_cast<float*>(buf), n, static_cast<float>(factor));
       break;
     case DataType::FLOAT64: ScaleF64(static_cast<double*>(buf), n, factor); break;
+    case DataType::BOOL: break;  // never scaled: not a reduction dtype
   }
 }
 

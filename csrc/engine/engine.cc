@@ -263,6 +263,10 @@ Status Enqueue(std::vector<TensorEntry> entries) {
     if (r.name.empty()) return Status::InvalidArgument("a tensor name must not be empty");
     if (static_cast<unsigned>(r.dtype) >= kNumDataTypes)
       return Status::InvalidArgument("tensor '" + r.name + "': unsupported data type");
+    // Values the wire format refuses (see message.cc): they could not be negotiated either.
+    if (static_cast<unsigned>(r.type) >= kNumOpTypes ||
+        static_cast<unsigned>(r.reduce_op) >= kNumReduceOps)
+      return Status::InvalidArgument("tensor '" + r.name + "': unknown op type or reduce op");
     // Anything else is negotiated as invalid, so that every rank fails with the reason.
     r.invalid = Validate(r, e->topo.size);
     // Ordered after the framework's stream here, on its thread, while that stream's queue still

@@ -22,7 +22,8 @@ void MpiFatal(const char* call, int rc, const char* file, int line) {
 
 MPI_Datatype MpiDataType(DataType t) {
   switch (t) {
-    case DataType::UINT8: return MPI_UINT8_T;
+    case DataType::UINT8:
+    case DataType::BOOL: return MPI_UINT8_T;  // bool is only moved, as bytes
     case DataType::INT8: return MPI_INT8_T;
     case DataType::INT32: return MPI_INT32_T;
     case DataType::INT64: return MPI_INT64_T;

@@ -100,6 +100,7 @@ bool NcclType(DataType t, ncclDataType_t* out) {
     case DataType::BFLOAT16: *out = ncclBfloat16; return true;
     case DataType::FLOAT32: *out = ncclFloat32; return true;
     case DataType::FLOAT64: *out = ncclFloat64; return true;
+    case DataType::BOOL: return false;  // moved as bytes, never reduced
   }
   return false;
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "common/message.h"
 
@@ -83,6 +84,30 @@ TEST(OpSpec, EveryFieldTakesPartInEqualityAndOrder) {
   EXPECT_FALSE(base < SomeSpec());
 }
 
+// Wire values cross process boundaries: a new dtype is appended, and every one has a name and
+// a size. A new DataType needs its cases in the switches (the compiler's -Wswitch says where)
+// and a line here.
+TEST(DataType, EveryValueHasANameAndASizeAndBoolIsLast) {
+  static_assert(static_cast<int>(DataType::FLOAT64) == 7, "existing wire values never move");
+  static_assert(static_cast<int>(DataType::BOOL) == 8 && kNumDataTypes == 9,
+                "bool is appended after float64");
+  const char* names[] = {"uint8",    "int8",    "int32",   "int64", "float16",
+                         "bfloat16", "float32", "float64", "bool"};
+  const size_t sizes[] = {1, 1, 4, 8, 2, 2, 4, 8, 1};
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    const DataType t = static_cast<DataType>(i);
+    EXPECT_STREQ(DataTypeName(t), names[i]) << i;
+    EXPECT_EQ(DataTypeSize(t), sizes[i]) << i;
+  }
+  EXPECT_STREQ(DataTypeName(static_cast<DataType>(kNumDataTypes)), "unknown");
+  EXPECT_FALSE(IsFloating(DataType::BOOL));
+  EXPECT_FALSE(IsInteger(DataType::BOOL));
+  for (DataType t : {DataType::UINT8, DataType::INT8, DataType::INT32, DataType::INT64})
+    EXPECT_TRUE(IsInteger(t) && !IsFloating(t)) << DataTypeName(t);
+  for (DataType t : {DataType::FLOAT16, DataType::BFLOAT16, DataType::FLOAT32, DataType::FLOAT64})
+    EXPECT_TRUE(IsFloating(t) && !IsInteger(t)) << DataTypeName(t);
+}
+
 TEST(OpSpec, RequestAndResponseShareIt) {
   Request req = SomeRequest("t");
   Response resp;
@@ -142,6 +167,52 @@ TEST(RequestList, RoundTripsEveryField) {
   ASSERT_EQ(out.requests.size(), 3u);
   for (size_t i = 0; i < 3; ++i) ExpectSameRequest(in.requests[i], out.requests[i]);
   EXPECT_EQ(Encode(out), blob);
+}
+
+TEST(RequestList, EveryDtypeRoundTrips) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    RequestList in, out;
+    in.requests = {SomeRequest("t")};
+    in.requests[0].dtype = static_cast<DataType>(i);
+    const std::string blob = Encode(in);
+    ASSERT_TRUE(Decode(blob.data(), blob.size(), &out)) << i;
+    ExpectSameRequest(in.requests[0], out.requests[0]);
+  }
+}
+
+// Out-of-range enum bytes (a garbled message, or a peer with values this build lacks) are
+// refused, never decoded into a dtype without a name or size. `spec_at`: the spec's first byte.
+template <typename List>
+void ExpectUnknownEnumsRefused(const std::string& blob, size_t spec_at) {
+  // The spec's first three fields: op type, dtype and reduce op, one byte each.
+  const std::pair<size_t, int> fields[] = {
+      {spec_at, kNumOpTypes}, {spec_at + 1, kNumDataTypes}, {spec_at + 2, kNumReduceOps}};
+  for (const auto& f : fields) {
+    for (int bad : {f.second, 255}) {
+      std::string g = blob;
+      g[f.first] = static_cast<char>(bad);
+      List l;
+      EXPECT_FALSE(Decode(g.data(), g.size(), &l)) << "byte " << f.first << " = " << bad;
+    }
+    std::string g = blob;
+    g[f.first] = static_cast<char>(f.second - 1);  // the last known value decodes
+    List l;
+    EXPECT_TRUE(Decode(g.data(), g.size(), &l)) << "byte " << f.first;
+  }
+}
+
+TEST(RequestList, UnknownEnumValuesAreRefused) {
+  RequestList in;
+  in.requests = {SomeRequest("a")};
+  // Layout: shutdown byte, the request count, the rank, then the spec.
+  ExpectUnknownEnumsRefused<RequestList>(Encode(in), 1 + 8 + 4);
+}
+
+TEST(ResponseList, UnknownEnumValuesAreRefused) {
+  ResponseList in;
+  in.responses = {SomeResponse()};
+  // Layout: shutdown byte, the (empty) reason's length, the response count, then the spec.
+  ExpectUnknownEnumsRefused<ResponseList>(Encode(in), 1 + 8 + 8);
 }
 
 TEST(RequestList, EmptyRoundTrips) {
