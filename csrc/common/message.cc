@@ -1,6 +1,7 @@
 #include "common/message.h"
 
 #include <cstring>
+#include <sstream>
 #include <tuple>
 #include <type_traits>
 
@@ -103,6 +104,23 @@ class Reader {
 };
 
 }  // namespace
+
+std::string UnsupportedReduction(const OpSpec& spec) {
+  if (!IsReduction(spec.type)) return "";
+  const char* op = spec.type == OpType::ALLREDUCE ? "allreduce" : "reducescatter";
+  std::ostringstream os;
+  if (spec.dtype == DataType::BOOL) {
+    os << op << " of bool is not supported: bool tensors are moved (allgather, broadcast, "
+       << "alltoall), never reduced; cast to an integer type to reduce them";
+  } else if (IsInteger(spec.dtype) && (spec.prescale != 1.0 || spec.postscale != 1.0)) {
+    os << op << " of " << DataTypeName(spec.dtype) << " with prescale_factor " << spec.prescale
+       << " and postscale_factor " << spec.postscale
+       << " is not supported: scale factors need a floating-point dtype (an integer prescale "
+       << "would truncate each rank's share before the sum); cast to a float type, or scale the "
+       << "result";
+  }
+  return os.str();
+}
 
 bool Request::SameParams(const Request& o) const {
   return spec() == o.spec() && shape == o.shape && splits == o.splits && name == o.name &&

@@ -40,6 +40,13 @@ struct OpSpec {
   bool operator<(const OpSpec& o) const { return Fields(*this) < Fields(o); }  // fusion's map key
 };
 
+// Why a spec that every rank agrees on still cannot run, or "": a reduction (allreduce,
+// reducescatter) of bool, or scale factors other than 1 on an integer dtype (the prescale would
+// truncate each rank's share before the sum). The controller checks it at negotiation, so every
+// rank fails alike; the GPU operations check it again before building an NCCL reduction.
+// The text names the op, the dtype and the factors; the caller names the tensor.
+std::string UnsupportedReduction(const OpSpec& spec);
+
 // Request and Response are an OpSpec plus what belongs to one rank or one tensor, so r.dtype
 // reads as before and r.spec() is the whole spec.
 struct Request : OpSpec {

@@ -304,6 +304,16 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
     err = Disagreement(name, "prescale/postscale factors", reqs, [](const Request& r) {
       return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
     });
+  // The ranks agree on the op, dtype and factors: whether the engine can run that at all is
+  // decided here, once, so that every rank fails alike (a bool reduction, integer scaling).
+  if (err.empty()) {
+    const std::string why = UnsupportedReduction(first.spec());
+    if (!why.empty()) {
+      resp.error = "tensor '" + name + "': " + why;
+      resp.error_is_invalid_argument = true;
+      return resp;
+    }
+  }
   if (err.empty() &&
       (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
     err = Disagreement(name, "shapes", reqs,

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "common/message.h"
 #include "engine/gpu_context.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
@@ -64,6 +65,11 @@ class NcclOperations : public GpuOperations {
         return Status::InvalidArgument("tensors '" + tensor + "' and '" + e.request.name +
                                        "' are on different GPUs of one rank; use one GPU per rank "
                                        "(pin it with local_rank)");
+    // The controller refused these for every rank already; the same shared check here keeps
+    // the GPU path's rules the CPU path's (no integer scale factors, no bool reductions).
+    const std::string unsupported = UnsupportedReduction(r.spec());
+    if (!unsupported.empty())
+      return Status::InvalidArgument("tensor '" + tensor + "': " + unsupported);
     Device* d = nullptr;
     Status s = Get(id, tensor, &d);
     if (!s.ok()) return s;

@@ -121,6 +121,8 @@ Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, Ncc
       case ReduceOp::PRODUCT: out->op = ncclProd; return Status();
     }
   }
+  // Integers with factors never get here (UnsupportedReduction, checked at negotiation and in
+  // gpu_operations.cc); the floating-type test stays because the scalar below is a float.
   if (!(op == ReduceOp::SUM || avg) || !IsFloating(dtype))
     return Status::InvalidArgument("tensor '" + tensor +
                                    "': on GPU, prescale/postscale factors need op Sum or "

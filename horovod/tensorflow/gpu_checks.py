@@ -84,6 +84,12 @@ def checks(r, n):
         )
         b = hvd.broadcast(tf.fill([10], float(r)), root_rank=n - 1, name="gpu.bcast")
         yield f"NCCL broadcast from rank {n - 1}", on_gpu(b) and np.all(b.numpy() == n - 1)
+        try:
+            hvd.allreduce(tf.fill([4], r + 1), op=hvd.Sum, prescale_factor=0.5, name="gpu.iscale")
+            refused = False
+        except tf.errors.InvalidArgumentError as e:
+            refused = "of int32 with prescale_factor 0.5" in str(e)
+        yield "integer scale factors refused, as on the CPU", refused
         a, splits = hvd.alltoall(tf.fill([2 * n], r), splits=[2] * n, name="gpu.a2a")
         yield (
             "NCCL alltoall (grouped send/recv)",

@@ -191,3 +191,47 @@ def sc_gpu_claim():
     )
     assert msg.count(sys.argv[2]) == n, msg
     assert hvd.allreduce(np.ones(2), op=hvd.Sum, name="gpu/after")[0] == n
+
+
+def sc_int_scale():
+    """Scale factors other than 1 on integer dtypes fail on every rank, negotiated, naming the
+    tensor, the dtype and the factors (issue 17, class 6). Before, int32 Sum with prescale 0.5
+    on two ranks gave [2, 4] for [3, 5] (each share truncated before the sum). Integer Average
+    (not a user factor) and float factors keep working."""
+    r, n = hvd.rank(), hvd.size()
+    x = np.array([3, 5], np.int32)
+    cases = {
+        "pre": (lambda nm: hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, name=nm), "int32"),
+        "post": (
+            lambda nm: hvd.allreduce(x.astype(np.uint8), postscale_factor=2, name=nm),
+            "uint8",
+        ),
+        "ring": (
+            lambda nm: hvd.allreduce(np.ones(100003, np.int64), prescale_factor=3, name=nm),
+            "int64",
+        ),
+        "grouped": (
+            lambda nm: hvd.grouped_allreduce([x, x], op=hvd.Sum, postscale_factor=0.5, name=nm),
+            "int32",
+        ),
+        "rs": (
+            lambda nm: hvd.reducescatter(
+                np.ones((n, 2), np.int8), op=hvd.Sum, prescale_factor=0.5, name=nm
+            ),
+            "int8",
+        ),
+    }
+    for case, (fn, dtype) in cases.items():
+        expect_error(
+            lambda: fn(f"iscale/{case}"),
+            ValueError,
+            f"iscale/{case}",
+            f"of {dtype} with prescale_factor",
+            "need a floating-point dtype",
+        )
+    msg = expect_error(lambda: cases["pre"][0]("iscale/pre/again"), ValueError, "iscale/pre")
+    assert "prescale_factor 0.5 and postscale_factor 1 " in msg, msg
+    got = hvd.allreduce(np.full(3, 2 * r + 1, np.int32), op=hvd.Average, name="iscale/avg")
+    assert got.dtype == np.int32 and (got == n).all(), got
+    got = hvd.allreduce(x.astype(np.float32), op=hvd.Sum, prescale_factor=0.5, name="iscale/f")
+    assert (got == x * 0.5 * n).all(), got

@@ -14,6 +14,13 @@ def test_gpu_tensor_in_a_cpu_build_is_refused_on_every_rank(world):
     ENGINE.run_ok(world, "gpu_claim", "this build of Horovod has no GPU operations")
 
 
+def test_integer_scale_factors_fail_on_every_rank(world):
+    """Issue 17, class 6: prescale/postscale on an integer dtype is refused at negotiation,
+    naming the tensor, the dtype and the factors. Before: int32 Sum with prescale 0.5 on two
+    ranks returned [2, 4] for [3, 5]."""
+    ENGINE.run_ok(world, "int_scale", timeout=60)
+
+
 def test_op_before_init_is_a_value_error():
     code = (
         "import numpy as np, horovod.numpy as hvd\n"

@@ -108,6 +108,52 @@ TEST(DataType, EveryValueHasANameAndASizeAndBoolIsLast) {
     EXPECT_TRUE(IsFloating(t) && !IsInteger(t)) << DataTypeName(t);
 }
 
+TEST(UnsupportedReduction, BoolIsMovedNeverReduced) {
+  OpSpec s;
+  s.dtype = DataType::BOOL;
+  for (OpType t : {OpType::ALLREDUCE, OpType::REDUCESCATTER}) {
+    s.type = t;
+    const std::string why = UnsupportedReduction(s);
+    EXPECT_NE(why.find("bool"), std::string::npos) << why;
+  }
+  for (OpType t : {OpType::ALLGATHER, OpType::BROADCAST, OpType::ALLTOALL}) {
+    s.type = t;
+    EXPECT_EQ(UnsupportedReduction(s), "") << OpTypeName(t);
+  }
+}
+
+TEST(UnsupportedReduction, ScaleFactorsNeedAFloatingType) {
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    OpSpec s;
+    s.dtype = static_cast<DataType>(i);
+    if (s.dtype == DataType::BOOL) continue;
+    for (OpType t : {OpType::ALLREDUCE, OpType::REDUCESCATTER}) {
+      s.type = t;
+      for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVERAGE, ReduceOp::MAX}) {
+        s.reduce_op = op;
+        s.prescale = s.postscale = 1.0;  // integer Average is not a user factor: allowed
+        EXPECT_EQ(UnsupportedReduction(s), "") << DataTypeName(s.dtype);
+        s.prescale = 0.5;
+        const std::string pre = UnsupportedReduction(s);
+        s.prescale = 1.0;
+        s.postscale = 2.0;
+        const std::string post = UnsupportedReduction(s);
+        if (IsFloating(s.dtype)) {
+          EXPECT_EQ(pre, "") << DataTypeName(s.dtype);
+          EXPECT_EQ(post, "") << DataTypeName(s.dtype);
+        } else {
+          EXPECT_NE(pre.find(DataTypeName(s.dtype)), std::string::npos) << pre;
+          EXPECT_NE(pre.find("prescale_factor 0.5"), std::string::npos) << pre;
+          EXPECT_NE(post.find("postscale_factor 2"), std::string::npos) << post;
+        }
+      }
+    }
+    s.type = OpType::BROADCAST;  // factors are not an input of the ops that move data
+    s.prescale = 0.5;
+    EXPECT_EQ(UnsupportedReduction(s), "");
+  }
+}
+
 TEST(OpSpec, RequestAndResponseShareIt) {
   Request req = SomeRequest("t");
   Response resp;
