@@ -54,8 +54,9 @@ struct Request : OpSpec {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<int64_t> splits;  // alltoall only: rows sent to each rank (local, not compared)
-  // Non-empty: this rank's arguments failed local validation (bad root, splits, shape). The
-  // request is still negotiated so that every rank fails with this text instead of waiting.
+  // Non-empty: this rank's arguments failed local validation (bad root, splits, shape), or
+  // its frontend could not hand the input over (a dtype the engine lacks). The request is
+  // still negotiated so that every rank fails with this text instead of waiting.
   std::string invalid;
 
   // Same op, same parameters: the test behind the response-cache fast path.

@@ -267,8 +267,10 @@ Status Enqueue(std::vector<TensorEntry> entries) {
     if (static_cast<unsigned>(r.type) >= kNumOpTypes ||
         static_cast<unsigned>(r.reduce_op) >= kNumReduceOps)
       return Status::InvalidArgument("tensor '" + r.name + "': unknown op type or reduce op");
-    // Anything else is negotiated as invalid, so that every rank fails with the reason.
-    r.invalid = Validate(r, e->topo.size);
+    // Anything else is negotiated as invalid, so that every rank fails with the reason. A
+    // frontend may have marked the request invalid already (an input it cannot convert): that
+    // reason stands, and nothing else about the request is looked at.
+    if (r.invalid.empty()) r.invalid = Validate(r, e->topo.size);
     // Ordered after the framework's stream here, on its thread, while that stream's queue still
     // ends with the kernels that produce the input.
     if (r.gpu && r.invalid.empty()) r.invalid = PrepareGpuEntry(&en);

@@ -32,7 +32,10 @@ bool IsInitialized();
 Topology GetTopology();
 const Config& GetConfig();
 // Validates locally, then queues the entries atomically (all or none). Each entry's done()
-// runs exactly once, on the background thread, with OK or a named error.
+// runs exactly once, on the background thread, with OK or a named error. An entry whose
+// request.invalid a frontend has set (an input it cannot hand over, e.g. a dtype the engine
+// lacks) is negotiated as it is: every rank's op fails with that reason, named by rank, and
+// the request's dtype and shape are not looked at (give a valid dtype, e.g. UINT8).
 Status Enqueue(std::vector<TensorEntry> entries);
 
 // What this library was built with (horovodrun --check-build); needs no Init and no GPU.

@@ -35,6 +35,9 @@ struct Handle {
   bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
   bool waiting = false;    // guarded by the GIL: a thread is inside Wait()
   Status status;           // the first error of the group
+  // This rank could not hand an input over (its dtype): the op was negotiated as invalid so the
+  // other ranks fail too, and Wait raises this rank's own message, as it did before it waited.
+  std::string refused;
   std::vector<Slot> slots;
   ~Handle() {
     for (auto& s : slots) std::free(s.owned);
@@ -89,28 +92,50 @@ std::shared_ptr<Handle> FindHandle(int64_t h) {
   return it->second;
 }
 
-DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* what) {
+// The engine's dtype of a NumPy dtype; false with the reason (not naming the tensor) if none.
+bool ToDataType(const py::dtype& dt, const char* what, DataType* out, std::string* why) {
   // The kernels read native values: a byte-swapped array would be reduced as garbage.
-  if (!dt.attr("isnative").cast<bool>())
-    throw py::value_error("tensor '" + name + "': " + what + " dtype " +
-                          py::str(dt).cast<std::string>() +
-                          " is not in this machine's byte order; convert it first, e.g. with "
-                          "a.astype(a.dtype.newbyteorder('='))");
+  if (!dt.attr("isnative").cast<bool>()) {
+    *why = std::string(what) + " dtype " + py::str(dt).cast<std::string>() +
+           " is not in this machine's byte order; convert it first, e.g. with "
+           "a.astype(a.dtype.newbyteorder('='))";
+    return false;
+  }
   const char kind = dt.kind();
   const auto size = dt.itemsize();
-  if (kind == 'u' && size == 1) return DataType::UINT8;
-  if (kind == 'i' && size == 1) return DataType::INT8;
-  if (kind == 'i' && size == 4) return DataType::INT32;
-  if (kind == 'i' && size == 8) return DataType::INT64;
-  if (kind == 'f' && size == 2) return DataType::FLOAT16;
-  if (kind == 'f' && size == 4) return DataType::FLOAT32;
-  if (kind == 'f' && size == 8) return DataType::FLOAT64;
-  if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16")
-    return DataType::BFLOAT16;
-  throw py::value_error("tensor '" + name + "': " + what + " dtype " +
-                        py::str(dt).cast<std::string>() +
-                        " is not supported; use uint8, int8, int32, int64, float16, bfloat16, "
-                        "float32 or float64");
+  bool ok = true;
+  if (kind == 'b' && size == 1)
+    *out = DataType::BOOL;  // moved, never reduced (the engine refuses that on every rank)
+  else if (kind == 'u' && size == 1)
+    *out = DataType::UINT8;
+  else if (kind == 'i' && size == 1)
+    *out = DataType::INT8;
+  else if (kind == 'i' && size == 4)
+    *out = DataType::INT32;
+  else if (kind == 'i' && size == 8)
+    *out = DataType::INT64;
+  else if (kind == 'f' && size == 2)
+    *out = DataType::FLOAT16;
+  else if (kind == 'f' && size == 4)
+    *out = DataType::FLOAT32;
+  else if (kind == 'f' && size == 8)
+    *out = DataType::FLOAT64;
+  else if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16")
+    *out = DataType::BFLOAT16;
+  else
+    ok = false;
+  if (!ok)
+    *why = std::string(what) + " dtype " + py::str(dt).cast<std::string>() +
+           " is not supported; use uint8, int8, int32, int64, float16, bfloat16, float32 or "
+           "float64 (or bool, for allgather, broadcast and alltoall)";
+  return ok;
+}
+
+DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* what) {
+  DataType t = DataType::UINT8;
+  std::string why;
+  if (!ToDataType(dt, what, &t, &why)) throw py::value_error("tensor '" + name + "': " + why);
+  return t;
 }
 
 // Queues one op per (name, input[, output]) atomically and returns one handle for all of them.
@@ -132,7 +157,17 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     Request& r = e.request;
     r.type = static_cast<OpType>(op_type);
     r.name = names[i];
-    r.dtype = DataTypeOf(input.dtype(), names[i], "input");
+    // A byte-swapped input means a caller skipped the frontend's conversion: raised here.
+    if (!input.dtype().attr("isnative").cast<bool>()) DataTypeOf(input.dtype(), names[i], "input");
+    std::string why;
+    // A dtype the engine lacks (complex, object, ...) is not raised here: raised on this rank
+    // only, it would leave the other ranks waiting for the op. It is negotiated as invalid
+    // (dtype not sent), so every rank fails; this rank with its own message (Handle::refused).
+    if (!ToDataType(input.dtype(), "input", &r.dtype, &why)) {
+      r.dtype = DataType::UINT8;
+      r.invalid = why;
+      if (h->refused.empty()) h->refused = "tensor '" + names[i] + "': " + why;
+    }
     r.reduce_op = static_cast<ReduceOp>(reduce_op);
     r.root = root;
     r.prescale = prescale;
@@ -147,7 +182,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     r.rank = rank;
     r.shape.assign(input.shape(), input.shape() + input.ndim());
     py::object out = outputs.is_none() ? py::object(py::none()) : py::list(outputs)[i];
-    if (!out.is_none()) {
+    if (!out.is_none() && r.invalid.empty()) {
       auto arr =
           py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out) : py::array();
       if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
@@ -269,7 +304,10 @@ py::list Wait(int64_t id, double timeout_s) {
     std::lock_guard<std::mutex> lk(g_handles_mu);
     g_handles.erase(id);
   }
-  if (!h->status.ok()) Raise(h->status);
+  if (!h->status.ok()) {
+    const bool own = h->status.code() == Status::INVALID_ARGUMENT && !h->refused.empty();
+    Raise(own ? Status::InvalidArgument(h->refused) : h->status);
+  }
   py::list results;
   for (auto& slot : h->slots) {
     py::object out = slot.output;

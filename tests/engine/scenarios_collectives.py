@@ -107,6 +107,35 @@ def sc_reducescatter():
                 check(got, full[start : start + rows[r]], dt, f"reducescatter {dt} {shape} {op}")
 
 
+def sc_bool_moves():
+    """NumPy bool arrays move as bool (allgather, broadcast incl. out=, alltoall, async): values
+    and dtype arrive intact, every byte 0 or 1. Before, bool was refused (on every rank here)."""
+    r, n = hvd.rank(), hvd.size()
+
+    def flags(q, rows):
+        return (np.arange(rows * 3).reshape(rows, 3) + q) % 3 == 0
+
+    def exact(got, want, what):
+        assert got.dtype == np.bool_ and got.shape == want.shape, (what, got.dtype, got.shape)
+        assert np.array_equal(got, want), (what, got, want)
+        assert set(np.unique(got.view(np.uint8))) <= {0, 1}, (what, "bytes other than 0/1")
+
+    got = hvd.allgather(flags(r, r + 1), name="bool/ag")
+    exact(got, np.concatenate([flags(q, q + 1) for q in range(n)]), "allgather")
+    for root in range(n):
+        exact(hvd.broadcast(flags(r, 4), root, name=f"bool/bc/{root}"), flags(root, 4), "bcast")
+    out = np.zeros((4, 3), bool)
+    hvd.broadcast(flags(r, 4), n - 1, name="bool/bc/out", out=out)
+    exact(out, flags(n - 1, 4), "broadcast out=")
+    splits = [q + 1 for q in range(n)]  # every rank sends q + 1 rows to rank q
+    start, rows = sum(splits[:r]), sum(splits)
+    got, recv = hvd.alltoall(flags(r, rows), splits=splits, name="bool/a2a")
+    exact(got, np.concatenate([flags(q, rows)[start : start + r + 1] for q in range(n)]), "a2a")
+    assert list(recv) == [r + 1] * n, recv
+    h = hvd.allgather_async(np.array([r % 2 == 0]), name="bool/ag/async")
+    exact(hvd.synchronize(h), np.array([q % 2 == 0 for q in range(n)]), "allgather async")
+
+
 def sc_grouped():
     r, n = hvd.rank(), hvd.size()
     xs = [make(r, (i * 10 + 1,), np.dtype(np.float32), salt=i) for i in range(20)]

@@ -193,6 +193,58 @@ def sc_gpu_claim():
     assert hvd.allreduce(np.ones(2), op=hvd.Sum, name="gpu/after")[0] == n
 
 
+def sc_dtypes():
+    """bool is a dtype of its own (issue 17, class 4): bool on one rank and uint8 on another is a
+    dtype mismatch for every op, named on every rank; a bool reduction fails on every rank,
+    named. Before, NumPy bool was refused on its rank only and the others waited. The same for
+    a dtype the engine lacks on one rank only (complex64): that rank raises its own message,
+    the others the negotiated one naming it."""
+    r, n = hvd.rank(), hvd.size()
+    x = np.ones(3, np.complex64 if r == 1 else np.float32)
+    for op in ("allreduce", "allgather"):
+        nm = f"dt/one/{op}"
+        msg = expect_error(lambda: getattr(hvd, op)(x, name=nm), ValueError, nm, "complex64")
+        if r == 1:  # unchanged: the text it raised before, without waiting
+            assert msg.startswith(f"tensor '{nm}': input dtype complex64 is not supported"), msg
+        else:
+            assert f"Invalid arguments for tensor '{nm}' on rank 1: input dtype" in msg, msg
+    mixed = np.ones(4, bool if r == 1 else np.uint8)
+    others = [q for q in range(n) if q != 1]
+    ops = {
+        "allgather": lambda nm: hvd.allgather(mixed, name=nm),
+        "broadcast": lambda nm: hvd.broadcast(mixed, 0, name=nm),
+        "alltoall": lambda nm: hvd.alltoall(mixed, splits=[4] + [0] * (n - 1), name=nm),
+        "allreduce": lambda nm: hvd.allreduce(mixed, op=hvd.Sum, name=nm),
+    }
+    for kind, fn in ops.items():
+        expect_error(
+            lambda: fn(f"bool/mixed/{kind}"),
+            hvd.HorovodMismatchError,
+            f"bool/mixed/{kind}",
+            "data types",
+            "[1] has bool",
+            f"{others} ha",
+            "uint8",
+        )
+    flags = np.array([True, False] * n)
+    reductions = {
+        "allreduce": lambda nm: hvd.allreduce(flags, op=hvd.Sum, name=nm),
+        "average": lambda nm: hvd.allreduce(flags, name=nm),
+        "async": lambda nm: hvd.synchronize(hvd.allreduce_async(flags, op=hvd.Max, name=nm)),
+        "grouped": lambda nm: hvd.grouped_allreduce([np.ones(2), flags], name=nm),
+        "reducescatter": lambda nm: hvd.reducescatter(flags, op=hvd.Sum, name=nm),
+    }
+    for kind, fn in reductions.items():
+        what = "reducescatter" if kind == "reducescatter" else "allreduce"
+        expect_error(
+            lambda: fn(f"bool/reduce/{kind}"),
+            ValueError,
+            f"bool/reduce/{kind}",
+            f"{what} of bool is not supported",
+        )
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="bool/after") == n).all()
+
+
 def sc_int_scale():
     """Scale factors other than 1 on integer dtypes fail on every rank, negotiated, naming the
     tensor, the dtype and the factors (issue 17, class 6). Before, int32 Sum with prescale 0.5

@@ -20,6 +20,7 @@ SMALL_CHUNKS = {"HOROVOD_RING_CHUNK_BYTES": "4096"}  # many pipelined chunks per
         "grouped",
         "order",
         "steady",
+        "bool_moves",
     ],
 )
 def test_collective(world, scenario):

@@ -14,6 +14,14 @@ def test_gpu_tensor_in_a_cpu_build_is_refused_on_every_rank(world):
     ENGINE.run_ok(world, "gpu_claim", "this build of Horovod has no GPU operations")
 
 
+def test_dtype_errors_reach_every_rank(world):
+    """Issue 17, class 4: bool on one rank and uint8 on another is a named dtype mismatch for
+    every op, and a bool reduction a named ValueError, on every rank; a dtype the engine lacks
+    on one rank fails the others too. Before: NumPy bool (or complex) was refused on its own
+    rank only, and the others waited until the launch's timeout."""
+    ENGINE.run_ok(world, "dtypes", timeout=60)
+
+
 def test_integer_scale_factors_fail_on_every_rank(world):
     """Issue 17, class 6: prescale/postscale on an integer dtype is refused at negotiation,
     naming the tensor, the dtype and the factors. Before: int32 Sum with prescale 0.5 on two
