@@ -36,11 +36,12 @@ namespace {
 
 using tf::shape_inference::InferenceContext;
 
-// bool travels as uint8 in ops that move bytes without reducing them.
+// bool is a dtype of its own for the engine: a bool tensor and a uint8 tensor under one name
+// are a mismatch, and bool is only moved (the engine refuses to reduce it, on every rank).
 bool ToEngineType(tf::DataType t, DataType* out) {
   switch (t) {
-    case tf::DT_UINT8:
-    case tf::DT_BOOL: *out = DataType::UINT8; return true;
+    case tf::DT_BOOL: *out = DataType::BOOL; return true;
+    case tf::DT_UINT8: *out = DataType::UINT8; return true;
     case tf::DT_INT8: *out = DataType::INT8; return true;
     case tf::DT_INT32: *out = DataType::INT32; return true;
     case tf::DT_INT64: *out = DataType::INT64; return true;
@@ -249,6 +250,42 @@ class AlltoallOp : public HorovodKernel {
   }
 };
 
+// An op whose tensors Horovod cannot take (a dtype outside the op's list, found by the Python
+// check in horovod/tensorflow/mpi_ops.py): its entries carry that reason as the engine's
+// invalid marker instead of data, named as the op's own would be, so the op fails on every rank
+// with the reason, named by rank, instead of the other ranks waiting for this one. It has no
+// data to move: outputs are the inputs, never produced since the op always fails.
+class InvalidOp : public HorovodKernel {
+ public:
+  explicit InvalidOp(tf::OpKernelConstruction* c) : HorovodKernel(c, OpType::ALLREDUCE) {
+    int op_type = 0;
+    OP_REQUIRES_OK(c, c->GetAttr("op_type", &op_type));
+    OP_REQUIRES(c, op_type >= 0 && op_type < kNumOpTypes,
+                tf::errors::InvalidArgument("HorovodInvalid: unknown op_type ", op_type));
+    type_ = static_cast<OpType>(op_type);
+    OP_REQUIRES_OK(c, c->GetAttr("reason", &reason_));
+    if (reason_.empty()) reason_ = "the input cannot be handed to Horovod";
+  }
+  void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
+    const int n = c->num_inputs() - 1;
+    const std::string base = TensorName(c);
+    std::vector<TensorEntry> entries(n);
+    for (int i = 0; i < n; ++i) {
+      Request& r = entries[i].request;
+      r.type = type_;
+      r.name = n == 1 ? base : base + "." + std::to_string(i);
+      r.dtype = DataType::UINT8;  // a valid placeholder: an invalid request's dtype is not read
+      r.rank = GetTopology().rank;
+      r.invalid = reason_;
+      c->set_output(i, c->input(i));
+    }
+    Submit(c, std::move(entries), std::move(done));
+  }
+
+ private:
+  std::string reason_;
+};
+
 // Shapes: same-shape ops keep their input's; the others know all but the first dimension.
 tf::Status SameShapes(InferenceContext* c) {
   for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->input(i));
@@ -329,6 +366,20 @@ REGISTER_OP("HorovodAlltoall")
         "Sends splits[r] rows to rank r; returns the rows received and how many came from each "
         "rank.");
 
+// Any dtype: see InvalidOp. Stateful, so that it is neither folded nor pruned in a graph.
+REGISTER_OP("HorovodInvalid")
+    .Attr("T: type")
+    .Attr("N: int >= 1")
+    .Attr("op_type: int")
+    .Attr("reason: string")
+    .Input("tensors: N * T")
+    .Input("tensor_name: string")
+    .Output("outputs: N * T")
+    .SetIsStateful()
+    .SetShapeFn(SameShapes)
+    .Doc("Fails on every rank with `reason`: an op whose tensors Horovod cannot take.");
+
+REGISTER_KERNEL_BUILDER(Name("HorovodInvalid").Device(tf::DEVICE_CPU), InvalidOp);
 REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_CPU),
                         GroupOp<OpType::ALLREDUCE>);
 REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_CPU),
@@ -339,6 +390,14 @@ REGISTER_KERNEL_BUILDER(Name("HorovodReducescatter").Device(tf::DEVICE_CPU),
                         GroupOp<OpType::REDUCESCATTER>);
 REGISTER_KERNEL_BUILDER(Name("HorovodAlltoall").Device(tf::DEVICE_CPU), AlltoallOp);
 #if HOROVOD_GPU_NCCL
+// Under tf.device("/GPU:0") without soft placement the op must still be placeable: it reads no
+// data, so everything stays in host memory.
+REGISTER_KERNEL_BUILDER(Name("HorovodInvalid")
+                            .Device(tf::DEVICE_GPU)
+                            .HostMemory("tensors")
+                            .HostMemory("tensor_name")
+                            .HostMemory("outputs"),
+                        InvalidOp);
 REGISTER_KERNEL_BUILDER(Name("HorovodAllreduce").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),
                         GroupOp<OpType::ALLREDUCE>);
 REGISTER_KERNEL_BUILDER(Name("HorovodBroadcast").Device(tf::DEVICE_GPU).HostMemory("tensor_name"),

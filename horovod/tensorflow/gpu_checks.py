@@ -84,6 +84,11 @@ def checks(r, n):
         )
         b = hvd.broadcast(tf.fill([10], float(r)), root_rank=n - 1, name="gpu.bcast")
         yield f"NCCL broadcast from rank {n - 1}", on_gpu(b) and np.all(b.numpy() == n - 1)
+        b = hvd.broadcast(tf.constant([r == 0, True, False]), root_rank=0, name="gpu.bcast.bool")
+        yield (
+            "NCCL broadcast of bool (a dtype of its own)",
+            on_gpu(b) and b.dtype == tf.bool and b.numpy().tolist() == [True, True, False],
+        )
         try:
             hvd.allreduce(tf.fill([4], r + 1), op=hvd.Sum, prescale_factor=0.5, name="gpu.iscale")
             refused = False

@@ -61,6 +61,28 @@ Sum, Average, Min, Max, Product, Adasum = _b.Sum, _b.Average, _b.Min, _b.Max, _b
 _REDUCE_OPS = (Sum, Average, Min, Max, Product)
 _counters = {}
 
+# The dtypes each op's kernel takes: HVD_REDUCE_TYPES and HVD_MOVE_TYPES in
+# csrc/tensorflow/mpi_ops.cc (bool is moved, never reduced). _check_dtypes reads them.
+_REDUCE_DTYPES = (
+    tf.uint8,
+    tf.int8,
+    tf.int32,
+    tf.int64,
+    tf.float16,
+    tf.bfloat16,
+    tf.float32,
+    tf.float64,
+)
+_MOVE_DTYPES = (tf.bool,) + _REDUCE_DTYPES
+# kind: (the engine's OpType, the dtypes its kernel takes)
+_KINDS = {
+    "Allreduce": (0, _REDUCE_DTYPES),
+    "Allgather": (1, _MOVE_DTYPES),
+    "Broadcast": (2, _MOVE_DTYPES),
+    "Alltoall": (3, _MOVE_DTYPES),
+    "Reducescatter": (4, _REDUCE_DTYPES),
+}
+
 
 def _check_initialized():
     if not _b.is_initialized():
@@ -101,6 +123,29 @@ def _names(kind, name, tensor):
     return _normalize_name(name), tf.constant(name)
 
 
+def _check_dtypes(kind, tensors):
+    """Why `kind`'s kernel cannot take `tensors` (a dtype outside its list: tf.string, complex,
+    uint16, bool for a reduction, ...), or None. The one dtype check of every op, eager and in
+    a graph; the op then goes to _invalid instead of its kernel."""
+    supported = _KINDS[kind][1]
+    bad = sorted({t.dtype.name for t in tensors if t.dtype not in supported})
+    if not bad:
+        return None
+    return (
+        f"hvd.{kind.lower()} does not support dtype {', '.join(bad)} "
+        f"(supported: {', '.join(d.name for d in supported)})"
+    )
+
+
+def _invalid(kind, tensors, node, key, reason):
+    """Submits the op with `reason` as its invalid marker (the HorovodInvalid kernel), under the
+    name its kernel would have used: the engine fails it on every rank with the reason, named by
+    rank, instead of the other ranks waiting for a rank whose op TensorFlow refused to build.
+    Eagerly this raises tf.errors.InvalidArgumentError; in a graph the outputs (the inputs,
+    passed through) fail when run."""
+    return _lib.horovod_invalid(tensors, key, op_type=_KINDS[kind][0], reason=reason, name=node)
+
+
 def _check_not_adasum(op, what=None):
     if op == Adasum:
         raise NotImplementedError(
@@ -130,6 +175,9 @@ def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_fa
     node, key = _names("Allreduce", name, tensors[0])
     if op not in _REDUCE_OPS:
         _check_op(op, f"tensor '{name or node}'")
+    bad = _check_dtypes("Allreduce", tensors)
+    if bad:
+        return _invalid("Allreduce", tensors, node, key, bad)
     return _lib.horovod_allreduce(
         tensors,
         key,
@@ -144,6 +192,9 @@ def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_fa
 def _allgather(tensors, name=None):
     _check_initialized()
     node, key = _names("Allgather", name, tensors[0])
+    bad = _check_dtypes("Allgather", tensors)
+    if bad:
+        return _invalid("Allgather", tensors, node, key, bad)
     return _lib.horovod_allgather(tensors, key, name=node)
 
 
@@ -151,6 +202,9 @@ def _allgather(tensors, name=None):
 def _broadcast(tensors, root_rank, name=None):
     _check_initialized()
     node, key = _names("Broadcast", name, tensors[0])
+    bad = _check_dtypes("Broadcast", tensors)
+    if bad:
+        return _invalid("Broadcast", tensors, node, key, bad)
     return _lib.horovod_broadcast(tensors, key, root_rank=int(root_rank), name=node)
 
 
@@ -159,6 +213,9 @@ def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscal
     _check_initialized()
     node, key = _names("Reducescatter", name, tensors[0])
     _check_op(op, f"tensor '{name or node}'")
+    bad = _check_dtypes("Reducescatter", tensors)
+    if bad:
+        return _invalid("Reducescatter", tensors, node, key, bad)
     return _lib.horovod_reducescatter(
         tensors,
         key,
@@ -173,6 +230,11 @@ def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscal
 def _alltoall(tensor, splits, name=None):
     _check_initialized()
     node, key = _names("Alltoall", name, tensor)
+    bad = _check_dtypes("Alltoall", [tensor])
+    if bad:
+        out = _invalid("Alltoall", [tensor], node, key, bad)[0]
+        with tf.control_dependencies([out]):  # never produced: the op fails on every rank
+            return out, tf.zeros([_b.size()], tf.int32)
     return _lib.horovod_alltoall(tensor, tf.cast(splits, tf.int32), key, name=node)
 
 

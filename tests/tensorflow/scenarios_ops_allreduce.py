@@ -75,7 +75,7 @@ def sc_allreduce():
     check(hvd.allreduce(x, average=True), sums / n, tf.float32, "average=True")
     check(hvd.allreduce(x), sums / n, tf.float32, "default op is Average")
 
-    # Dtypes outside the op's set fail locally, before any negotiation.
+    # Dtypes outside the op's set fail, naming the dtype (on every rank: see sc_dtypes).
     for bad in (tf.constant([True, False]), tf.constant([1 + 2j], tf.complex64)):
         try:
             hvd.allreduce(bad)

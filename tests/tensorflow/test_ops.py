@@ -26,6 +26,7 @@ BATCH = [
     "frontends",
     "while_loop",
     "errors",
+    "dtypes",
 ]
 
 
@@ -41,7 +42,7 @@ def test_allreduce(ops):
     """Every reduce dtype (uint8 ... float64, bfloat16) x 1-3 dims (one shape large enough for
     the ring) x Sum/Average/Min/Max/Product, eagerly (named and unnamed) and in a tf.function
     holding all of them at once (called twice); prescale/postscale on floats; inputs left
-    intact, temporaries reduced in place; average=; bool/complex rejected locally;
+    intact, temporaries reduced in place; average=; bool/complex rejected (see test_dtypes);
     grouped_allreduce of mixed dtypes in input order (eager, unnamed, tf.function)."""
     ops.check("allreduce")
 
@@ -151,6 +152,17 @@ def test_errors(ops):
     (on every rank, or on one) and bad alltoall splits raise InvalidArgumentError everywhere.
     The next op works after each. Adasum raises NotImplementedError from every entry point."""
     ops.check("errors")
+
+
+def test_dtypes(ops):
+    """Issue 17. bool is its own dtype: bool on one rank and uint8 on another is a named
+    mismatch, bool reductions a named InvalidArgumentError. Integer scale factors are refused,
+    named. Dtypes no kernel takes (string, complex64/128, uint16, int16) raise
+    InvalidArgumentError naming the op, the tensor, the dtype and the supported ones, on every
+    rank, for every op (eager named and unnamed, tf.function), also when only one rank has the
+    bad dtype (the others fail within 10 s instead of waiting), and a valid op before the bad
+    one in the same tf.function still runs. The Python check's dtype lists are the kernels'."""
+    ops.check("dtypes")
 
 
 def test_batch_exits_cleanly(ops):
