@@ -26,6 +26,7 @@ BATCH = [
     "frontends",
     "while_loop",
     "errors",
+    "alltoall_splits",
 ]
 
 
@@ -151,6 +152,17 @@ def test_errors(ops):
     (on every rank, or on one) and bad alltoall splits raise InvalidArgumentError everywhere.
     The next op works after each. Adasum raises NotImplementedError from every entry point."""
     ops.check("errors")
+
+
+def test_bad_alltoall_splits_fail_on_every_rank_as_given(ops):
+    """Alltoall splits are checked as given, before any conversion: int64 splits beyond int32
+    (before: wrapped, and the op ran), floats (before: truncated), 2-D, negative, too many,
+    not even a tensor (2**64, ragged, strings); and a scalar tensor (before: an unnamed error
+    inside TensorFlow). Each raises InvalidArgumentError on every rank naming the tensor and
+    showing the values, when every rank or only rank 1 passes them, eagerly and in a
+    tf.function, also with splits known only at run time; the next op works. Other integer
+    dtypes and int64 splits that fit work; received splits stay int32."""
+    ops.check("alltoall_splits")
 
 
 def test_batch_exits_cleanly(ops):
