@@ -27,6 +27,7 @@ BATCH = [
     "while_loop",
     "errors",
     "alltoall_splits",
+    "objects",
 ]
 
 
@@ -163,6 +164,13 @@ def test_bad_alltoall_splits_fail_on_every_rank_as_given(ops):
     tf.function, also with splits known only at run time; the next op works. Other integer
     dtypes and int64 splits that fit work; received splits stay int32."""
     ops.check("alltoall_splits")
+
+
+def test_object_collectives_match_whatever_each_rank_passes(ops):
+    """broadcast_object with the root's dict and None elsewhere (before: ops named after each
+    rank's type, which never met: a hang), named and unnamed, repeated, and through
+    broadcast_object_fn; allgather_object of a different type on each rank."""
+    ops.check("objects")
 
 
 def test_batch_exits_cleanly(ops):
