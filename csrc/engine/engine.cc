@@ -263,8 +263,9 @@ Status Enqueue(std::vector<TensorEntry> entries) {
     if (r.name.empty()) return Status::InvalidArgument("a tensor name must not be empty");
     if (static_cast<unsigned>(r.dtype) >= kNumDataTypes)
       return Status::InvalidArgument("tensor '" + r.name + "': unsupported data type");
-    // Anything else is negotiated as invalid, so that every rank fails with the reason.
-    r.invalid = Validate(r, e->topo.size);
+    // Anything else is negotiated as invalid, so that every rank fails with the reason. A
+    // reason the frontend found (arguments it could not even convert) comes first.
+    if (r.invalid.empty()) r.invalid = Validate(r, e->topo.size);
     // Ordered after the framework's stream here, on its thread, while that stream's queue still
     // ends with the kernels that produce the input.
     if (r.gpu && r.invalid.empty()) r.invalid = PrepareGpuEntry(&en);

@@ -32,7 +32,9 @@ bool IsInitialized();
 Topology GetTopology();
 const Config& GetConfig();
 // Validates locally, then queues the entries atomically (all or none). Each entry's done()
-// runs exactly once, on the background thread, with OK or a named error.
+// runs exactly once, on the background thread, with OK or a named error. A frontend that found
+// an entry's arguments unusable sets request.invalid to the reason instead of failing alone:
+// the entry is negotiated like any other and fails on every rank with that reason.
 Status Enqueue(std::vector<TensorEntry> entries);
 
 // What this library was built with (horovodrun --check-build); needs no Init and no GPU.

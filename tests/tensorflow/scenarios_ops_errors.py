@@ -182,3 +182,75 @@ def sc_errors():
         "Adasum",
     )
     works()
+
+
+def sc_alltoall_splits():
+    """Bad alltoall splits, and a scalar, fail with InvalidArgumentError on every rank, naming
+    the tensor and showing the splits as given, within seconds, whether every rank or one
+    passes them, eagerly and in a tf.function (also with splits as a traced argument); the next
+    op works. Before, the splits were cast to int32 first: int64 splits wrapped (2**32 + 2 rows
+    sent as 2: the op "worked"), floats were truncated (the error showed values never passed),
+    a [1, n] tensor was read as n splits, and a scalar failed inside TensorFlow unnamed, on one
+    rank while the others waited."""
+    r, n = hvd.rank(), hvd.size()
+    invalid = tf.errors.InvalidArgumentError
+    x = tf.reshape(tf.range(8, dtype=tf.float32), [4, 2])
+    good = [4 // n + (q < 4 % n) for q in range(n)]
+    big = 2**32 + good[0]  # as int32: good[0]
+    after = [0]
+
+    def a2a(t, splits, k):
+        return lambda: hvd.alltoall(t, splits=splits, name=k)
+
+    def expect(fn, *needles):
+        start = time.monotonic()
+        msg = expect_error(fn, invalid, *needles)
+        elapsed = time.monotonic() - start
+        assert elapsed < 10, f"{needles[0]}: took {elapsed:.1f} s"
+        after[0] += 1
+        assert (
+            hvd.allreduce(tf.ones([2]), op=hvd.Sum, name=f"a2a/after/{after[0]}").numpy() == n
+        ).all()
+        return msg
+
+    cases = [  # (case, splits, needles)
+        ("wrap", [big] + good[1:], (str(big), "int32")),
+        ("wrap64", tf.constant([big] + good[1:], tf.int64), (str(big),)),
+        ("float", [1.5, 2.5] + [0] * (n - 2), ("integers", "1.5", "2.5")),
+        ("whole-float", tf.constant(good, tf.float64), ("integers", "double")),
+        ("2d", tf.constant([good]), ("1-D", f"[1,{n}]")),
+        ("neg", [-(2**40)] + good[1:], ("non-negative", str(-(2**40)))),
+        ("huge", [2**64] + good[1:], ("not a tensor of integers",)),
+        ("ragged", [[1], [1, 2]], ("not a tensor of integers",)),
+        ("str", ["a"] * n, ("integers", "string")),
+        ("count", good + [0], ("one non-negative split per rank", str(good + [0]))),
+    ]
+    for case, splits, needles in cases:
+        for who in ("all", "one"):
+            mine = splits if who == "all" or r == 1 else good
+            where = "on rank 1" if who == "one" else "on rank 0"
+            nm = f"a2a/{case}/{who}"
+            expect(a2a(x, mine, nm), nm, where, *needles)
+            expect(tf.function(a2a(x, mine, nm + "/fn")), nm + "/fn", where, *needles)
+    # A scalar, with default and given splits, on every rank or one, eager and traced.
+    one = tf.constant(1.0)
+    for who in ("all", "one"):
+        t, given = (one, [0] * n) if who == "all" or r == 1 else (x, good)
+        for nm, splits in ((f"a2a/scalar/{who}", None), (f"a2a/scalar/{who}/splits", given)):
+            expect(a2a(t, splits, nm), nm, "at least one dimension")
+            expect(tf.function(a2a(t, splits, nm + "/fn")), nm + "/fn", "at least one dimension")
+    # Splits known only when the function runs: checked by the kernel, on every rank.
+    dyn = tf.function(lambda t, s: hvd.alltoall(t, splits=s, name="a2a/dyn"))
+    for dt in (tf.int64, tf.int32):
+        got, recv = dyn(x, tf.constant(good, dt))
+        assert got.shape == (n * good[r], 2) and recv.dtype == tf.int32, recv
+    bad = [big] + good[1:]
+    expect(lambda: dyn(x, tf.constant(bad if r == 1 else good, tf.int64)), "on rank 1", str(big))
+    bad = tf.constant([2.5] + good[1:], tf.float32) if r == 1 else tf.constant(good, tf.int64)
+    expect(lambda: dyn(x, bad), "a2a/dyn", "on rank 1", "integers", "2.5")
+    # Legal spellings: integer tensors of other dtypes, int64 lists that fit, default splits.
+    for splits in (good, tf.constant(good, tf.uint8), tf.constant(good, tf.int64)):
+        got, recv = hvd.alltoall(x, splits=splits, name="a2a/ok")
+        assert recv.dtype == tf.int32 and recv.numpy().tolist() == [good[r]] * n, recv
+    got, recv = hvd.alltoall(x)
+    assert recv.numpy().tolist() == [good[r]] * n, recv
