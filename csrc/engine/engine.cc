@@ -268,8 +268,8 @@ Status Enqueue(std::vector<TensorEntry> entries) {
         static_cast<unsigned>(r.reduce_op) >= kNumReduceOps)
       return Status::InvalidArgument("tensor '" + r.name + "': unknown op type or reduce op");
     // Anything else is negotiated as invalid, so that every rank fails with the reason. A
-    // frontend may have marked the request invalid already (an input it cannot convert): that
-    // reason stands, and nothing else about the request is looked at.
+    // reason the frontend found (arguments it could not even convert, an input dtype it cannot
+    // hand over) comes first.
     if (r.invalid.empty()) r.invalid = Validate(r, e->topo.size);
     // Ordered after the framework's stream here, on its thread, while that stream's queue still
     // ends with the kernels that produce the input.

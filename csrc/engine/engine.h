@@ -32,10 +32,10 @@ bool IsInitialized();
 Topology GetTopology();
 const Config& GetConfig();
 // Validates locally, then queues the entries atomically (all or none). Each entry's done()
-// runs exactly once, on the background thread, with OK or a named error. An entry whose
-// request.invalid a frontend has set (an input it cannot hand over, e.g. a dtype the engine
-// lacks) is negotiated as it is: every rank's op fails with that reason, named by rank, and
-// the request's dtype and shape are not looked at (give a valid dtype, e.g. UINT8).
+// runs exactly once, on the background thread, with OK or a named error. A frontend that found
+// an entry's arguments unusable sets request.invalid to the reason instead of failing alone:
+// the entry is negotiated like any other and fails on every rank with that reason. Its dtype
+// and shape are then not looked at (an input whose dtype the engine lacks: give e.g. UINT8).
 Status Enqueue(std::vector<TensorEntry> entries);
 
 // What this library was built with (horovodrun --check-build); needs no Init and no GPU.

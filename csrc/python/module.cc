@@ -139,10 +139,13 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
 }
 
 // Queues one op per (name, input[, output]) atomically and returns one handle for all of them.
-// outputs: None (the engine allocates) or a list with an array or None per input.
+// outputs: None (the engine allocates) or a list with an array or None per input. invalid:
+// why the frontend found the arguments unusable; the ops are still negotiated, and fail on
+// every rank with it (engine.h, Enqueue).
 int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const py::list& inputs,
                      const py::object& outputs, int reduce_op, int root, double prescale,
-                     double postscale, const std::vector<int64_t>& splits, int device) {
+                     double postscale, const std::vector<int64_t>& splits, int device,
+                     const std::string& invalid) {
   auto h = std::make_shared<Handle>();
   const size_t n = names.size();
   if (inputs.size() != n) throw py::value_error("one name per input is needed");
@@ -173,6 +176,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     r.prescale = prescale;
     r.postscale = postscale;
     r.splits = splits;
+    if (r.invalid.empty()) r.invalid = invalid;  // an unusable dtype is named first
     // device >= 0 claims the buffers are on that GPU: only the engine's refusal paths can be
     // reached from NumPy (a GPU build checks the claim with CUDA and refuses host memory).
     if (device >= 0) {
@@ -436,7 +440,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("enqueue", &EnqueueGroup, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
-        py::arg("postscale"), py::arg("splits"), py::arg("device") = -1);
+        py::arg("postscale"), py::arg("splits"), py::arg("device") = -1, py::arg("invalid") = "");
   m.def("poll", &Poll);
   m.def("release", &Release);
   m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet

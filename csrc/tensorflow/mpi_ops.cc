@@ -13,11 +13,14 @@
 //  - GPU builds (HOROVOD_GPU_NCCL) also register every op for GPU tensors: the entry carries
 //    the device and TF's compute stream, which the engine orders its NCCL work after. Names and
 //    alltoall's splits stay in host memory.
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/engine.h"
@@ -223,18 +226,72 @@ class GroupOp : public HorovodKernel {
   }
 };
 
+// Alltoall's splits as the caller gave them (any integer dtype, read without a cast) into
+// `out`; returns why they cannot be used, or "". The received splits are int32 (upstream's op),
+// and every value another rank sends here is one of its splits: so each split must fit in
+// int32. Count, sign and sum are the engine's checks (engine.cc, Validate).
+template <typename T>
+bool ReadIntSplits(const tf::Tensor& splits, std::vector<int64_t>* out, std::string* given) {
+  bool fits = true;
+  auto flat = splits.flat<T>();
+  for (int64_t i = 0; i < flat.size(); ++i) {
+    const T v = flat(i);
+    if constexpr (sizeof(T) > sizeof(int32_t) || std::is_same_v<T, uint32_t>)
+      fits = fits && v <= static_cast<T>(INT32_MAX);
+    out->push_back(static_cast<int64_t>(v));  // only used if every value fits
+    *given += (i ? ", " : "") + std::to_string(v);
+  }
+  *given = "[" + *given + "]";
+  return fits;
+}
+
+std::string ReadSplits(const tf::Tensor& splits, std::vector<int64_t>* out) {
+  const int64_t n = splits.NumElements();
+  auto summary = [&] { return splits.SummarizeValue(std::min<int64_t>(n, 4096), true); };
+  if (!tf::DataTypeIsInteger(splits.dtype()))
+    return "alltoall splits must be integers, got " + tf::DataTypeString(splits.dtype()) +
+           " splits " + summary();
+  if (splits.dims() != 1)
+    return "alltoall splits must be a 1-D tensor (one split per rank), got shape " +
+           splits.shape().DebugString() + ": " + summary();
+  std::string given;
+  bool fits = true;
+  switch (splits.dtype()) {
+    case tf::DT_INT8: fits = ReadIntSplits<int8_t>(splits, out, &given); break;
+    case tf::DT_UINT8: fits = ReadIntSplits<uint8_t>(splits, out, &given); break;
+    case tf::DT_INT16: fits = ReadIntSplits<int16_t>(splits, out, &given); break;
+    case tf::DT_UINT16: fits = ReadIntSplits<uint16_t>(splits, out, &given); break;
+    case tf::DT_INT32: fits = ReadIntSplits<int32_t>(splits, out, &given); break;
+    case tf::DT_UINT32: fits = ReadIntSplits<uint32_t>(splits, out, &given); break;
+    case tf::DT_INT64: fits = ReadIntSplits<int64_t>(splits, out, &given); break;
+    case tf::DT_UINT64: fits = ReadIntSplits<uint64_t>(splits, out, &given); break;
+    default:  // an integer type the op's Tsplits does not list
+      return "alltoall splits of dtype " + tf::DataTypeString(splits.dtype()) +
+             " are not supported";
+  }
+  if (!fits)
+    return "alltoall splits must fit in int32 (TensorFlow's received splits are int32), got " +
+           given;
+  return "";
+}
+
 // Alltoall: inputs (tensor, splits, name); outputs (rows received, rows from each rank).
+// Bad splits, and a reason the Python side found (`splits_error`: splits that are not even a
+// tensor), do not fail the op here: they go to the engine as the request's `invalid` reason,
+// which is negotiated, so that every rank fails with it instead of waiting for this one.
 class AlltoallOp : public HorovodKernel {
  public:
-  explicit AlltoallOp(tf::OpKernelConstruction* c) : HorovodKernel(c, OpType::ALLTOALL) {}
+  explicit AlltoallOp(tf::OpKernelConstruction* c) : HorovodKernel(c, OpType::ALLTOALL) {
+    OP_REQUIRES_OK(c, c->GetAttr("splits_error", &splits_error_));
+  }
   void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
     const std::string name = TensorName(c);
     std::vector<TensorEntry> entries(1);
     TensorEntry& e = entries[0];
     if (!MakeEntry(c, name, c->input(0), &e)) return done();
-    const tf::Tensor& splits = c->input(1);
-    auto flat = splits.flat<int32_t>();
-    for (int64_t i = 0; i < flat.size(); ++i) e.request.splits.push_back(flat(i));
+    e.request.invalid = splits_error_;
+    if (e.request.invalid.empty()) e.request.invalid = ReadSplits(c->input(1), &e.request.splits);
+    if (!e.request.invalid.empty()) e.request.splits.clear();
     e.allocate_output = AllocateOutput(c, 0);
     auto received = std::make_shared<std::vector<int64_t>>();
     e.received_splits = received.get();
@@ -248,6 +305,9 @@ class AlltoallOp : public HorovodKernel {
       for (size_t i = 0; i < received->size(); ++i) v(i) = static_cast<int32_t>((*received)[i]);
     });
   }
+
+ private:
+  std::string splits_error_;
 };
 
 // An op whose tensors Horovod cannot take (a dtype outside the op's list, found by the Python
@@ -347,16 +407,27 @@ REGISTER_OP("HorovodReducescatter")
     .SetShapeFn(UnknownFirstDim)
     .Doc("Reduces across ranks; each rank keeps its block of rows.");
 
+// Splits of any real dtype reach the kernel, which checks them before any conversion (a cast
+// to int32 in Python wrapped int64 values and truncated floats). A scalar tensor is not
+// refused by the shape function either: the engine names it on every rank at run time.
 REGISTER_OP("HorovodAlltoall")
     .Attr("T: " HVD_MOVE_TYPES)
+    .Attr(
+        "Tsplits: {int8, uint8, int16, uint16, int32, uint32, int64, uint64, half, bfloat16, "
+        "float, double, bool} = DT_INT32")
+    .Attr("splits_error: string = ''")
     .Input("tensor: T")
-    .Input("splits: int32")
+    .Input("splits: Tsplits")
     .Input("tensor_name: string")
     .Output("received: T")
     .Output("received_splits: int32")
     .SetShapeFn([](InferenceContext* c) {
       tf::shape_inference::ShapeHandle in = c->input(0), out;
-      TF_RETURN_IF_ERROR(c->WithRankAtLeast(in, 1, &in));
+      if (!c->RankKnown(in) || c->Rank(in) == 0) {
+        c->set_output(0, c->UnknownShape());
+        c->set_output(1, c->Vector(c->UnknownDim()));
+        return tf::Status();
+      }
       TF_RETURN_IF_ERROR(c->ReplaceDim(in, 0, c->UnknownDim(), &out));
       c->set_output(0, out);
       c->set_output(1, c->Vector(c->UnknownDim()));

@@ -116,19 +116,36 @@ def _root(name, root):
     return root
 
 
-def _splits(name, splits):
-    """alltoall splits as a flat list of int64 values; the engine checks count, sign and sum."""
+def _split_values(splits):
+    """(alltoall splits as a list of int64 values, "") or ([], why they cannot be used), read
+    as given (no conversion first); the engine checks count, sign and sum."""
+    try:
+        a = np.asarray(splits, dtype=object)
+    except (TypeError, ValueError) as e:
+        return [], f"alltoall splits are not array-like: {e}"
+    if a.ndim != 1:
+        return [], (
+            f"alltoall splits must be 1-D (one split per rank), got shape {list(a.shape)}: "
+            f"{splits!r}"
+        )
     out = []
-    for s in np.asarray(splits, dtype=object).reshape(-1):
+    for s in a:
         try:
             v = operator.index(s)
         except TypeError:
-            raise TypeError(
-                f"tensor '{name}': alltoall splits must be integers, got {s!r}"
-            ) from None
+            return [], f"alltoall splits must be integers, got {s!r}"
         if not _INT64_MIN <= v <= _INT64_MAX:
-            raise ValueError(f"tensor '{name}': alltoall split {v} does not fit in int64")
+            return [], f"alltoall split {v} does not fit in int64"
         out.append(v)
+    return out, ""
+
+
+def _splits(name, splits):
+    """alltoall splits as a list of int64 values; raises the reason they cannot be, naming the
+    tensor (alltoall itself negotiates it instead, so that every rank fails with it)."""
+    out, why = _split_values(splits)
+    if why:
+        raise (TypeError if "integers" in why else ValueError)(f"tensor '{name}': {why}")
     return out
 
 
@@ -143,6 +160,7 @@ def _submit(
     postscale=1.0,
     splits=(),
     grouped=False,
+    invalid="",
 ):
     name = names[0] if names else ""
     if op not in _REDUCE_OPS:
@@ -159,6 +177,7 @@ def _submit(
         _real(name, "prescale_factor", prescale),
         _real(name, "postscale_factor", postscale),
         list(splits),
+        invalid=invalid,
     )
     return Handle(hid, kind, name, grouped)
 
@@ -258,14 +277,19 @@ def broadcast(tensor, root_rank, name=None, out=None):
 
 
 def alltoall_async(tensor, splits=None, name=None):
+    # Bad splits, or a scalar, are not raised here: the op is submitted with the reason, which
+    # the engine negotiates, so every rank fails with it instead of waiting for this one.
     name = _name(_ALLTOALL, name)
     t = _array(name, tensor)
-    if splits is None:
-        if t.ndim == 0:
-            raise ValueError(f"tensor '{name}': alltoall needs at least one dimension")
+    if splits is not None:
+        values, why = _split_values(splits)
+    elif t.ndim == 0:
+        values, why = [], "alltoall needs at least one dimension"
+    else:
         n = size()
-        splits = [t.shape[0] // n + (1 if r < t.shape[0] % n else 0) for r in range(n)]
-    return _submit(_ALLTOALL, [name], [t], splits=_splits(name, splits))
+        values = [t.shape[0] // n + (1 if r < t.shape[0] % n else 0) for r in range(n)]
+        why = ""
+    return _submit(_ALLTOALL, [name], [t], splits=values, invalid=why)
 
 
 def alltoall(tensor, splits=None, name=None):

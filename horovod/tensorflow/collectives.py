@@ -137,8 +137,9 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
         n = size()
-        rows = tf.shape(tensor)[0]
-        splits = rows // n + tf.cast(tf.range(n) < rows % n, tf.int32)
+        # The first dimension; 0 for a scalar, which the engine then refuses on every rank.
+        rows = tf.concat([tf.shape(tensor, out_type=tf.int64), tf.zeros([1], tf.int64)], 0)[0]
+        splits = rows // n + tf.cast(tf.range(n, dtype=tf.int64) < rows % n, tf.int64)
     return _ops._alltoall(tensor, splits, name)
 
 

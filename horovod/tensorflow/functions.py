@@ -2,6 +2,7 @@
 broadcast_global_variables and BroadcastGlobalVariablesHook."""
 
 import io
+import itertools
 import pickle
 
 import numpy as np
@@ -37,6 +38,17 @@ def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None)
     return None if tf.executing_eagerly() else tf.group(*assigns)
 
 
+# Ops are matched across ranks by name, so an object op's name must not depend on the local
+# object (a broadcast's non-root ranks typically pass None): unnamed calls are numbered per
+# process instead, which every rank advances identically as long as every rank makes the same
+# calls in the same order (as for unnamed ops).
+_object_counters = {"broadcast_object": itertools.count(), "allgather_object": itertools.count()}
+
+
+def _object_op_name(kind, name):
+    return f"{kind}.{name}" if name is not None else f"{kind}.noname.{next(_object_counters[kind])}"
+
+
 def _to_bytes(obj):
     buf = io.BytesIO()
     _pickle.dump(obj, buf)
@@ -45,20 +57,20 @@ def _to_bytes(obj):
 
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
     """Returns root_rank's `obj` (anything picklable) on every rank: its size is broadcast,
-    then its bytes. Eager mode only (inside a tf.function, broadcast tensors instead)."""
+    then its bytes. Eager mode only (inside a tf.function, broadcast tensors instead). The ops
+    are named after `name`, never after the object (the other ranks' may be None); unnamed
+    calls are numbered per process, so every rank must make them in the same order."""
     _check_process_set(process_set)
     if not tf.executing_eagerly():
         raise RuntimeError("broadcast_object runs eagerly; call it outside tf.function")
-    name = name or type(obj).__name__
+    name = _object_op_name("broadcast_object", name)
     data = _to_bytes(obj) if _b.rank() == root_rank else np.zeros(0, np.uint8)
-    size = mpi_ops._broadcast(
-        [tf.constant([data.size], tf.int64)], root_rank, name=f"broadcast_object.{name}.size"
-    )[0]
-    if _b.rank() != root_rank:
-        data = np.zeros(int(size.numpy()[0]), np.uint8)
-    data = mpi_ops._broadcast([tf.constant(data)], root_rank, name=f"broadcast_object.{name}.data")[
+    size = mpi_ops._broadcast([tf.constant([data.size], tf.int64)], root_rank, name=f"{name}.size")[
         0
     ]
+    if _b.rank() != root_rank:
+        data = np.zeros(int(size.numpy()[0]), np.uint8)
+    data = mpi_ops._broadcast([tf.constant(data)], root_rank, name=f"{name}.data")[0]
     if _b.rank() == root_rank:
         return obj
     return pickle.loads(data.numpy().tobytes())
@@ -70,16 +82,17 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
 
 
 def allgather_object(obj, session=None, name=None, process_set=None):
-    """Every rank's `obj`, as a list indexed by rank. Eager mode only."""
+    """Every rank's `obj` (each rank's may differ, in type too), as a list indexed by rank.
+    Eager mode only. Named like broadcast_object's ops."""
     _check_process_set(process_set)
     if not tf.executing_eagerly():
         raise RuntimeError("allgather_object runs eagerly; call it outside tf.function")
-    name = name or type(obj).__name__
+    name = _object_op_name("allgather_object", name)
     data = _to_bytes(obj)
-    sizes = mpi_ops._allgather(
-        [tf.constant([data.size], tf.int64)], name=f"allgather_object.{name}.sizes"
-    )[0].numpy()
-    gathered = mpi_ops._allgather([tf.constant(data)], name=f"allgather_object.{name}.data")[0]
+    sizes = mpi_ops._allgather([tf.constant([data.size], tf.int64)], name=f"{name}.sizes")[
+        0
+    ].numpy()
+    gathered = mpi_ops._allgather([tf.constant(data)], name=f"{name}.data")[0]
     raw = gathered.numpy().tobytes()
     out, offset = [], 0
     for s in sizes:

@@ -226,6 +226,41 @@ def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscal
     )
 
 
+# The splits dtypes the kernel reads; it checks the values as given (integers, 1-D, fitting its
+# int32 received splits), and the engine the count, sign and sum.
+_SPLITS_DTYPES = (
+    tf.int8,
+    tf.uint8,
+    tf.int16,
+    tf.uint16,
+    tf.int32,
+    tf.uint32,
+    tf.int64,
+    tf.uint64,
+    tf.float16,
+    tf.bfloat16,
+    tf.float32,
+    tf.float64,
+    tf.bool,
+)
+
+
+def _splits_input(splits):
+    """(splits as a tensor of the dtype given, "") without a cast, or (empty int32 splits, why
+    they cannot be a tensor the kernel reads). Either way the op is submitted: the kernel hands
+    the reason to the engine, which fails the op on every rank with it."""
+    try:
+        t = tf.convert_to_tensor(splits)
+    except (TypeError, ValueError, OverflowError) as e:
+        why = f"alltoall splits are not a tensor of integers ({e}), got {splits!r}"
+        return tf.zeros([0], tf.int32), why
+    if t.dtype not in _SPLITS_DTYPES:
+        return tf.zeros([0], tf.int32), (
+            f"alltoall splits must be integers, got {t.dtype.name} splits {splits!r}"
+        )
+    return t, ""
+
+
 @tf.autograph.experimental.do_not_convert
 def _alltoall(tensor, splits, name=None):
     _check_initialized()
@@ -235,7 +270,8 @@ def _alltoall(tensor, splits, name=None):
         out = _invalid("Alltoall", [tensor], node, key, bad)[0]
         with tf.control_dependencies([out]):  # never produced: the op fails on every rank
             return out, tf.zeros([_b.size()], tf.int32)
-    return _lib.horovod_alltoall(tensor, tf.cast(splits, tf.int32), key, name=node)
+    splits, why = _splits_input(splits)
+    return _lib.horovod_alltoall(tensor, splits, key, splits_error=why, name=node)
 
 
 # ---- gradients (of the op, for every tensor it carries) ------------------------------------

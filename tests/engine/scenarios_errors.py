@@ -118,6 +118,55 @@ def sc_mismatch():
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="mm/after") == n).all()
 
 
+def sc_alltoall_splits():
+    """Bad alltoall splits, and a scalar, fail with a ValueError on every rank naming the tensor
+    and showing the splits as given, within seconds, whether every rank or only rank 1 passes
+    them; the engine goes on. Before, the splits the frontend could not read (floats, 2**64,
+    strings, a scalar without splits) raised on that rank alone while the others waited, and a
+    [1, n] array was read as n splits."""
+    r, n = hvd.rank(), hvd.size()
+    x = np.arange(8.0).reshape(4, 2)
+    good = [4 // n + (q < 4 % n) for q in range(n)]
+    cases = {  # case: (splits, needles)
+        "float": ([1.5, 2.5] + [0] * (n - 2), ("integers", "1.5")),
+        "npfloat": (np.array(good, np.float64), ("integers",)),
+        "2d": (np.array([good]), ("1-D", f"[1, {n}]")),
+        "2**64": ([2**64] + good[1:], ("does not fit in int64", str(2**64))),
+        "str": (["a"] * n, ("integers", "'a'")),
+        "ragged": ([[1], [1, 2]], ("integers", "[1]")),
+        "neg": ([-(2**40)] + good[1:], ("non-negative", str(-(2**40)))),
+        "count": (good + [0], ("one non-negative split per rank", str(good + [0]))),
+    }
+    for who in ("all", "one"):
+        ranks = range(n) if who == "all" else [1]
+        where = [f"on rank {q}:" for q in ranks]
+        for case, (splits, needles) in cases.items():
+            nm = f"a2a/{case}/{who}"
+            mine = splits if r in ranks else good
+            start = time.monotonic()
+            expect_error(
+                lambda: hvd.synchronize(hvd.alltoall_async(x, mine, nm), timeout=10),
+                ValueError,
+                f"Invalid arguments for tensor '{nm}'",
+                *where,
+                *needles,
+            )
+            assert time.monotonic() - start < 10, f"{nm}: {time.monotonic() - start:.1f} s"
+        nm = f"a2a/scalar/{who}"
+        expect_error(
+            lambda: hvd.synchronize(
+                hvd.alltoall_async(np.float64(1) if r in ranks else x, name=nm), timeout=10
+            ),
+            ValueError,
+            f"Invalid arguments for tensor '{nm}'",
+            *where,
+            "at least one dimension",
+        )
+    got, recv = hvd.alltoall(x, np.array(good, np.uint64), name="a2a/ok")
+    assert recv.tolist() == [good[r]] * n and got.shape == (n * good[r], 2), (got, recv)
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="a2a/after") == n).all()
+
+
 def sc_early_exit():
     """Rank 1 leaves early (sys.exit runs atexit -> shutdown); the others must get an error
     naming it instead of hanging."""

@@ -10,6 +10,10 @@ def test_mismatches_are_named_on_every_rank(world):
     ENGINE.run_ok(world, "mismatch")
 
 
+def test_bad_alltoall_splits_fail_on_every_rank(world):
+    ENGINE.run_ok(world, "alltoall_splits", timeout=60)
+
+
 def test_gpu_tensor_in_a_cpu_build_is_refused_on_every_rank(world):
     ENGINE.run_ok(world, "gpu_claim", "this build of Horovod has no GPU operations")
 

@@ -26,6 +26,7 @@ import keras  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
 from horovod.tensorflow import reduction as hvd_reduction  # noqa: E402
 from tests.support import scenario  # noqa: E402
+from tests.tensorflow.scenarios_keras_metrics import scenario_metrics_differ  # noqa: E402
 
 
 def digest(arrays):
@@ -371,6 +372,7 @@ SCENARIOS = {
     "accumulate": scenario_accumulate,
     "save_load": scenario_save_load,
     "schedule_checkpoint": scenario_schedule_checkpoint,
+    "metrics_differ": scenario_metrics_differ,
 }
 
 # A program of its own (not a subject module of scenarios_ops.py): it sets TF's thread pools at

@@ -22,6 +22,7 @@ from tests.tensorflow import (
     scenarios_ops_allgather_broadcast,
     scenarios_ops_allreduce,  # noqa: E402
     scenarios_ops_alltoall_reducescatter,
+    scenarios_ops_dtypes,
     scenarios_ops_errors,
     scenarios_ops_extras,
     scenarios_ops_gradients,
@@ -42,6 +43,7 @@ SCENARIOS = scenario.collect(
     scenarios_ops_tape,
     scenarios_ops_v1,
     scenarios_ops_errors,
+    scenarios_ops_dtypes,
 )
 
 if __name__ == "__main__":

@@ -184,128 +184,73 @@ def sc_errors():
     works()
 
 
-def _quick(fn, exc, *needles):
-    """expect_error within 10 s (a peer left waiting would take the launch's timeout); then the
-    next op works."""
-    start = time.monotonic()
-    msg = expect_error(fn, exc, *needles)
-    assert time.monotonic() - start < 10, f"{needles[0]}: took {time.monotonic() - start:.1f} s"
-    n = hvd.size()
-    assert (hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="dtypes/after").numpy() == n).all()
-    return msg
-
-
-def sc_dtypes():
-    """Issue 17. Every check on every rank, eagerly (named and unnamed) and in a tf.function:
-    - bool is its own dtype: bool on one rank and uint8 on the others is a mismatch naming both;
-      bool reductions fail (InvalidArgumentError) naming the tensor. Before: bool travelled as
-      uint8, so a uint8 broadcast into a bool tensor passed and left bytes that are not 0/1.
-    - integer scale factors are refused, naming tensor, dtype and factors. Before: each rank's
-      share was truncated before the sum.
-    - dtypes no kernel takes (string, complex64/128, uint16, int16) fail with an error naming
-      the op, the tensor, the dtype and the supported ones, on every rank, also when only one
-      rank has the bad dtype. Before: TensorFlow's op-definition error naming neither Horovod
-      nor the tensor, on the bad rank only, while the others waited."""
-    from tensorflow.python.framework import op_def_registry
-
-    from horovod.tensorflow import mpi_ops
-
+def sc_alltoall_splits():
+    """Bad alltoall splits, and a scalar, fail with InvalidArgumentError on every rank, naming
+    the tensor and showing the splits as given, within seconds, whether every rank or one
+    passes them, eagerly and in a tf.function (also with splits as a traced argument); the next
+    op works. Before, the splits were cast to int32 first: int64 splits wrapped (2**32 + 2 rows
+    sent as 2: the op "worked"), floats were truncated (the error showed values never passed),
+    a [1, n] tensor was read as n splits, and a scalar failed inside TensorFlow unnamed, on one
+    rank while the others waited."""
     r, n = hvd.rank(), hvd.size()
-    invalid, mismatch = tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError
-    others = str([q for q in range(n) if q != 1])
-    bits = [tf.constant([True, False, True]), tf.constant([1, 0, 1], tf.uint8)]
-    moves = {
-        "Allgather": lambda x, nm: hvd.allgather(x, name=nm),
-        "Broadcast": lambda x, nm: hvd.broadcast(x, 0, name=nm),
-        "Alltoall": lambda x, nm: hvd.alltoall(x, splits=[3] + [0] * (n - 1), name=nm)[0],
-    }
-    reduces = {
-        "Allreduce": lambda x, nm: hvd.allreduce(x, op=hvd.Sum, name=nm),
-        "Reducescatter": lambda x, nm: hvd.reducescatter(x, op=hvd.Sum, name=nm),
-    }
-    for kind, fn in moves.items():
-        x = bits[0] if r == 1 else bits[1]
-        _quick(
-            lambda: fn(x, f"dt/mixed/{kind}"),
-            mismatch,
-            f"dt/mixed/{kind}",
-            "data types",
-            "[1] has bool",
-            f"{others} ha",
-            "uint8",
-        )
-        got = fn(bits[0], f"dt/bool/{kind}")  # bool itself still moves, as bool
-        assert got.dtype == tf.bool, (kind, got.dtype)
-    for kind, fn in reduces.items():
-        _quick(lambda: fn(bits[0], f"dt/bool/{kind}"), invalid, f"dt/bool/{kind}", "bool")
+    invalid = tf.errors.InvalidArgumentError
+    x = tf.reshape(tf.range(8, dtype=tf.float32), [4, 2])
+    good = [4 // n + (q < 4 % n) for q in range(n)]
+    big = 2**32 + good[0]  # as int32: good[0]
+    after = [0]
 
-    ints = tf.constant([3, 5], tf.int32)
-    _quick(
-        lambda: hvd.allreduce(ints, op=hvd.Sum, prescale_factor=0.5, name="dt/iscale"),
-        invalid,
-        "dt/iscale",
-        "of int32 with prescale_factor 0.5",
-    )
-    _quick(
-        lambda: hvd.reducescatter(
-            tf.ones([n, 2], tf.int64), op=hvd.Sum, postscale_factor=2.0, name="dt/iscale/rs"
-        ),
-        invalid,
-        "dt/iscale/rs",
-        "of int64 with prescale_factor 1 and postscale_factor 2",
-    )
-    got = hvd.allreduce(tf.fill([3], 2 * r + 1), op=hvd.Average, name="dt/iavg")
-    assert got.dtype == tf.int32 and (got.numpy() == n).all(), got
+    def a2a(t, splits, k):
+        return lambda: hvd.alltoall(t, splits=splits, name=k)
 
-    def bad(dtype):
-        if dtype == tf.string:
-            return tf.constant([b"a", b"bc"] * n)
-        return tf.cast(tf.range(2 * n), dtype)
+    def expect(fn, *needles):
+        start = time.monotonic()
+        msg = expect_error(fn, invalid, *needles)
+        elapsed = time.monotonic() - start
+        assert elapsed < 10, f"{needles[0]}: took {elapsed:.1f} s"
+        after[0] += 1
+        assert (
+            hvd.allreduce(tf.ones([2]), op=hvd.Sum, name=f"a2a/after/{after[0]}").numpy() == n
+        ).all()
+        return msg
 
-    ops = {
-        "allreduce": lambda x, nm: hvd.allreduce(x, name=nm),
-        "allgather": lambda x, nm: hvd.allgather(x, name=nm),
-        "broadcast": lambda x, nm: hvd.broadcast(x, 0, name=nm),
-        "alltoall": lambda x, nm: hvd.alltoall(x, name=nm)[0],
-        "reducescatter": lambda x, nm: hvd.reducescatter(x, name=nm),
-        "grouped_allreduce": lambda x, nm: hvd.grouped_allreduce([x, x], name=nm)[0],
-        "grouped_allgather": lambda x, nm: hvd.grouped_allgather([x], name=nm)[0],
-    }
-    for dtype in (tf.string, tf.complex64, tf.complex128, tf.uint16, tf.int16):
-        for kind, fn in ops.items():
-            op = kind.replace("grouped_", "")
-            needles = (f"hvd.{op} does not support dtype {dtype.name}", "supported: ")
-            x = bad(dtype)
-            _quick(
-                lambda: fn(x, f"dt/{dtype.name}/{kind}"),
-                invalid,
-                f"dt/{dtype.name}/{kind}",
-                *needles,
-                *[f"on rank {q}" for q in range(n)],
-            )
-            _quick(lambda: fn(x, None), invalid, *needles)  # unnamed: per-process counter names
-            traced = tf.function(lambda: fn(tf.identity(x, name="dtin"), None))
-            _quick(traced, invalid, f"Horovod{op.capitalize()}_dtin_0", *needles)
-
-    # The bad dtype on one rank only: every rank fails, naming that rank; a valid op before it
-    # in the same tf.function still runs everywhere. (Grouped ops unnamed: a named group's
-    # tensors are named after their dtype, so ranks with different dtypes never match.)
-    x = tf.constant([1 + 2j, 3j] * n, tf.complex64) if r == 1 else tf.ones([2 * n])
-    for kind, fn in ops.items():
-        op = kind.replace("grouped_", "")
-        nm = None if kind.startswith("grouped_") else f"dt/one/{kind}"
-        needles = ("on rank 1", f"hvd.{op} does not support dtype complex64")
-        _quick(lambda: fn(x, nm), invalid, *([nm] if nm else []), *needles)
-
-    @tf.function
-    def one_rank_traced():
-        before = hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="dt/one/before")
-        with tf.control_dependencies([before]):
-            return hvd.allgather(tf.identity(x), name="dt/one/traced")
-
-    _quick(one_rank_traced, invalid, "dt/one/traced", "on rank 1", "complex64")
-
-    # The Python check's lists are the kernels' registered ones.
-    for kind, (_, dtypes) in mpi_ops._KINDS.items():
-        attr = [a for a in op_def_registry.get(f"Horovod{kind}").attr if a.name == "T"][0]
-        assert set(attr.allowed_values.list.type) == {d.as_datatype_enum for d in dtypes}, kind
+    cases = [  # (case, splits, needles)
+        ("wrap", [big] + good[1:], (str(big), "int32")),
+        ("wrap64", tf.constant([big] + good[1:], tf.int64), (str(big),)),
+        ("float", [1.5, 2.5] + [0] * (n - 2), ("integers", "1.5", "2.5")),
+        ("whole-float", tf.constant(good, tf.float64), ("integers", "double")),
+        ("2d", tf.constant([good]), ("1-D", f"[1,{n}]")),
+        ("neg", [-(2**40)] + good[1:], ("non-negative", str(-(2**40)))),
+        ("huge", [2**64] + good[1:], ("not a tensor of integers",)),
+        ("ragged", [[1], [1, 2]], ("not a tensor of integers",)),
+        ("str", ["a"] * n, ("integers", "string")),
+        ("count", good + [0], ("one non-negative split per rank", str(good + [0]))),
+    ]
+    for case, splits, needles in cases:
+        for who in ("all", "one"):
+            mine = splits if who == "all" or r == 1 else good
+            where = "on rank 1" if who == "one" else "on rank 0"
+            nm = f"a2a/{case}/{who}"
+            expect(a2a(x, mine, nm), nm, where, *needles)
+            expect(tf.function(a2a(x, mine, nm + "/fn")), nm + "/fn", where, *needles)
+    # A scalar, with default and given splits, on every rank or one, eager and traced.
+    one = tf.constant(1.0)
+    for who in ("all", "one"):
+        t, given = (one, [0] * n) if who == "all" or r == 1 else (x, good)
+        for nm, splits in ((f"a2a/scalar/{who}", None), (f"a2a/scalar/{who}/splits", given)):
+            expect(a2a(t, splits, nm), nm, "at least one dimension")
+            expect(tf.function(a2a(t, splits, nm + "/fn")), nm + "/fn", "at least one dimension")
+    # Splits known only when the function runs: checked by the kernel, on every rank.
+    dyn = tf.function(lambda t, s: hvd.alltoall(t, splits=s, name="a2a/dyn"))
+    for dt in (tf.int64, tf.int32):
+        got, recv = dyn(x, tf.constant(good, dt))
+        assert got.shape == (n * good[r], 2) and recv.dtype == tf.int32, recv
+    bad = [big] + good[1:]
+    expect(lambda: dyn(x, tf.constant(bad if r == 1 else good, tf.int64)), "on rank 1", str(big))
+    bad = tf.constant([2.5] + good[1:], tf.float32) if r == 1 else tf.constant(good, tf.int64)
+    expect(lambda: dyn(x, bad), "a2a/dyn", "on rank 1", "integers", "2.5")
+    # Legal spellings: integer tensors of other dtypes, int64 lists that fit, default splits.
+    for splits in (good, tf.constant(good, tf.uint8), tf.constant(good, tf.int64)):
+        got, recv = hvd.alltoall(x, splits=splits, name="a2a/ok")
+        assert recv.dtype == tf.int32 and recv.numpy().tolist() == [good[r]] * n, recv
+    got, recv = hvd.alltoall(x)
+    assert recv.numpy().tolist() == [good[r]] * n, recv

@@ -132,3 +132,26 @@ def sc_extras():
     got = hvd.allreduce(np.arange(3, dtype=np.float64), op=hvd.Sum)
     assert got.dtype == tf.float64 and got.numpy().tolist() == [0, n, 2 * n], got
     assert hvd.grouped_allreduce([]) == [] and hvd.grouped_allgather([]) == []
+
+
+def sc_objects():
+    """The object collectives name their ops the same on every rank, whatever each rank passes:
+    before, they were named after the local object's type, so the usual
+    broadcast_object(obj if hvd.rank() == 0 else None) never met across ranks."""
+    r, n = hvd.rank(), hvd.size()
+    cfg = {"lr": 0.1, "layers": [3, 4], "tag": "run"}
+    assert hvd.broadcast_object(cfg if r == 0 else None) == cfg
+    got = hvd.broadcast_object(cfg if r == n - 1 else None, root_rank=n - 1, name="cfg")
+    assert got == cfg, got
+    for i in range(3):  # unnamed and repeated: numbered alike on every rank
+        assert hvd.broadcast_object((i, "x" * i) if r == 0 else [r]) == (i, "x" * i)
+    assert hvd.broadcast_object_fn(root_rank=0)(cfg if r == 0 else r) == cfg
+    assert hvd.broadcast_object_fn(root_rank=0, name="fn")(cfg if r == 0 else None) == cfg
+
+    def local(q):  # a different type on each rank
+        return [q, f"rank {q}", (q, [q] * q), None, {"q": q}][q % 5]
+
+    want = [local(q) for q in range(n)]
+    assert hvd.allgather_object(local(r)) == want
+    assert hvd.allgather_object(local(r), name="mixed") == want
+    assert hvd.allgather_object(local(r), name="mixed") == want

@@ -16,7 +16,7 @@ from tests.support import mpi
 from tests.support.mpi import KERAS
 from tests.support.paths import EXAMPLES
 
-BATCH = ["fit", "accumulate", "save_load", "schedule_checkpoint"]
+BATCH = ["fit", "accumulate", "save_load", "schedule_checkpoint", "metrics_differ"]
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
@@ -89,6 +89,13 @@ def test_schedule_and_best_checkpoint(keras_run):
     at each epoch's first batch and leaves earlier epochs alone; BestModelCheckpoint writes
     (a loadable .keras file) on rank 0 only."""
     keras_run.check("schedule_checkpoint")
+
+
+def test_ranks_logging_different_metrics_are_named(keras_run):
+    """MetricAverageCallback with different metrics per rank (other names, another count, none
+    on one rank) raises tf.errors.FailedPreconditionError on every rank naming each rank's
+    metrics, without waiting; the same metrics are still averaged."""
+    keras_run.check("metrics_differ")
 
 
 # ---- examples -------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ BATCH = [
     "frontends",
     "while_loop",
     "errors",
+    "alltoall_splits",
+    "objects",
     "dtypes",
 ]
 
@@ -163,6 +165,24 @@ def test_dtypes(ops):
     bad dtype (the others fail within 10 s instead of waiting), and a valid op before the bad
     one in the same tf.function still runs. The Python check's dtype lists are the kernels'."""
     ops.check("dtypes")
+
+
+def test_bad_alltoall_splits_fail_on_every_rank_as_given(ops):
+    """Alltoall splits are checked as given, before any conversion: int64 splits beyond int32
+    (before: wrapped, and the op ran), floats (before: truncated), 2-D, negative, too many,
+    not even a tensor (2**64, ragged, strings); and a scalar tensor (before: an unnamed error
+    inside TensorFlow). Each raises InvalidArgumentError on every rank naming the tensor and
+    showing the values, when every rank or only rank 1 passes them, eagerly and in a
+    tf.function, also with splits known only at run time; the next op works. Other integer
+    dtypes and int64 splits that fit work; received splits stay int32."""
+    ops.check("alltoall_splits")
+
+
+def test_object_collectives_match_whatever_each_rank_passes(ops):
+    """broadcast_object with the root's dict and None elsewhere (before: ops named after each
+    rank's type, which never met: a hang), named and unnamed, repeated, and through
+    broadcast_object_fn; allgather_object of a different type on each rank."""
+    ops.check("objects")
 
 
 def test_batch_exits_cleanly(ops):

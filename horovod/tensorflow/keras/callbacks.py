@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from horovod.common import basics as _b
 from horovod.tensorflow import mpi_ops as _ops
-from horovod.tensorflow.functions import broadcast_variables
+from horovod.tensorflow.functions import allgather_object, broadcast_variables
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
@@ -48,7 +48,9 @@ class MetricAverageCallback(keras.callbacks.Callback):
     """Averages the epoch-end metrics (the `logs` dict, training and validation) across ranks,
     in place, so History, the progress bar and checkpoints on every rank see the global
     values. Put it before callbacks that read the metrics (Keras runs callbacks in list
-    order; its own History and progress bar come last). One allreduce per epoch."""
+    order; its own History and progress bar come last). Per epoch: an allgather of the metric
+    names (ranks that log different metrics get a FailedPreconditionError naming each rank's,
+    on every rank), then one allreduce."""
 
     def __init__(self, device=""):
         super().__init__()
@@ -56,15 +58,34 @@ class MetricAverageCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         keys = sorted(k for k, v in (logs or {}).items() if np.ndim(v) == 0 and _is_number(v))
-        if not keys:  # every rank has the same logs keys, so all return here together
+        # Every rank's names first, so that every rank takes the same branch below: averaged
+        # by position, metrics must be the same everywhere.
+        everyone = allgather_object(keys, name="MetricAverageCallback.metrics")
+        if any(k != keys for k in everyone):
+            raise tf.errors.FailedPreconditionError(None, None, _different_metrics(epoch, everyone))
+        if not keys:
             return
         values = tf.constant([float(logs[k]) for k in keys], tf.float64)
         with tf.device(self.device):
-            # One vector: if ranks log different metrics, its length differs and the engine
-            # names the mismatch instead of hanging.
             averaged = _ops._allreduce([values], _ops.Average, "MetricAverageCallback.logs")[0]
         for k, v in zip(keys, averaged.numpy()):
             logs[k] = float(v)
+
+
+def _different_metrics(epoch, everyone):
+    """The error for ranks logging different metrics: each group of ranks and its metrics."""
+    groups = {}
+    for rank, keys in enumerate(everyone):
+        groups.setdefault(tuple(keys), []).append(rank)
+    parts = []
+    for keys, ranks in groups.items():
+        who = f"ranks {ranks} log" if len(ranks) > 1 else f"rank {ranks[0]} logs"
+        parts.append(f"{who} {list(keys)}")
+    return (
+        f"MetricAverageCallback: ranks log different metrics at the end of epoch {epoch}: "
+        + "; ".join(parts)
+        + " (every rank must log the same metrics for them to be averaged)"
+    )
 
 
 def _is_number(v):

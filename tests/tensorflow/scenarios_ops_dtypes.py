@@ -1,0 +1,136 @@
+"""Dtypes (issue 17): bool is a dtype of its own, bool reductions and integer scale factors are
+refused, and a dtype no kernel takes fails every op on every rank, named (test_ops.py)."""
+
+import time
+
+import tensorflow as tf
+
+import horovod.tensorflow as hvd
+from tests.support.scenario import expect_error
+
+
+def _quick(fn, exc, *needles):
+    """expect_error within 10 s (a peer left waiting would take the launch's timeout); then the
+    next op works."""
+    start = time.monotonic()
+    msg = expect_error(fn, exc, *needles)
+    assert time.monotonic() - start < 10, f"{needles[0]}: took {time.monotonic() - start:.1f} s"
+    n = hvd.size()
+    assert (hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="dtypes/after").numpy() == n).all()
+    return msg
+
+
+def sc_dtypes():
+    """Issue 17. Every check on every rank, eagerly (named and unnamed) and in a tf.function:
+    - bool is its own dtype: bool on one rank and uint8 on the others is a mismatch naming both;
+      bool reductions fail (InvalidArgumentError) naming the tensor. Before: bool travelled as
+      uint8, so a uint8 broadcast into a bool tensor passed and left bytes that are not 0/1.
+    - integer scale factors are refused, naming tensor, dtype and factors. Before: each rank's
+      share was truncated before the sum.
+    - dtypes no kernel takes (string, complex64/128, uint16, int16) fail with an error naming
+      the op, the tensor, the dtype and the supported ones, on every rank, also when only one
+      rank has the bad dtype. Before: TensorFlow's op-definition error naming neither Horovod
+      nor the tensor, on the bad rank only, while the others waited."""
+    from tensorflow.python.framework import op_def_registry
+
+    from horovod.tensorflow import mpi_ops
+
+    r, n = hvd.rank(), hvd.size()
+    invalid, mismatch = tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError
+    others = str([q for q in range(n) if q != 1])
+    bits = [tf.constant([True, False, True]), tf.constant([1, 0, 1], tf.uint8)]
+    moves = {
+        "Allgather": lambda x, nm: hvd.allgather(x, name=nm),
+        "Broadcast": lambda x, nm: hvd.broadcast(x, 0, name=nm),
+        "Alltoall": lambda x, nm: hvd.alltoall(x, splits=[3] + [0] * (n - 1), name=nm)[0],
+    }
+    reduces = {
+        "Allreduce": lambda x, nm: hvd.allreduce(x, op=hvd.Sum, name=nm),
+        "Reducescatter": lambda x, nm: hvd.reducescatter(x, op=hvd.Sum, name=nm),
+    }
+    for kind, fn in moves.items():
+        x = bits[0] if r == 1 else bits[1]
+        _quick(
+            lambda: fn(x, f"dt/mixed/{kind}"),
+            mismatch,
+            f"dt/mixed/{kind}",
+            "data types",
+            "[1] has bool",
+            f"{others} ha",
+            "uint8",
+        )
+        got = fn(bits[0], f"dt/bool/{kind}")  # bool itself still moves, as bool
+        assert got.dtype == tf.bool, (kind, got.dtype)
+    for kind, fn in reduces.items():
+        _quick(lambda: fn(bits[0], f"dt/bool/{kind}"), invalid, f"dt/bool/{kind}", "bool")
+
+    ints = tf.constant([3, 5], tf.int32)
+    _quick(
+        lambda: hvd.allreduce(ints, op=hvd.Sum, prescale_factor=0.5, name="dt/iscale"),
+        invalid,
+        "dt/iscale",
+        "of int32 with prescale_factor 0.5",
+    )
+    _quick(
+        lambda: hvd.reducescatter(
+            tf.ones([n, 2], tf.int64), op=hvd.Sum, postscale_factor=2.0, name="dt/iscale/rs"
+        ),
+        invalid,
+        "dt/iscale/rs",
+        "of int64 with prescale_factor 1 and postscale_factor 2",
+    )
+    got = hvd.allreduce(tf.fill([3], 2 * r + 1), op=hvd.Average, name="dt/iavg")
+    assert got.dtype == tf.int32 and (got.numpy() == n).all(), got
+
+    def bad(dtype):
+        if dtype == tf.string:
+            return tf.constant([b"a", b"bc"] * n)
+        return tf.cast(tf.range(2 * n), dtype)
+
+    ops = {
+        "allreduce": lambda x, nm: hvd.allreduce(x, name=nm),
+        "allgather": lambda x, nm: hvd.allgather(x, name=nm),
+        "broadcast": lambda x, nm: hvd.broadcast(x, 0, name=nm),
+        "alltoall": lambda x, nm: hvd.alltoall(x, name=nm)[0],
+        "reducescatter": lambda x, nm: hvd.reducescatter(x, name=nm),
+        "grouped_allreduce": lambda x, nm: hvd.grouped_allreduce([x, x], name=nm)[0],
+        "grouped_allgather": lambda x, nm: hvd.grouped_allgather([x], name=nm)[0],
+    }
+    for dtype in (tf.string, tf.complex64, tf.complex128, tf.uint16, tf.int16):
+        for kind, fn in ops.items():
+            op = kind.replace("grouped_", "")
+            needles = (f"hvd.{op} does not support dtype {dtype.name}", "supported: ")
+            x = bad(dtype)
+            _quick(
+                lambda: fn(x, f"dt/{dtype.name}/{kind}"),
+                invalid,
+                f"dt/{dtype.name}/{kind}",
+                *needles,
+                *[f"on rank {q}" for q in range(n)],
+            )
+            _quick(lambda: fn(x, None), invalid, *needles)  # unnamed: per-process counter names
+            traced = tf.function(lambda: fn(tf.identity(x, name="dtin"), None))
+            _quick(traced, invalid, f"Horovod{op.capitalize()}_dtin_0", *needles)
+
+    # The bad dtype on one rank only: every rank fails, naming that rank; a valid op before it
+    # in the same tf.function still runs everywhere. (Grouped ops unnamed: a named group's
+    # tensors are named after their dtype, so ranks with different dtypes never match.)
+    x = tf.constant([1 + 2j, 3j] * n, tf.complex64) if r == 1 else tf.ones([2 * n])
+    for kind, fn in ops.items():
+        op = kind.replace("grouped_", "")
+        nm = None if kind.startswith("grouped_") else f"dt/one/{kind}"
+        needles = ("on rank 1", f"hvd.{op} does not support dtype complex64")
+        _quick(lambda: fn(x, nm), invalid, *([nm] if nm else []), *needles)
+
+    @tf.function
+    def one_rank_traced():
+        before = hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="dt/one/before")
+        with tf.control_dependencies([before]):
+            return hvd.allgather(tf.identity(x), name="dt/one/traced")
+
+    _quick(one_rank_traced, invalid, "dt/one/traced", "on rank 1", "complex64")
+
+    # The Python check's lists are the kernels' registered ones.
+    for kind, (_, dtypes) in mpi_ops._KINDS.items():
+        attr = [a for a in op_def_registry.get(f"Horovod{kind}").attr if a.name == "T"][0]
+        assert set(attr.allowed_values.list.type) == {d.as_datatype_enum for d in dtypes}, kind
