@@ -4,7 +4,7 @@ optimizer distributed.
 
 It overrides the Keras 3 optimizer's `apply()`, the entry point that both `model.fit` (through
 `apply_gradients`) and custom loops reach, and reduces the gradients with
-`horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce per dtype) first. It
+`horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce) first. It
 imports nothing above the TensorFlow core's modules, so horovod.tensorflow can hand Keras
 optimizers to it.
 """
@@ -204,7 +204,7 @@ def DistributedOptimizer(
     scale_local_gradients=True,
 ):
     """Returns a copy of the Keras optimizer whose `apply()`/`apply_gradients()` first reduces
-    the gradients across ranks (op, Average by default) in one grouped allreduce per dtype.
+    the gradients across ranks (op, Average by default) in one grouped allreduce.
 
     The result is an instance of a dynamic subclass of the optimizer's class (isinstance and
     the class name hold; `model.save` stores the plain class). It shares the optimizer's state
