@@ -124,7 +124,7 @@ std::string UnsupportedReduction(const OpSpec& spec) {
 
 bool Request::SameParams(const Request& o) const {
   return spec() == o.spec() && shape == o.shape && splits == o.splits && name == o.name &&
-         invalid.empty() && o.invalid.empty();
+         group_size == o.group_size && group == o.group && invalid.empty() && o.invalid.empty();
 }
 
 int64_t Response::TotalBytes() const {
@@ -140,10 +140,10 @@ size_t SpecBytes() {
   w.Spec(OpSpec());
   return w.Take().size();
 }
-// The smallest encoding of a list item, for Reader::Count. A request: rank, spec, and the
-// length prefixes of name, shape, splits and invalid. A response: spec, the names count, the
-// length prefixes of num_elements, first_dims and error, and its flag byte.
-const size_t kMinRequestBytes = sizeof(int32_t) + SpecBytes() + 4 * sizeof(uint64_t);
+// The smallest encoding of a list item, for Reader::Count. A request: rank, spec, the length
+// prefixes of name, shape, splits, invalid and group, and the group size. A response: spec, the
+// names count, the length prefixes of num_elements, first_dims and error, and its flag byte.
+const size_t kMinRequestBytes = 2 * sizeof(int32_t) + SpecBytes() + 5 * sizeof(uint64_t);
 const size_t kMinResponseBytes = SpecBytes() + 4 * sizeof(uint64_t) + 1;
 
 }  // namespace
@@ -159,6 +159,8 @@ std::string Encode(const RequestList& l) {
     w.Vec(r.shape);
     w.Vec(r.splits);
     w.Str(r.invalid);
+    w.Str(r.group);
+    w.Pod(r.group_size);
   }
   return w.Take();
 }
@@ -172,7 +174,7 @@ bool Decode(const char* data, size_t size, RequestList* l) {
   l->requests.resize(n);
   for (auto& r : l->requests) {
     if (!(rd.Pod(&r.rank) && rd.Spec(&r) && rd.Str(&r.name) && rd.Vec(&r.shape) &&
-          rd.Vec(&r.splits) && rd.Str(&r.invalid)))
+          rd.Vec(&r.splits) && rd.Str(&r.invalid) && rd.Str(&r.group) && rd.Pod(&r.group_size)))
       return false;
   }
   return rd.Done();

@@ -58,6 +58,13 @@ struct Request : OpSpec {
   // its frontend could not hand the input over (a dtype the engine lacks). The request is
   // still negotiated so that every rank fails with this text instead of waiting.
   std::string invalid;
+  // Grouped ops (grouped_allreduce, a gradient tape's reduction, broadcast_variables): the
+  // group's name and how many tensors this rank put in it; members are "<group>.<index>" and
+  // are enqueued together. group_size 0: not in a group. Ranks must agree on the size (the
+  // controller names each rank's count), and a member that fails fails its whole group on
+  // every rank, so that no rank waits for members that only it submitted.
+  std::string group;
+  int32_t group_size = 0;
 
   // Same op, same parameters: the test behind the response-cache fast path.
   bool SameParams(const Request& o) const;

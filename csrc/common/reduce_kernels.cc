@@ -42,6 +42,26 @@ HVD_INLINE half_t F32ToF16(float f) { return static_cast<half_t>(f); }
 #error "a compiler with _Float16 support is required (GCC >= 12 or Clang >= 15)"
 #endif
 
+// Signed integer sums and products wrap like NumPy's: computed in the unsigned type, where
+// overflow is defined (in the signed type it is undefined behaviour, which the optimizer may
+// exploit). Floats and the unsigned type as they are.
+template <typename W>
+HVD_INLINE W WrapAdd(W x, W y) {
+  if constexpr (std::is_integral_v<W> && std::is_signed_v<W>)
+    return static_cast<W>(static_cast<std::make_unsigned_t<W>>(x) +
+                          static_cast<std::make_unsigned_t<W>>(y));
+  else
+    return x + y;
+}
+template <typename W>
+HVD_INLINE W WrapMul(W x, W y) {
+  if constexpr (std::is_integral_v<W> && std::is_signed_v<W>)
+    return static_cast<W>(static_cast<std::make_unsigned_t<W>>(x) *
+                          static_cast<std::make_unsigned_t<W>>(y));
+  else
+    return x * y;
+}
+
 // d[i] = a[i] (op) b[i], computed in the widened type W. With kInPlace, `a` is `d` and is read
 // through `d`, so every __restrict promise holds and each op's loop vectorizes on its own.
 template <bool kInPlace, typename W, typename T, typename Widen, typename Narrow>
@@ -49,23 +69,26 @@ HVD_INLINE void ReduceLoop(T* __restrict d, const T* __restrict a, const T* __re
                            ReduceOp op, Widen widen, Narrow narrow) {
 #define HVD_A(i) widen(kInPlace ? d[i] : a[i])
   switch (op) {
+    // A NaN on either side wins (y != y: y is NaN; never true for integers), as in NumPy's
+    // minimum/maximum: otherwise it survived only where it was already the accumulator, so the
+    // result depended on the order the ring reduced the ranks in.
     case ReduceOp::MIN:
       for (size_t i = 0; i < n; ++i) {
         W x = HVD_A(i), y = widen(b[i]);
-        d[i] = narrow(y < x ? y : x);
+        d[i] = narrow((y < x || y != y) ? y : x);
       }
       break;
     case ReduceOp::MAX:
       for (size_t i = 0; i < n; ++i) {
         W x = HVD_A(i), y = widen(b[i]);
-        d[i] = narrow(y > x ? y : x);
+        d[i] = narrow((y > x || y != y) ? y : x);
       }
       break;
     case ReduceOp::PRODUCT:
-      for (size_t i = 0; i < n; ++i) d[i] = narrow(HVD_A(i) * widen(b[i]));
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(WrapMul<W>(HVD_A(i), widen(b[i])));
       break;
     default:
-      for (size_t i = 0; i < n; ++i) d[i] = narrow(HVD_A(i) + widen(b[i]));
+      for (size_t i = 0; i < n; ++i) d[i] = narrow(WrapAdd<W>(HVD_A(i), widen(b[i])));
       break;
   }
 #undef HVD_A

@@ -96,6 +96,17 @@ std::string CheckReceivedBytes(const std::string& name, const std::vector<Reques
   return "";
 }
 
+// The error response of a member of a failed group: the failure that failed the group.
+Response GroupMemberFailure(const Request& member, const Response& cause) {
+  Response r;
+  r.spec() = member.spec();
+  r.names = {member.name};
+  r.num_elements = {NumElements(member.shape)};
+  r.error = cause.error;
+  r.error_is_invalid_argument = cause.error_is_invalid_argument;
+  return r;
+}
+
 }  // namespace
 
 Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline,
@@ -212,7 +223,10 @@ ResponseList Controller::RunRound(bool want_shutdown) {
         }
       }
     }
+    std::vector<Response> group_failures;
+    FailGroupsLocally(slow.responses, &group_failures);
     for (auto& r : slow.responses) out.responses.push_back(std::move(r));
+    for (auto& r : group_failures) out.responses.push_back(std::move(r));
     out.shutdown = slow.shutdown;
     out.shutdown_reason = std::move(slow.shutdown_reason);
     out.shutdown_on_every_rank = slow.shutdown && decoded;
@@ -251,11 +265,17 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
   }
   ResponseList out;
   std::vector<Response> responses;
+  std::unordered_map<std::string, size_t> failed_groups;
   for (const auto& name : ready) {
-    responses.push_back(ConstructResponse(name, table_[name]));
+    const TableEntry& entry = table_[name];
+    responses.push_back(ConstructResponse(name, entry));
+    if (!responses.back().error.empty())
+      for (const auto& req : entry.requests)
+        if (!req.group.empty()) failed_groups.emplace(req.group, responses.size() - 1);
     timeline_->NegotiateEnd(name, now);
     table_.erase(name);
   }
+  if (!failed_groups.empty()) FailGroupsAtRoot(failed_groups, &responses);
   out.responses = FuseResponses(std::move(responses), config_.fusion_threshold);
   if (!shutdown_ranks.empty()) {
     out.shutdown = true;
@@ -288,8 +308,16 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
     resp.error_is_invalid_argument = true;
     return resp;
   }
-  std::string err = Disagreement(name, "operations", reqs,
-                                 [](const Request& r) { return std::string(OpTypeName(r.type)); });
+  // A group's size first: members at one index of groups of different sizes are different
+  // tensors, so their other differences would only mislead.
+  std::string err = Disagreement(name, "group sizes", reqs, [](const Request& r) {
+    return r.group_size == 0 ? std::string("it outside a group")
+                             : std::to_string(r.group_size) + " tensor" +
+                                   (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
+  });
+  if (err.empty())
+    err = Disagreement(name, "operations", reqs,
+                       [](const Request& r) { return std::string(OpTypeName(r.type)); });
   if (err.empty())
     err = Disagreement(name, "devices (host or GPU memory)", reqs,
                        [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
@@ -335,6 +363,62 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   if (t == OpType::ALLGATHER)
     for (const auto& r : reqs) resp.first_dims.push_back(r.shape.empty() ? 0 : r.shape[0]);
   return resp;
+}
+
+void Controller::FailGroupsAtRoot(const std::unordered_map<std::string, size_t>& failed,
+                                  std::vector<Response>* responses) {
+  // Members some ranks submitted but others did not (a larger group on those ranks, or the
+  // rest of a group whose member failed) would wait for ever: they fail with the member's error.
+  std::vector<Response> extra;
+  const int64_t now = NowMicros();
+  for (auto it = table_.begin(); it != table_.end();) {
+    const TableEntry& e = it->second;
+    const Request* member = nullptr;
+    for (int r = 0; r < mpi_->size && !member; ++r)
+      if (e.present[r] && !e.requests[r].group.empty()) member = &e.requests[r];
+    auto f = member ? failed.find(member->group) : failed.end();
+    if (f == failed.end()) {
+      ++it;
+      continue;
+    }
+    extra.push_back(GroupMemberFailure(*member, (*responses)[f->second]));
+    timeline_->NegotiateEnd(it->first, now);
+    it = table_.erase(it);
+  }
+  for (auto& r : extra) responses->push_back(std::move(r));
+}
+
+void Controller::FailGroupsLocally(const std::vector<Response>& responses,
+                                   std::vector<Response>* out) {
+  std::unordered_map<std::string, const Response*> failed;
+  for (const auto& resp : responses) {
+    if (resp.error.empty()) continue;
+    for (const auto& n : resp.names) {
+      const TensorEntry* e = queue_->Peek(n);
+      if (e && !e->request.group.empty()) failed.emplace(e->request.group, &resp);
+    }
+  }
+  if (failed.empty()) return;
+  // Identical on every rank holding the members: they are cached requests, or requests the
+  // cache evicted this round (to_send_), and the cache is the same everywhere.
+  for (auto it = pending_hits_.begin(); it != pending_hits_.end();) {
+    auto f = failed.find(it->second.request.group);
+    if (it->second.request.group.empty() || f == failed.end()) {
+      ++it;
+      continue;
+    }
+    out->push_back(GroupMemberFailure(it->second.request, *f->second));
+    it = pending_hits_.erase(it);
+  }
+  for (auto it = to_send_.begin(); it != to_send_.end();) {
+    auto f = it->group.empty() ? failed.end() : failed.find(it->group);
+    if (f == failed.end()) {
+      ++it;
+      continue;
+    }
+    out->push_back(GroupMemberFailure(*it, *f->second));
+    it = to_send_.erase(it);
+  }
 }
 
 void Controller::InspectStalls(int64_t now) {

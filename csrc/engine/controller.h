@@ -44,6 +44,12 @@ class Controller {
 
   ResponseList Coordinate(const std::vector<std::string>& blobs);
   Response ConstructResponse(const std::string& name, const TableEntry& entry) const;
+  // A group fails as a whole: rank 0 fails its waiting members (FailGroupsAtRoot), every rank
+  // its own members that never reached rank 0 (cached requests; FailGroupsLocally).
+  // `failed`: group -> index of the failed member's response in `responses`.
+  void FailGroupsAtRoot(const std::unordered_map<std::string, size_t>& failed,
+                        std::vector<Response>* responses);
+  void FailGroupsLocally(const std::vector<Response>& responses, std::vector<Response>* out);
   void InspectStalls(int64_t now);
 
   MpiContext* mpi_;

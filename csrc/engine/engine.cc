@@ -257,6 +257,14 @@ Status Enqueue(std::vector<TensorEntry> entries) {
   Engine* e = g_engine;
   if (!e || !e->controller)  // never initialized, or init failed
     return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
+  // A group is queued in one call (so that its members are negotiated together and a failure
+  // can reach all of them): a frontend's contract, checked here.
+  for (const auto& en : entries)
+    if (!en.request.group.empty() &&
+        (en.request.group_size != static_cast<int32_t>(entries.size()) ||
+         en.request.group != entries[0].request.group))
+      return Status::InvalidArgument("tensor '" + en.request.name + "': group '" +
+                                     en.request.group + "' must be enqueued whole, in one call");
   for (auto& en : entries) {
     Request& r = en.request;
     // Without a name or a known dtype the request cannot even be negotiated: fail here.

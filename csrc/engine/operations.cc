@@ -56,6 +56,15 @@ void Operations::EndActivity(const std::vector<TensorEntry>& es) {
 Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
   *payload_bytes = 0;
   std::vector<TensorEntry> entries(r.names.size());
+  if (!r.error.empty()) {
+    // A failed group's members reach every rank, also those that never submitted some of them
+    // (controller.cc, FailGroupsAtRoot): only the ones present here fail here.
+    const Status s =
+        r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
+    for (const auto& name : r.names)
+      if (queue_->Take(name, &entries[0])) entries[0].done(s);
+    return s;
+  }
   for (size_t i = 0; i < r.names.size(); ++i) {
     if (!queue_->Take(r.names[i], &entries[i])) {
       // Only possible if the engine is failing everything (shutdown raced this response): the
@@ -66,12 +75,6 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
       for (size_t j = 0; j < i; ++j) entries[j].done(gone);
       return gone;
     }
-  }
-  if (!r.error.empty()) {
-    const Status s =
-        r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
-    for (auto& e : entries) e.done(s);
-    return s;
   }
   // Shapes were checked at Enqueue, so these products fit in int64.
   for (const auto& e : entries)

@@ -141,11 +141,12 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
 // Queues one op per (name, input[, output]) atomically and returns one handle for all of them.
 // outputs: None (the engine allocates) or a list with an array or None per input. invalid:
 // why the frontend found the arguments unusable; the ops are still negotiated, and fail on
-// every rank with it (engine.h, Enqueue).
+// every rank with it (engine.h, Enqueue). group: non-empty for a grouped op, whose ranks
+// must agree on its size (names are "<group>.<index>").
 int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const py::list& inputs,
                      const py::object& outputs, int reduce_op, int root, double prescale,
                      double postscale, const std::vector<int64_t>& splits, int device,
-                     const std::string& invalid) {
+                     const std::string& invalid, const std::string& group) {
   auto h = std::make_shared<Handle>();
   const size_t n = names.size();
   if (inputs.size() != n) throw py::value_error("one name per input is needed");
@@ -176,6 +177,10 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     r.prescale = prescale;
     r.postscale = postscale;
     r.splits = splits;
+    if (!group.empty()) {
+      r.group = group;
+      r.group_size = static_cast<int32_t>(n);
+    }
     if (r.invalid.empty()) r.invalid = invalid;  // an unusable dtype is named first
     // device >= 0 claims the buffers are on that GPU: only the engine's refusal paths can be
     // reached from NumPy (a GPU build checks the claim with CUDA and refuses host memory).
@@ -189,11 +194,19 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     if (!out.is_none() && r.invalid.empty()) {
       auto arr =
           py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out) : py::array();
-      if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
-          arr.nbytes() != input.nbytes() || DataTypeOf(arr.dtype(), names[i], "out") != r.dtype)
-        throw py::value_error("tensor '" + names[i] +
-                              "': out must be a writable C-contiguous "
-                              "NumPy array of the input's dtype and size");
+      DataType out_dtype = DataType::UINT8;
+      std::string why_out;
+      // Negotiated like a bad dtype, so that the other ranks fail too instead of waiting.
+      if (arr && !ToDataType(arr.dtype(), "out", &out_dtype, &why_out))
+        r.invalid = why_out;  // e.g. its byte order
+      else if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
+               arr.nbytes() != input.nbytes() || out_dtype != r.dtype)
+        r.invalid = "out must be a writable C-contiguous NumPy array of the input's dtype and size";
+      if (!r.invalid.empty() && h->refused.empty())
+        h->refused = "tensor '" + names[i] + "': " + r.invalid;
+    }
+    if (!out.is_none() && r.invalid.empty()) {
+      auto arr = py::reinterpret_borrow<py::array>(out);
       const char* in = static_cast<const char*>(input.data());
       char* o = static_cast<char*>(arr.mutable_data());
       const size_t nb = static_cast<size_t>(input.nbytes());
@@ -440,7 +453,8 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("enqueue", &EnqueueGroup, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
-        py::arg("postscale"), py::arg("splits"), py::arg("device") = -1, py::arg("invalid") = "");
+        py::arg("postscale"), py::arg("splits"), py::arg("device") = -1, py::arg("invalid") = "",
+        py::arg("group") = "");
   m.def("poll", &Poll);
   m.def("release", &Release);
   m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet

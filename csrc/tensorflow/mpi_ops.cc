@@ -101,6 +101,7 @@ class HorovodKernel : public tf::AsyncOpKernel {
     if (c->HasAttr("postscale_factor"))
       OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
     if (c->HasAttr("root_rank")) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
+    if (c->HasAttr("grouped")) OP_REQUIRES_OK(c, c->GetAttr("grouped", &grouped_));
     gpu_ = c->device_type() == tf::DeviceType(tf::DEVICE_GPU);
   }
 
@@ -190,8 +191,20 @@ class HorovodKernel : public tf::AsyncOpKernel {
     }
   }
 
+  // The name of tensor i of n: a group's members are "<base>.<i>" and carry the group (its
+  // ranks must agree on its size); a lone tensor is "<base>".
+  std::string MemberName(const std::string& base, int i, int n, Request* r) const {
+    if (!grouped_ && n == 1) return base;
+    if (grouped_) {
+      r->group = base;
+      r->group_size = n;
+    }
+    return base + "." + std::to_string(i);
+  }
+
   OpType type_;
-  bool gpu_ = false;  // registered for DEVICE_GPU: tensors in device memory
+  bool grouped_ = false;  // a grouped op (hvd.grouped_*, gradients, broadcast_variables)
+  bool gpu_ = false;      // registered for DEVICE_GPU: tensors in device memory
   int reduce_op_ = 0, root_ = 0;
   float prescale_ = 1.0f, postscale_ = 1.0f;
 };
@@ -211,7 +224,7 @@ class GroupOp : public HorovodKernel {
     std::vector<TensorEntry> entries(n);
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& input = c->input(i);
-      const std::string name = n == 1 ? base : base + "." + std::to_string(i);
+      const std::string name = MemberName(base, i, n, &entries[i].request);
       if (!MakeEntry(c, name, input, &entries[i])) return done();
       if constexpr (kSameShape) {
         tf::Tensor* out = nullptr;
@@ -333,7 +346,7 @@ class InvalidOp : public HorovodKernel {
     for (int i = 0; i < n; ++i) {
       Request& r = entries[i].request;
       r.type = type_;
-      r.name = n == 1 ? base : base + "." + std::to_string(i);
+      r.name = MemberName(base, i, n, &r);
       r.dtype = DataType::UINT8;  // a valid placeholder: an invalid request's dtype is not read
       r.rank = GetTopology().rank;
       r.invalid = reason_;
@@ -361,49 +374,59 @@ tf::Status UnknownFirstDim(InferenceContext* c) {
   return tf::Status();
 }
 
+// Every op is stateful: it communicates. Otherwise Grappler folds an op whose inputs are
+// constants at graph-optimization time (a collective run outside the step, and run again at
+// step time if folding failed on some rank only: the ranks then disagree on how often it ran),
+// and merges ops with equal inputs (common subexpression elimination).
 #define HVD_REDUCE_TYPES "{uint8, int8, int32, int64, half, bfloat16, float, double}"
+#define HVD_REDUCE_LIST "list(" HVD_REDUCE_TYPES ") >= 1"
 #define HVD_MOVE_TYPES "{bool, uint8, int8, int32, int64, half, bfloat16, float, double}"
+#define HVD_MOVE_LIST "list(" HVD_MOVE_TYPES ") >= 1"
 
 REGISTER_OP("HorovodAllreduce")
-    .Attr("T: " HVD_REDUCE_TYPES)
-    .Attr("N: int >= 1")
+    .Attr("T: " HVD_REDUCE_LIST)
+    .Attr("grouped: bool = false")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float")
     .Attr("postscale_factor: float")
-    .Input("tensors: N * T")
+    .Input("tensors: T")
     .Input("tensor_name: string")
-    .Output("reduced: N * T")
+    .Output("reduced: T")
+    .SetIsStateful()
     .SetShapeFn(SameShapes)
-    .Doc("Allreduces N tensors of one dtype across ranks in one negotiation (fused).");
+    .Doc("Allreduces a list of tensors across ranks in one negotiation (fused by dtype).");
 
 REGISTER_OP("HorovodBroadcast")
-    .Attr("T: " HVD_MOVE_TYPES)
-    .Attr("N: int >= 1")
+    .Attr("T: " HVD_MOVE_LIST)
+    .Attr("grouped: bool = false")
     .Attr("root_rank: int")
-    .Input("tensors: N * T")
+    .Input("tensors: T")
     .Input("tensor_name: string")
-    .Output("broadcast: N * T")
+    .Output("broadcast: T")
+    .SetIsStateful()
     .SetShapeFn(SameShapes)
     .Doc("Returns root_rank's tensors on every rank.");
 
 REGISTER_OP("HorovodAllgather")
-    .Attr("T: " HVD_MOVE_TYPES)
-    .Attr("N: int >= 1")
-    .Input("tensors: N * T")
+    .Attr("T: " HVD_MOVE_LIST)
+    .Attr("grouped: bool = false")
+    .Input("tensors: T")
     .Input("tensor_name: string")
-    .Output("gathered: N * T")
+    .Output("gathered: T")
+    .SetIsStateful()
     .SetShapeFn(UnknownFirstDim)
     .Doc("Concatenates every rank's tensors along the first dimension, which may differ.");
 
 REGISTER_OP("HorovodReducescatter")
-    .Attr("T: " HVD_REDUCE_TYPES)
-    .Attr("N: int >= 1")
+    .Attr("T: " HVD_REDUCE_LIST)
+    .Attr("grouped: bool = false")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float")
     .Attr("postscale_factor: float")
-    .Input("tensors: N * T")
+    .Input("tensors: T")
     .Input("tensor_name: string")
-    .Output("scattered: N * T")
+    .Output("scattered: T")
+    .SetIsStateful()
     .SetShapeFn(UnknownFirstDim)
     .Doc("Reduces across ranks; each rank keeps its block of rows.");
 
@@ -421,6 +444,7 @@ REGISTER_OP("HorovodAlltoall")
     .Input("tensor_name: string")
     .Output("received: T")
     .Output("received_splits: int32")
+    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       tf::shape_inference::ShapeHandle in = c->input(0), out;
       if (!c->RankKnown(in) || c->Rank(in) == 0) {
@@ -439,13 +463,13 @@ REGISTER_OP("HorovodAlltoall")
 
 // Any dtype: see InvalidOp. Stateful, so that it is neither folded nor pruned in a graph.
 REGISTER_OP("HorovodInvalid")
-    .Attr("T: type")
-    .Attr("N: int >= 1")
+    .Attr("T: list(type) >= 1")
+    .Attr("grouped: bool = false")
     .Attr("op_type: int")
     .Attr("reason: string")
-    .Input("tensors: N * T")
+    .Input("tensors: T")
     .Input("tensor_name: string")
-    .Output("outputs: N * T")
+    .Output("outputs: T")
     .SetIsStateful()
     .SetShapeFn(SameShapes)
     .Doc("Fails on every rank with `reason`: an op whose tensors Horovod cannot take.");

@@ -55,10 +55,11 @@ class Handle:
     """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done.
     Dropping it unsynchronized is allowed: its buffers are freed once the op is done."""
 
-    __slots__ = ("_id", "_kind", "_grouped", "_name")
+    __slots__ = ("_id", "_kind", "_grouped", "_name", "_refused")
 
-    def __init__(self, id_, kind, name, grouped=False):
+    def __init__(self, id_, kind, name, grouped=False, refused=None):
         self._id, self._kind, self._name, self._grouped = id_, kind, name, grouped
+        self._refused = refused  # this rank's own argument error, raised once the op fails
 
     def __del__(self):
         # Also runs at interpreter exit, when module globals may be gone: never raise.
@@ -95,6 +96,13 @@ def _array(name, tensor):
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
     return a
+
+
+def _try_array(tensor):
+    try:
+        return np.asarray(tensor)
+    except (TypeError, ValueError):
+        return None
 
 
 def _real(name, what, value):
@@ -149,37 +157,70 @@ def _splits(name, splits):
     return out
 
 
+class _Refused(Exception):
+    """A bad argument found on this rank: the op is still submitted, carrying the reason, so
+    that every rank fails with it instead of the other ranks waiting for this one."""
+
+
+def _local_check(fn, *args):
+    """fn(*args), with its TypeError/ValueError kept for _submit (raised on this rank when the
+    negotiated op fails) instead of raised before the op is submitted."""
+    try:
+        return fn(*args)
+    except (TypeError, ValueError) as e:
+        raise _Refused(e) from None
+
+
+def _reduce_op(name, op):
+    if op in _REDUCE_OPS:
+        return op
+    if op == _b.Adasum:
+        raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
+    raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
+
+
 def _submit(
     kind,
     names,
     tensors,
-    outputs=None,
+    outs=None,
     op=Sum,
     root=0,
     prescale=1.0,
     postscale=1.0,
     splits=(),
-    grouped=False,
+    group="",
     invalid="",
 ):
+    """Checks the arguments and queues the op. `outs`: None (the engine allocates outputs), or
+    one output array (or None: a new one) per tensor. A bad argument is not raised here: the op
+    is queued with the reason and fails on every rank; this rank then raises its own error."""
     name = names[0] if names else ""
-    if op not in _REDUCE_OPS:
-        if op == _b.Adasum:
-            raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
-        raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
+    refused = None
+    try:
+        arrays = [_local_check(_array, n, t) for n, t in zip(names, tensors)]
+        outputs = None
+        if outs is not None:
+            outputs = [_local_check(_like, n, a, o) for n, a, o in zip(names, arrays, outs)]
+        args = (
+            int(_local_check(_reduce_op, name, op)),
+            _local_check(_root, name, root),
+            _local_check(_real, name, "prescale_factor", prescale),
+            _local_check(_real, name, "postscale_factor", postscale),
+        )
+    except _Refused as r:
+        refused = r.args[0]
+        # The reason without "tensor '<name>': ", which the engine's message puts in front.
+        invalid = str(refused).split("': ", 1)[-1]
+        arrays, outputs, args = (
+            [np.zeros(0, np.uint8) for _ in names],
+            None,
+            (int(Sum), 0, 1.0, 1.0),
+        )
     hid = _b._lib().enqueue(
-        kind,
-        names,
-        tensors,
-        outputs,
-        int(op),
-        _root(name, root),
-        _real(name, "prescale_factor", prescale),
-        _real(name, "postscale_factor", postscale),
-        list(splits),
-        invalid=invalid,
+        kind, names, arrays, outputs, *args, list(splits), invalid=invalid, group=group
     )
-    return Handle(hid, kind, name, grouped)
+    return Handle(hid, kind, name, bool(group), refused)
 
 
 def poll(handle):
@@ -193,7 +234,15 @@ def synchronize(handle, timeout=None):
     the handle can then be synchronized again."""
     hid = handle._live_id()
     timeout = -1.0 if timeout is None else _real(handle._name, "timeout", timeout)
-    results = _b._lib().wait(hid, timeout)
+    try:
+        results = _b._lib().wait(hid, timeout)
+    except ValueError:
+        if handle._refused is None:
+            raise
+        # Every rank failed the op with this rank's reason; this rank raises its own error
+        # (TypeError or ValueError, as the check made it).
+        handle._id = None
+        raise handle._refused from None
     handle._id = None  # the binding has released it
     if handle._grouped:
         return [r[0] for r in results]
@@ -216,10 +265,7 @@ def allreduce_async(
     tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None
 ):
     name = _name(_ALLREDUCE, name)
-    t = _array(name, tensor)
-    return _submit(
-        _ALLREDUCE, [name], [t], [_like(name, t, out)], op, 0, prescale_factor, postscale_factor
-    )
+    return _submit(_ALLREDUCE, [name], [tensor], [out], op, 0, prescale_factor, postscale_factor)
 
 
 def allreduce(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None):
@@ -234,17 +280,16 @@ def grouped_allreduce_async(
     base = _name(_ALLREDUCE, name)
     tensors = list(tensors)
     names = [f"{base}.{i}" for i in range(len(tensors))]
-    ts = [_array(n, t) for n, t in zip(names, tensors)]
     return _submit(
         _ALLREDUCE,
         names,
-        ts,
-        [np.empty(t.shape, t.dtype) for t in ts],
+        tensors,
+        [None] * len(tensors),
         op,
         0,
         prescale_factor,
         postscale_factor,
-        grouped=True,
+        group=base,
     )
 
 
@@ -257,7 +302,7 @@ def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, posts
 
 def allgather_async(tensor, name=None):
     name = _name(_ALLGATHER, name)
-    return _submit(_ALLGATHER, [name], [_array(name, tensor)])
+    return _submit(_ALLGATHER, [name], [tensor])
 
 
 def allgather(tensor, name=None):
@@ -267,8 +312,7 @@ def allgather(tensor, name=None):
 
 def broadcast_async(tensor, root_rank, name=None, out=None):
     name = _name(_BROADCAST, name)
-    t = _array(name, tensor)
-    return _submit(_BROADCAST, [name], [t], [_like(name, t, out)], Sum, root_rank)
+    return _submit(_BROADCAST, [name], [tensor], [out], Sum, root_rank)
 
 
 def broadcast(tensor, root_rank, name=None, out=None):
@@ -280,16 +324,18 @@ def alltoall_async(tensor, splits=None, name=None):
     # Bad splits, or a scalar, are not raised here: the op is submitted with the reason, which
     # the engine negotiates, so every rank fails with it instead of waiting for this one.
     name = _name(_ALLTOALL, name)
-    t = _array(name, tensor)
+    t = np.asarray(tensor) if isinstance(tensor, np.ndarray) else _try_array(tensor)
     if splits is not None:
         values, why = _split_values(splits)
+    elif t is None:
+        values, why = [], ""  # _submit refuses the input itself
     elif t.ndim == 0:
         values, why = [], "alltoall needs at least one dimension"
     else:
         n = size()
         values = [t.shape[0] // n + (1 if r < t.shape[0] % n else 0) for r in range(n)]
         why = ""
-    return _submit(_ALLTOALL, [name], [t], splits=values, invalid=why)
+    return _submit(_ALLTOALL, [name], [tensor], splits=values, invalid=why)
 
 
 def alltoall(tensor, splits=None, name=None):
@@ -303,7 +349,7 @@ def reducescatter_async(tensor, op=Average, name=None, prescale_factor=1.0, post
     return _submit(
         _REDUCESCATTER,
         [name],
-        [_array(name, tensor)],
+        [tensor],
         None,
         op,
         0,

@@ -4,8 +4,6 @@ around the ops of mpi_ops. horovod.tensorflow re-exports them; the Keras helpers
 reduction call them from here, so neither needs the package's __init__.
 """
 
-import operator
-
 import tensorflow as tf
 
 from horovod.common.basics import size
@@ -78,24 +76,19 @@ def grouped_allreduce(
     process_set=None,
     ignore_name_scope=False,
 ):
-    """Reduces a list of tensors submitted together: one op (one negotiation, fused) per
-    dtype. Returns the results in the input order."""
+    """Reduces a list of tensors submitted together: one op, one negotiation, fused by dtype.
+    Ranks must pass the same number of tensors: otherwise the op fails on every rank, naming
+    each rank's count. Returns the results in the input order."""
     _check_process_set(process_set)
     op = _op(average, op)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
     compressed = [compression.compress(t) for t in tensors]
-    by_dtype = {}
-    for i, (t, _) in enumerate(compressed):
-        by_dtype.setdefault(t.dtype, []).append(i)
-    out = [None] * len(tensors)
-    for dtype, idx in by_dtype.items():
-        group_name = None if name is None else f"{name}.{dtype.name}"
-        reduced = _ops._allreduce(
-            [compressed[i][0] for i in idx], op, group_name, prescale_factor, postscale_factor
-        )
-        for i, r in zip(idx, reduced):
-            out[i] = compression.decompress(r, compressed[i][1])
-    return out
+    reduced = _ops._allreduce(
+        [c for c, _ in compressed], op, name, prescale_factor, postscale_factor, grouped=True
+    )
+    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
 
 
 @_no_autograph
@@ -107,26 +100,17 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
 
 @_no_autograph
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
+    """Allgathers a list of tensors submitted together (one op; ranks must agree on the count)."""
     _check_process_set(process_set)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    by_dtype = {}
-    for i, t in enumerate(tensors):
-        by_dtype.setdefault(t.dtype, []).append(i)
-    out = [None] * len(tensors)
-    for dtype, idx in by_dtype.items():
-        gathered = _ops._allgather(
-            [tensors[i] for i in idx], None if name is None else f"{name}.{dtype.name}"
-        )
-        for i, g in zip(idx, gathered):
-            out[i] = g
-    return out
+    return list(_ops._allgather(tensors, name, grouped=True)) if tensors else []
 
 
 @_no_autograph
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
     """Returns root_rank's tensor on every rank."""
     _check_process_set(process_set)
-    return _ops._broadcast([tf.convert_to_tensor(tensor)], _root(root_rank), name)[0]
+    return _ops._broadcast([tf.convert_to_tensor(tensor)], root_rank, name)[0]
 
 
 @_no_autograph
@@ -159,10 +143,3 @@ def reducescatter(
     return _ops._reducescatter(
         [tf.convert_to_tensor(tensor)], op, name, prescale_factor, postscale_factor
     )[0]
-
-
-def _root(root_rank):
-    try:
-        return operator.index(root_rank)
-    except TypeError:
-        raise TypeError(f"root_rank must be an integer, got {root_rank!r}") from None

@@ -19,22 +19,19 @@ except ImportError:
 
 
 def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None):
-    """Assigns root_rank's values to `variables` on every rank, in one op per dtype (one
-    negotiation each). Returns the assign ops' group in graph mode, None eagerly."""
+    """Assigns root_rank's values to `variables` on every rank, in one grouped op (one
+    negotiation; ranks must agree on the number of variables). Returns the assign ops' group in
+    graph mode, None eagerly."""
     _check_process_set(process_set)
     variables = list(variables)
     if not variables:
         return tf.no_op() if not tf.executing_eagerly() else None
-    by_dtype = {}
-    for v in variables:
-        by_dtype.setdefault(tf.as_dtype(v.dtype).base_dtype, []).append(v)  # Keras 3: str
-    assigns = []
-    for dtype, vs in by_dtype.items():
-        name = None
-        if tf.executing_eagerly():  # stable names: the cache's fast path on repeated calls
-            name = f"broadcast_variables.{dtype.name}.{len(vs)}"
-        values = mpi_ops._broadcast([tf.convert_to_tensor(v) for v in vs], root_rank, name=name)
-        assigns += [v.assign(value) for v, value in zip(vs, values)]
+    # Eagerly a stable name, so that repeated calls take the cache's fast path.
+    name = "broadcast_variables" if tf.executing_eagerly() else None
+    values = mpi_ops._broadcast(
+        [tf.convert_to_tensor(v) for v in variables], root_rank, name=name, grouped=True
+    )
+    assigns = [v.assign(value) for v, value in zip(variables, values)]
     return None if tf.executing_eagerly() else tf.group(*assigns)
 
 

@@ -2,14 +2,17 @@
 op for negotiation, and registers the gradients.
 
 Naming: ops are matched across ranks by name. In a tf.function (graph) the kernel uses its node
-name, "Horovod<Op>_<input tensor name>" unless `name` is given, which is stable across steps;
+name, "Horovod<Op>_<input tensor name>", unless `name` is given ("name#1" the second time in one
+graph), which is stable across steps;
 eagerly, an unnamed op gets a per-process counter name, which matches across ranks only if
 every rank issues unnamed ops in the same order (as with the NumPy frontend).
 """
 
 import itertools
+import operator
 import os
 import re
+import weakref
 
 import tensorflow as tf
 
@@ -55,6 +58,34 @@ def _load_library():
 
 
 _lib = _load_library()
+
+
+def _run_unordered_in_functions():
+    """The ops are stateful (registered so in mpi_ops.cc: Grappler must neither fold nor merge
+    a collective). tf.function's automatic control dependencies would then chain every one of
+    them in program order, so that a step's collectives could no longer overlap: they are
+    declared independent instead (TensorFlow's mechanism for side effects that touch no other
+    op), which still makes every one of them run. If TensorFlow's internals move, they stay
+    chained: slower, never wrong."""
+    try:
+        from tensorflow.python.framework import auto_control_deps as acd
+
+        acd.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS = frozenset(
+            acd.MUST_RUN_ORDER_INSENSITIVE_STATEFUL_OPS
+            | {
+                "HorovodAllreduce",
+                "HorovodAllgather",
+                "HorovodBroadcast",
+                "HorovodAlltoall",
+                "HorovodReducescatter",
+                "HorovodInvalid",
+            }
+        )
+    except (ImportError, AttributeError, TypeError):
+        pass
+
+
+_run_unordered_in_functions()
 _b._lib()  # the pybind11 module: init() and topology live there, on the same engine
 
 Sum, Average, Min, Max, Product, Adasum = _b.Sum, _b.Average, _b.Min, _b.Max, _b.Product, _b.Adasum
@@ -95,6 +126,7 @@ def _normalize_name(name):
 
 
 _name_tensors = {}  # eager: a name's string tensor, built once (building one costs ~15 us)
+_graph_names = weakref.WeakKeyDictionary()  # graph -> {name: times given} (see _names)
 _MAX_NAME_TENSORS = 1 << 14
 
 
@@ -120,7 +152,13 @@ def _names(kind, name, tensor):
     if name is None:
         tname = getattr(tensor, "name", None)
         return f"Horovod{kind}_{_normalize_name(tname)}" if tname else None, tf.constant("")
-    return _normalize_name(name), tf.constant(name)
+    # Ops given one `name` twice in a graph would both claim it: one refused on each rank, the
+    # other paired with the peer's other tensor, depending on which one each rank ran first.
+    # The second is "name#1", and so on, in the order they were traced, alike on every rank.
+    graph = tf.compat.v1.get_default_graph()
+    uses = _graph_names.setdefault(graph, {})
+    k = uses[name] = uses.get(name, -1) + 1
+    return _normalize_name(name), tf.constant(name if k == 0 else f"{name}#{k}")
 
 
 def _check_dtypes(kind, tensors):
@@ -137,13 +175,15 @@ def _check_dtypes(kind, tensors):
     )
 
 
-def _invalid(kind, tensors, node, key, reason):
+def _invalid(kind, tensors, node, key, reason, grouped=False):
     """Submits the op with `reason` as its invalid marker (the HorovodInvalid kernel), under the
     name its kernel would have used: the engine fails it on every rank with the reason, named by
     rank, instead of the other ranks waiting for a rank whose op TensorFlow refused to build.
     Eagerly this raises tf.errors.InvalidArgumentError; in a graph the outputs (the inputs,
     passed through) fail when run."""
-    return _lib.horovod_invalid(tensors, key, op_type=_KINDS[kind][0], reason=reason, name=node)
+    return _lib.horovod_invalid(
+        tensors, key, op_type=_KINDS[kind][0], reason=reason, grouped=grouped, name=node
+    )
 
 
 def _check_not_adasum(op, what=None):
@@ -162,66 +202,109 @@ def _check_process_set(process_set):
         )
 
 
-def _check_op(op, what):
-    _check_not_adasum(op, what)
-    if op not in _REDUCE_OPS:
-        raise ValueError(f"{what}: unknown reduce op {op!r}")
+def _op_reason(op):
+    """Why `op` cannot reduce, or None. Adasum is refused locally (not implemented at all)."""
+    _check_not_adasum(op)
+    return None if op in _REDUCE_OPS else f"unknown reduce op {op!r}"
+
+
+def _factor_reason(what, value):
+    if not isinstance(value, (str, bytes, bytearray)):
+        try:
+            float(value)
+            return None
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return f"{what} must be a real number, got {value!r}"
+
+
+def _root_reason(root_rank):
+    try:
+        root = operator.index(root_rank)  # ints and NumPy integers; 0.0 or 1.5 are not ranks
+    except TypeError:
+        return f"root_rank must be an integer, got {root_rank!r}"
+    if not -(2**31) <= root < 2**31:  # the engine checks [0, size) on an int32
+        return f"broadcast root rank {root} is outside [0, {_b.size()})"
+    return None
+
+
+def _first_reason(*reasons):
+    return next((r for r in reasons if r), None)
+
+
+# An argument a rank cannot use is not raised on that rank alone (the others would wait for its
+# op): the op is submitted through _invalid with the reason, and fails on every rank.
 
 
 @tf.autograph.experimental.do_not_convert
-def _allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    """Allreduces a list of tensors of one dtype in one op (one negotiation, fused)."""
+def _allreduce(
+    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, grouped=False
+):
+    """Allreduces a list of tensors in one op (one negotiation, fused by dtype)."""
     _check_initialized()
     node, key = _names("Allreduce", name, tensors[0])
-    if op not in _REDUCE_OPS:
-        _check_op(op, f"tensor '{name or node}'")
-    bad = _check_dtypes("Allreduce", tensors)
+    bad = _first_reason(
+        _op_reason(op),
+        _factor_reason("prescale_factor", prescale_factor),
+        _factor_reason("postscale_factor", postscale_factor),
+        _check_dtypes("Allreduce", tensors),
+    )
     if bad:
-        return _invalid("Allreduce", tensors, node, key, bad)
+        return _invalid("Allreduce", tensors, node, key, bad, grouped)
     return _lib.horovod_allreduce(
         tensors,
         key,
         reduce_op=int(op),
         prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor),
+        grouped=grouped,
         name=node,
     )
 
 
 @tf.autograph.experimental.do_not_convert
-def _allgather(tensors, name=None):
+def _allgather(tensors, name=None, grouped=False):
     _check_initialized()
     node, key = _names("Allgather", name, tensors[0])
     bad = _check_dtypes("Allgather", tensors)
     if bad:
-        return _invalid("Allgather", tensors, node, key, bad)
-    return _lib.horovod_allgather(tensors, key, name=node)
+        return _invalid("Allgather", tensors, node, key, bad, grouped)
+    return _lib.horovod_allgather(tensors, key, grouped=grouped, name=node)
 
 
 @tf.autograph.experimental.do_not_convert
-def _broadcast(tensors, root_rank, name=None):
+def _broadcast(tensors, root_rank, name=None, grouped=False):
     _check_initialized()
     node, key = _names("Broadcast", name, tensors[0])
-    bad = _check_dtypes("Broadcast", tensors)
+    bad = _first_reason(_root_reason(root_rank), _check_dtypes("Broadcast", tensors))
     if bad:
-        return _invalid("Broadcast", tensors, node, key, bad)
-    return _lib.horovod_broadcast(tensors, key, root_rank=int(root_rank), name=node)
+        return _invalid("Broadcast", tensors, node, key, bad, grouped)
+    return _lib.horovod_broadcast(
+        tensors, key, root_rank=operator.index(root_rank), grouped=grouped, name=node
+    )
 
 
 @tf.autograph.experimental.do_not_convert
-def _reducescatter(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def _reducescatter(
+    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, grouped=False
+):
     _check_initialized()
     node, key = _names("Reducescatter", name, tensors[0])
-    _check_op(op, f"tensor '{name or node}'")
-    bad = _check_dtypes("Reducescatter", tensors)
+    bad = _first_reason(
+        _op_reason(op),
+        _factor_reason("prescale_factor", prescale_factor),
+        _factor_reason("postscale_factor", postscale_factor),
+        _check_dtypes("Reducescatter", tensors),
+    )
     if bad:
-        return _invalid("Reducescatter", tensors, node, key, bad)
+        return _invalid("Reducescatter", tensors, node, key, bad, grouped)
     return _lib.horovod_reducescatter(
         tensors,
         key,
         reduce_op=int(op),
         prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor),
+        grouped=grouped,
         name=node,
     )
 

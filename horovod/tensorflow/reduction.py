@@ -1,8 +1,9 @@
 """reduce_gradients(): the one place gradients are reduced across ranks. DistributedGradientTape,
 both DistributedOptimizers (tf.compat.v1 and Keras) call it, and nothing else reduces gradients.
 
-A step's dense gradients go out as one grouped allreduce per dtype (per group, if `groups` is
-given): one negotiation and one fused collective instead of one op per gradient.
+A step's dense gradients go out as one grouped allreduce (one per group, if `groups` is given):
+one negotiation and one fused collective per dtype instead of one op per gradient. Ranks must
+agree on the number of gradients (a variable created on one rank only fails every rank).
 """
 
 import tensorflow as tf
@@ -85,12 +86,10 @@ def reduce_gradients(
     for gi, idx in enumerate(_groups_of([variables[i] for i in dense], groups)):
         members = [dense[j] for j in idx]
         compressed = [compression.compress(grads[i]) for i in members]
-        by_dtype = {}
-        for j, (t, _) in enumerate(compressed):
-            by_dtype.setdefault(t.dtype, []).append(j)
-        for dtype, js in by_dtype.items():
-            key = f"{name}.{gi}.{dtype.name}" if eager else None
-            reduced = _ops._allreduce([compressed[j][0] for j in js], op, key, prescale, postscale)
-            for j, r in zip(js, reduced):
-                out[members[j]] = compression.decompress(r, compressed[j][1])
+        key = f"{name}.{gi}" if eager else None
+        reduced = _ops._allreduce(
+            [c for c, _ in compressed], op, key, prescale, postscale, grouped=True
+        )
+        for i, r, (_, ctx) in zip(members, reduced, compressed):
+            out[i] = compression.decompress(r, ctx)
     return out

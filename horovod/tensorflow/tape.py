@@ -40,7 +40,7 @@ def DistributedGradientTape(
     scale_local_gradients=True,
 ):
     """Wraps a tf.GradientTape so that tape.gradient() averages (op) the gradients across
-    ranks, in one grouped allreduce per dtype."""
+    ranks, in one grouped allreduce."""
     _ops._check_process_set(process_set)
     cls = type(gradtape.__class__.__name__, (_DistributedGradientTape, gradtape.__class__), {})
     tape = cls.__new__(cls)

@@ -10,6 +10,7 @@ import sys
 
 import horovod.numpy as hvd
 from tests.engine import (
+    scenarios_agreement,
     scenarios_collectives,
     scenarios_errors,
     scenarios_frontend,
@@ -21,6 +22,7 @@ from tests.engine import (
 from tests.support import scenario
 
 SCENARIOS = scenario.collect(
+    scenarios_agreement,
     scenarios_collectives,
     scenarios_errors,
     scenarios_frontend,

@@ -367,7 +367,60 @@ def scenario_schedule_checkpoint():
         check(isinstance(keras.models.load_model(path), keras.Model), "checkpoint unreadable")
 
 
+# ---- mixed precision: every rank skips a step with non-finite gradients, or none does ----------
+
+
+def scenario_mixed_precision():
+    """mixed_float16: model.compile wraps hvd.DistributedOptimizer in Keras' LossScaleOptimizer,
+    and rank 1's second batch of each epoch overflows float16 (its gradients are NaN). Every
+    rank must skip those steps together: equal weights, loss scale and update count (8 batches,
+    2 skipped). Before: rank 1 skipped its allreduce alone, so from then on the ranks averaged
+    gradients of different batches, and the last step waited for ever. The same when the user
+    wraps a LossScaleOptimizer in DistributedOptimizer (which then reduces before the check)."""
+    r = hvd.rank()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        for how in ("compiled", "wrapped"):
+            keras.utils.set_random_seed(3)
+            model = mlp()
+            sgd = keras.optimizers.SGD(0.05)
+            if how == "compiled":
+                opt = hvd.DistributedOptimizer(sgd, name=f"mp_{how}")
+            else:
+                opt = hvd.DistributedOptimizer(
+                    keras.optimizers.LossScaleOptimizer(sgd), name=f"mp_{how}"
+                )
+            model.compile(
+                optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            )
+            check(
+                isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer),
+                f"{how}: {type(model.optimizer).__name__}",
+            )
+            x, y = classification_data(r, 64, salt=5)
+            if r == 1:
+                x[16:32] = 1e30  # inf in float16: NaN loss and gradients on this rank only
+            model.fit(
+                x,
+                y,
+                batch_size=16,
+                epochs=2,
+                shuffle=False,
+                verbose=0,
+                callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)],
+            )
+            steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+            scale = float(keras.ops.convert_to_numpy(model.optimizer.dynamic_scale))
+            check(steps == 6, f"{how}: {steps} updates applied, expected 8 - 2 skipped")
+            weights = model.get_weights()
+            check(all(np.isfinite(w).all() for w in weights), f"{how}: non-finite weights")
+            report(f"mixed_precision_{how}", weights=digest(weights), scale=digest([scale]))
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
 SCENARIOS = {
+    "mixed_precision": scenario_mixed_precision,
     "fit": scenario_fit,
     "accumulate": scenario_accumulate,
     "save_load": scenario_save_load,

@@ -19,6 +19,7 @@ import tensorflow as tf  # noqa: E402
 import horovod.tensorflow as hvd  # noqa: E402
 from tests.support import scenario  # noqa: E402
 from tests.tensorflow import (
+    scenarios_ops_agreement,
     scenarios_ops_allgather_broadcast,
     scenarios_ops_allreduce,  # noqa: E402
     scenarios_ops_alltoall_reducescatter,
@@ -44,6 +45,7 @@ SCENARIOS = scenario.collect(
     scenarios_ops_v1,
     scenarios_ops_errors,
     scenarios_ops_dtypes,
+    scenarios_ops_agreement,
 )
 
 if __name__ == "__main__":

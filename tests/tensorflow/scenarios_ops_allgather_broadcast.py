@@ -79,11 +79,13 @@ def sc_broadcast():
         tf.float32,
         "broadcast big function temporary",
     )
-    # root_rank may be a NumPy integer; a non-integer is a TypeError.
+    # root_rank may be a NumPy integer; a non-integer fails the op on every rank, named.
     check(
         hvd.broadcast(x[:3], np.int64(0)),
         make(0, (300001,), tf.float32)[1][:3],
         tf.float32,
         "numpy root",
     )
-    expect_error(lambda: hvd.broadcast(x, 0.5), TypeError, "root_rank")
+    expect_error(
+        lambda: hvd.broadcast(x, 0.5), tf.errors.InvalidArgumentError, "root_rank", "got 0.5"
+    )

@@ -16,7 +16,14 @@ from tests.support import mpi
 from tests.support.mpi import KERAS
 from tests.support.paths import EXAMPLES
 
-BATCH = ["fit", "accumulate", "save_load", "schedule_checkpoint", "metrics_differ"]
+BATCH = [
+    "fit",
+    "accumulate",
+    "save_load",
+    "schedule_checkpoint",
+    "metrics_differ",
+    "mixed_precision",
+]
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
@@ -119,6 +126,15 @@ def accuracy(out):
 
 
 @needs_sklearn
+def test_mixed_precision_ranks_skip_steps_together(keras_run):
+    """mixed_float16 with a batch whose gradients overflow on rank 1 only: every rank skips
+    that step (Keras' LossScaleOptimizer around DistributedOptimizer, and the other way
+    round), so weights and loss scales stay equal (issue 17, class 1)."""
+    keras_run.check("mixed_precision")
+    for how in ("compiled", "wrapped"):
+        assert_equal_on_all_ranks(keras_run, f"mixed_precision_{how}", ["weights", "scale"])
+
+
 def test_keras_digits_example():
     """examples/tensorflow2_keras_digits.py (model.fit + the callbacks) on 2 ranks learns:
     test accuracy > 0.9 (about 0.97 on 1 rank with the full training set)."""

@@ -29,6 +29,9 @@ BATCH = [
     "alltoall_splits",
     "objects",
     "dtypes",
+    "group_sizes",
+    "duplicate_names",
+    "one_rank_args",
 ]
 
 
@@ -57,7 +60,7 @@ def test_allgather(ops):
 
 def test_broadcast(ops):
     """Every dtype incl. bool x 1-3 dims x every root, eager and tf.function; a large
-    temporary input; NumPy integer roots; non-integer roots are a TypeError."""
+    temporary input; NumPy integer roots; non-integer roots fail on every rank."""
     ops.check("broadcast")
 
 
@@ -183,6 +186,24 @@ def test_object_collectives_match_whatever_each_rank_passes(ops):
     rank's type, which never met: a hang), named and unnamed, repeated, and through
     broadcast_object_fn; allgather_object of a different type on each rank."""
     ops.check("objects")
+
+
+def test_group_sizes_must_agree(ops):
+    """A variable on rank 0 only: grouped ops, broadcast_variables and the gradient tape fail on
+    every rank naming each rank's group size (before: results on some ranks, a wait on rank 0)."""
+    ops.check("group_sizes")
+
+
+def test_one_name_twice_in_a_function_is_two_ops(ops):
+    """Two ops given one name in a tf.function each pair with their namesake on every rank
+    (before: one was refused per rank, the other paired with the peer's other tensor)."""
+    ops.check("duplicate_names")
+
+
+def test_bad_argument_on_one_rank_fails_every_rank(ops):
+    """root_rank=0.0, an unknown op, a non-numeric factor on rank 1 only: every rank fails,
+    naming rank 1 (before: the others waited)."""
+    ops.check("one_rank_args")
 
 
 def test_batch_exits_cleanly(ops):

@@ -8,8 +8,8 @@ shard of the data with the same number of batches per epoch (every step is a col
 
 DistributedOptimizer (in optimizer.py) overrides the Keras 3 optimizer's `apply()`, the entry
 point that both `model.fit` (through `apply_gradients`) and custom loops reach, and reduces the
-gradients with `horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce per
-dtype) first. callbacks.py holds hvd.callbacks.*; this file, the API and the helpers on values.
+gradients with `horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce)
+first. callbacks.py holds hvd.callbacks.*; this file, the API and the helpers on values.
 
 Mixed precision: wrap the LossScaleOptimizer, `hvd.DistributedOptimizer(
 keras.optimizers.LossScaleOptimizer(opt))`, so the finiteness check sees the reduced

@@ -4,7 +4,7 @@ optimizer distributed.
 
 It overrides the Keras 3 optimizer's `apply()`, the entry point that both `model.fit` (through
 `apply_gradients`) and custom loops reach, and reduces the gradients with
-`horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce per dtype) first. It
+`horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce) first. It
 imports nothing above the TensorFlow core's modules, so horovod.tensorflow can hand Keras
 optimizers to it.
 """
@@ -12,6 +12,7 @@ optimizers to it.
 import keras
 import tensorflow as tf
 
+from horovod.common import basics as _b
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow import reduction as _reduction
 from horovod.tensorflow.compression import Compression
@@ -136,6 +137,35 @@ class _DistributedOptimizer:
         return acc
 
 
+def _agree_on_finite_gradients():
+    """Keras' LossScaleOptimizer (model.compile puts one around the optimizer under the
+    mixed_float16 policy) checks this rank's gradients for inf/NaN and on finding any skips the
+    step, and with it its inner optimizer's apply(), where a DistributedOptimizer reduces the
+    gradients: a rank skipping alone would pair the others' allreduce with its next step's,
+    averaging different batches from then on. Around a DistributedOptimizer, every rank's
+    verdict is combined (Min), so all ranks apply or all skip, and their loss scales stay equal.
+    A LossScaleOptimizer wrapped by DistributedOptimizer needs none of this: it checks the
+    reduced gradients, which are equal on every rank."""
+    lso = keras.optimizers.LossScaleOptimizer
+    local = lso.check_finite
+    if getattr(local, "_horovod", False):
+        return
+
+    def check_finite(self, grads):
+        finite = local(self, grads)
+        inner = getattr(self, "inner_optimizer", None)
+        if not isinstance(inner, _DistributedOptimizer) or _b.size() == 1:
+            return finite
+        name = f"{inner._hvd.reduce_options['name']}.finite" if tf.executing_eagerly() else None
+        everywhere = _ops._allreduce([tf.cast(finite, tf.int32)], _ops.Min, name)[0]
+        return tf.equal(everywhere, 1)
+
+    check_finite._horovod = True
+    lso.check_finite = check_finite
+
+
+_agree_on_finite_gradients()
+
 _CLASSES = {}  # user's optimizer class -> its distributed subclass
 
 
@@ -204,7 +234,7 @@ def DistributedOptimizer(
     scale_local_gradients=True,
 ):
     """Returns a copy of the Keras optimizer whose `apply()`/`apply_gradients()` first reduces
-    the gradients across ranks (op, Average by default) in one grouped allreduce per dtype.
+    the gradients across ranks (op, Average by default) in one grouped allreduce.
 
     The result is an instance of a dynamic subclass of the optimizer's class (isinstance and
     the class name hold; `model.save` stores the plain class). It shares the optimizer's state

@@ -33,6 +33,8 @@ Request SomeRequest(const std::string& name) {
   r.shape = {4, 0, 7};
   r.splits = {1, 2, 1};
   r.invalid = "bad root";
+  r.group = "grads";
+  r.group_size = 12;
   return r;
 }
 
@@ -61,6 +63,8 @@ void ExpectSameRequest(const Request& a, const Request& b) {
   EXPECT_EQ(a.shape, b.shape);
   EXPECT_EQ(a.splits, b.splits);
   EXPECT_EQ(a.invalid, b.invalid);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.group_size, b.group_size);
 }
 
 TEST(OpSpec, EveryFieldTakesPartInEqualityAndOrder) {
@@ -163,7 +167,7 @@ TEST(OpSpec, RequestAndResponseShareIt) {
   EXPECT_EQ(resp.names.size(), 0u);  // only the spec was copied
 }
 
-TEST(Request, SameParamsComparesSpecShapeSplitsAndName) {
+TEST(Request, SameParamsComparesSpecShapeSplitsNameAndGroup) {
   Request a = SomeRequest("t"), b = SomeRequest("t");
   a.invalid.clear();
   b.invalid.clear();
@@ -184,6 +188,12 @@ TEST(Request, SameParamsComparesSpecShapeSplitsAndName) {
   EXPECT_FALSE(a.SameParams(c));
   c = b;
   c.name = "u";
+  EXPECT_FALSE(a.SameParams(c));
+  c = b;
+  c.group_size = 11;  // a group of another size: ranks must agree on it again
+  EXPECT_FALSE(a.SameParams(c));
+  c = b;
+  c.group = "other";
   EXPECT_FALSE(a.SameParams(c));
   c = b;
   c.invalid = "x";  // an invalid request never takes the fast path
@@ -334,10 +344,11 @@ TEST(RequestList, GarbledCountsAreRefusedWithoutAllocating) {
     EXPECT_FALSE(Decode(g.data(), g.size(), &out)) << bad;
   }
   // The name's length prefix follows the shutdown byte, the count, the rank and the spec; a
-  // request with empty name, shape, splits and invalid is all that plus four length prefixes.
+  // request with empty name, shape, splits, invalid and group is all that plus five length
+  // prefixes and the group size.
   RequestList bare;
   bare.requests.resize(1);
-  const size_t spec_bytes = Encode(bare).size() - 1 - 8 - 4 - 4 * 8;
+  const size_t spec_bytes = Encode(bare).size() - 1 - 8 - 4 - 5 * 8 - 4;
   const size_t name_at = 1 + 8 + 4 + spec_bytes;
   std::string g = blob;
   Poke(&g, name_at, std::numeric_limits<uint64_t>::max());

@@ -253,6 +253,40 @@ TEST(ReduceInto, MinAndMaxWithInfinities) {
   EXPECT_EQ(mx, (std::vector<float>{0.0f, kInf, 3.0f}));
 }
 
+TEST(ReduceInto, MinAndMaxPropagateNaNFromEitherSide) {
+  // NumPy's minimum/maximum: a NaN wins wherever it is. Before, a NaN in the incoming operand
+  // was dropped, so the result depended on the order the ranks were reduced in.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = {nan, 1.0f, nan}, b = {1.0f, nan, nan};
+  for (ReduceOp op : {ReduceOp::MIN, ReduceOp::MAX}) {
+    std::vector<float> ab(3), ba(3);
+    ReduceInto(ab.data(), a.data(), b.data(), 3, DataType::FLOAT32, op);
+    ReduceInto(ba.data(), b.data(), a.data(), 3, DataType::FLOAT32, op);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(ab[i]) && std::isnan(ba[i])) << i;
+    for (DataType dt : {DataType::FLOAT16, DataType::BFLOAT16}) {
+      const FromFloat from = dt == DataType::FLOAT16 ? FloatToHalf : FloatToBFloat16;
+      const ToFloat to = dt == DataType::FLOAT16 ? HalfToFloat : BFloat16ToFloat;
+      std::vector<uint16_t> x = {from(1.0f), from(nan)}, y = {from(nan), from(1.0f)};
+      ReduceInto(x.data(), y.data(), 2, dt, op);
+      EXPECT_TRUE(std::isnan(to(x[0])) && std::isnan(to(x[1]))) << DataTypeName(dt);
+    }
+  }
+}
+
+TEST(ReduceInto, WideSignedIntegersWrapLikeNumPy) {
+  // Computed in the unsigned type: signed overflow is undefined behaviour in C++.
+  std::vector<int32_t> s = {INT32_MAX, INT32_MIN, 1 << 20};
+  const std::vector<int32_t> t = {1, -1, 1 << 12};
+  std::vector<int32_t> sum(3), prod(3);
+  ReduceInto(sum.data(), s.data(), t.data(), 3, DataType::INT32, ReduceOp::SUM);
+  ReduceInto(prod.data(), s.data(), t.data(), 3, DataType::INT32, ReduceOp::PRODUCT);
+  EXPECT_EQ(sum, (std::vector<int32_t>{INT32_MIN, INT32_MAX, (1 << 20) + (1 << 12)}));
+  EXPECT_EQ(prod, (std::vector<int32_t>{INT32_MAX, INT32_MIN, 0}));  // 2^32 wraps to 0
+  std::vector<int64_t> l = {INT64_MAX}, m = {2};
+  ReduceInto(l.data(), m.data(), 1, DataType::INT64, ReduceOp::PRODUCT);
+  EXPECT_EQ(l[0], -2);
+}
+
 TEST(ScaleInPlace, FloatsScaleAndHalvesRound) {
   std::vector<float> f = {1.0f, -3.0f, 0.5f};
   ScaleInPlace(f.data(), 3, DataType::FLOAT32, 0.5);
