@@ -236,7 +236,8 @@ def parse_args(argv, env=os.environ):
             args.ssh_port = int(env["HOROVOD_SSH_PORT"])
         except ValueError:
             p.error(
-                f"argument -p/--ssh-port: $HOROVOD_SSH_PORT={env['HOROVOD_SSH_PORT']!r} is not an integer"
+                "argument -p/--ssh-port: "
+                f"$HOROVOD_SSH_PORT={env['HOROVOD_SSH_PORT']!r} is not an integer"
             )
     if args.ssh_identity_file is None:
         args.ssh_identity_file = env.get("HOROVOD_SSH_IDENTITY_FILE") or None

@@ -69,7 +69,8 @@ HOROVOD_*, NCCL_*, TF_*, PYTHON* to every rank). The launcher runs no rank: no G
   value: void
 {{- range $k, $v := .Values.horovod }}
 - name: {{ $k }}
-  value: {{ $v | toString | quote }}
+  {{- /* toJson: a number from values is a float64, which toString would write as 3.3554432e+07 */}}
+  value: {{ (kindIs "string" $v | ternary $v ($v | toJson)) | quote }}
 {{- end }}
 {{- with .Values.env }}
 {{ toYaml . }}
