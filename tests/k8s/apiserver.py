@@ -4,7 +4,7 @@ create, update, delete), over HTTPS with a bearer token, as a pod sees the real 
 each object as a JSON file under the store directory, which the test reads to fill the Secret
 and ConfigMap volumes of the other pods. No RBAC, no validation beyond what the hook needs.
 
-    python apiserver.py CERT KEY TOKEN STORE_DIR     (runs in a container of the test)
+    python apiserver.py CERT KEY TOKEN STORE_DIR [PORT]     (in a container of the test; 443)
 """
 
 import json
@@ -95,7 +95,7 @@ class Handler(BaseHTTPRequestHandler):
         print("apiserver:", fmt % args, file=sys.stderr, flush=True)
 
 
-server = ThreadingHTTPServer(("0.0.0.0", 443), Handler)
+server = ThreadingHTTPServer(("0.0.0.0", int(sys.argv[5]) if len(sys.argv) > 5 else 443), Handler)
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(CERT, KEY)
 server.socket = ctx.wrap_socket(server.socket, server_side=True)

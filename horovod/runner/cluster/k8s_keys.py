@@ -38,7 +38,8 @@ def log(msg):
 class Api:
     """The few calls needed, with the pod's service account (in-cluster config)."""
 
-    def __init__(self, sa_dir=SA_DIR):
+    def __init__(self, sa_dir=None):
+        sa_dir = sa_dir or SA_DIR
         host = os.environ.get("KUBERNETES_SERVICE_HOST")
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         if not host:
@@ -127,7 +128,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     labels = dict(kv.split("=", 1) for kv in args.label)
     try:
-        api = Api()
+        api = Api(SA_DIR)
         with open(os.path.join(SA_DIR, "namespace")) as f:
             ns = f.read().strip()
         if args.delete:
