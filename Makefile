@@ -71,7 +71,7 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/unit test/engine test/tf test/gpu test/runner test/images test/images-gpu test/cluster ## everything CI runs
+test: test/unit test/engine test/tf test/gpu test/runner test/images test/images-gpu test/cluster test/k8s ## everything CI runs
 
 # Compiled outputs only: the tools' venv and the staged wheels (build/venv, build/stage) stay, and
 # so do images and containers (`make clean/images`).
@@ -203,7 +203,12 @@ clean/images: ## remove FLAVOUR's images (children first; not the rootfs), test 
 WORKERS ?= 2
 SLOTS ?= 2
 CLUSTER ?= horovod
+# USER_IMAGE: your image (FROM horovod:latest, examples/user-image) instead of horovod:<tag>;
+# WORKSPACE: a host folder mounted at /workspace on every container.
+USER_IMAGE ?=
+WORKSPACE ?=
 COMPOSE = HOROVOD_IMAGE_TAG=$(IMAGE_TAG) HOROVOD_SLOTS_PER_WORKER=$(SLOTS) \
+  HOROVOD_IMAGE=$(USER_IMAGE) HOROVOD_WORKSPACE=$(WORKSPACE) \
   $(DOCKER) compose -f compose/compose.yaml -p $(CLUSTER)
 CMD ?= horovodrun python -m horovod.selftest
 DEMO_CMD ?= horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py --epochs 10
@@ -215,7 +220,7 @@ demo: images ## the main job: build what is missing, train the Keras example acr
 	  && $(MAKE) --no-print-directory cluster-run CMD="$(DEMO_CMD)"; rc=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$rc
 
-cluster-up: images ## start a cluster of WORKERS workers (SLOTS ranks each) and a launcher, and wait until it is ready
+cluster-up: images ## start a cluster of WORKERS workers (SLOTS ranks each) and a launcher, and wait until it is ready (USER_IMAGE=, WORKSPACE=)
 	HOROVOD_CLUSTER_COMMAND="sleep infinity" $(COMPOSE) up -d --wait --scale worker=$(WORKERS)
 	@$(COMPOSE) exec -T launcher sh -c 'echo "cluster $(CLUSTER) is up; hostfile:"; cat $$HOROVOD_HOSTFILE'
 
@@ -227,3 +232,37 @@ cluster-down: ## stop the cluster and delete its key pair
 
 test/cluster: build/horovod ## compose clusters of 2 and 3 workers: collectives, training, faults
 	IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
+
+# ---------------------------------------------------------------------------------------------
+# Registries and Kubernetes: `make push` puts FLAVOUR's layers into a registry a cluster can pull
+# from; charts/horovod (Helm 3/4 chart) and deploy/mpijob.yaml run them there. No cluster runs
+# here: test/k8s renders the chart with Helm's Go code, validates it against Kubernetes' schemas
+# and runs the rendered pods as containers (docs/kubernetes.md says what that leaves out).
+# ---------------------------------------------------------------------------------------------
+REGISTRY ?=
+REGISTRY_LATEST_cpu := latest
+REGISTRY_LATEST_gpu := latest-gpu
+latest_ref = $(if $(filter horovod,$(1)),horovod:$(REGISTRY_LATEST_$(FLAVOUR)),horovod/$(1):$(REGISTRY_LATEST_$(FLAVOUR)))
+K8S_VALUES ?=
+K8S_SET ?=
+
+.PHONY: push k8s-render test/k8s test/k8s-render
+
+push: ## push FLAVOUR's built layers to REGISTRY=host:port, as <version>-<flavour> and latest(-gpu): make push REGISTRY=127.0.0.1:5000
+	@[ -n "$(REGISTRY)" ] || { echo "make push: set REGISTRY=host:port (e.g. REGISTRY=127.0.0.1:5000)" >&2; exit 2; }
+	@set -e; for pair in $(foreach i,$(IMAGES),$(call image_ref,$(i))=$(call latest_ref,$(i))); do \
+	  src=$${pair%%=*}; latest=$${pair#*=}; \
+	  $(DOCKER) image inspect $$src >/dev/null 2>&1 || { echo "make push: $$src missing: run make images FLAVOUR=$(FLAVOUR)" >&2; exit 1; }; \
+	  for dst in $(REGISTRY)/$$src $(REGISTRY)/$$latest; do \
+	    $(DOCKER) tag $$src $$dst && $(DOCKER) push -q $$dst; \
+	  done; \
+	done
+
+k8s-render: ## print the chart's manifests like `helm template` (K8S_VALUES=file.yaml, K8S_SET=workers=4,image.registry=host:port)
+	@$(PYTHON) scripts/k8s_render.py $(if $(K8S_VALUES),-f $(K8S_VALUES)) $(if $(K8S_SET),--set $(K8S_SET))
+
+test/k8s-render: ## the chart and the MPIJob rendered, linted and validated offline (seconds, no docker)
+	PYTHONPATH=$(CURDIR) $(PYTEST_IMAGES) tests/k8s/test_chart.py tests/k8s/test_mpijob.py tests/k8s/test_podrun.py
+
+test/k8s: build/horovod ## test/k8s-render, then the rendered pods run as containers, make push to a local registry and back
+	PYTHONPATH=$(CURDIR) IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/k8s

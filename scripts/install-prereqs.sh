@@ -21,11 +21,22 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+source versions.env
+# The registry `make push` is tested against (tests/k8s/test_registry.py runs its own instance
+# on 127.0.0.1; the packaged service is not needed, and without systemd it does not start).
+if [[ $(dpkg-query -W -f='${Version}' docker-registry 2>/dev/null) != "$DOCKER_REGISTRY_DEB_VERSION" ]]; then
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "docker-registry=$DOCKER_REGISTRY_DEB_VERSION"
+  # With systemd the package starts a registry on every interface's port 5000: not wanted.
+  if command -v systemctl >/dev/null && systemctl is-active -q docker-registry 2>/dev/null; then
+    $sudo systemctl disable --now docker-registry
+  fi
+fi
+
 # Compose v2 (`docker compose`): bookworm packages only v1.29.  Debian trixie's docker-compose
 # package is the v2 CLI plugin as one static binary that runs on bookworm; it is downloaded
 # through apt with a throw-away source list (the system's apt sources are not touched) and only
 # its binary is installed, where the docker CLI looks for plugins.
-source versions.env
 if ! docker compose version >/dev/null 2>&1; then
   tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
   echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $COMPOSE_DEB_SUITE main" >"$tmp/sources.list"

@@ -119,8 +119,14 @@ def parse_args(argv, env=os.environ):
         help="hosts and their slots, e.g. w1:2,w2:2 (default: $HOROVOD_HOSTS, else this host)",
     )
     p.add_argument("--hostfile", help="file of 'host slots=N' lines (default: $HOROVOD_HOSTFILE)")
-    p.add_argument("-p", "--ssh-port", type=int, help="sshd port of every host")
-    p.add_argument("-i", "--ssh-identity-file", help="ssh private key to log in with")
+    p.add_argument(
+        "-p", "--ssh-port", type=int, help="sshd port of every host (default: $HOROVOD_SSH_PORT)"
+    )
+    p.add_argument(
+        "-i",
+        "--ssh-identity-file",
+        help="ssh private key to log in with (default: $HOROVOD_SSH_IDENTITY_FILE)",
+    )
     p.add_argument(
         "--network-interface",
         dest="nics",
@@ -224,6 +230,17 @@ def parse_args(argv, env=os.environ):
         shlex.split(args.mpi_args)
     except ValueError as e:  # mpirun_command splits it again, knowing it can
         p.error(f"argument --mpi-args: cannot split {args.mpi_args!r} like a shell: {e}")
+    # A cluster's launcher (the Kubernetes chart) sets these, so a user's command needs no flags.
+    if args.ssh_port is None and env.get("HOROVOD_SSH_PORT"):
+        try:
+            args.ssh_port = int(env["HOROVOD_SSH_PORT"])
+        except ValueError:
+            p.error(
+                "argument -p/--ssh-port: "
+                f"$HOROVOD_SSH_PORT={env['HOROVOD_SSH_PORT']!r} is not an integer"
+            )
+    if args.ssh_identity_file is None:
+        args.ssh_identity_file = env.get("HOROVOD_SSH_IDENTITY_FILE") or None
     if args.hosts or args.hostfile:
         host_flag = "-H/--hosts" if args.hosts else "--hostfile"
     else:

@@ -65,6 +65,17 @@ def test_selftest_as_documented(client, ref):
     )
 
 
+def test_no_command_prints_the_banner(client, ref, pins, flavour):
+    """`docker run --rm horovod:latest` (no command, no terminal): the banner, exit 0."""
+    out = client.containers.run(ref, remove=True).decode()
+    first = out.splitlines()[0]
+    assert first.startswith(f"== Horovod {pins['HOROVOD_VERSION']} ({flavour}"), out
+    assert f"TensorFlow {pins['TENSORFLOW_VERSION']}, Open MPI {pins['OPENMPI_VERSION']}" in out
+    assert "mpirun -np 2 python -m horovod.selftest" in out and "kubernetes.md" in out
+    if flavour == "gpu":
+        assert f"CUDA {pins['CUDA_VERSION']}, NCCL {pins['NCCL_VERSION']}" in first, out
+
+
 def test_selftest_through_horovodrun_as_mpiuser(user_host, run_ok):
     run_ok(user_host, "horovodrun -np 2 python -m horovod.selftest")
 

@@ -115,6 +115,20 @@ def test_numbers_must_be_positive_and_finite(argv, flag, capsys):
     )
 
 
+def test_ssh_port_and_key_from_the_environment(capsys):
+    """The Kubernetes chart's launcher sets them, so a user's command needs no -p/-i."""
+    env = {"HOROVOD_SSH_PORT": "2345", "HOROVOD_SSH_IDENTITY_FILE": "/etc/horovod/ssh/id"}
+    args = launch.parse_args(["true"], env=env)
+    assert (args.ssh_port, args.ssh_identity_file) == (2345, "/etc/horovod/ssh/id")
+    args = launch.parse_args(["-p", "22", "-i", "k", "true"], env=env)  # flags win
+    assert (args.ssh_port, args.ssh_identity_file) == (22, "k")
+    line = usage_error([], capsys, env={"HOROVOD_SSH_PORT": "ssh"})
+    assert (
+        line
+        == "horovodrun: error: argument -p/--ssh-port: $HOROVOD_SSH_PORT='ssh' is not an integer"
+    )
+
+
 def test_start_timeout_from_the_environment(capsys):
     assert launch.parse_args(["true"], env={"HOROVOD_START_TIMEOUT": "12"}).start_timeout == 12
     assert launch.parse_args(["true"], env={}).start_timeout == launch.DEFAULT_START_TIMEOUT

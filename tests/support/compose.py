@@ -19,7 +19,7 @@ TIMINGS = []  # (what, seconds), printed at the end of the run (tests/cluster/co
 
 
 class Cluster:
-    def __init__(self, workers, slots=2, extra_files=()):
+    def __init__(self, workers, slots=2, extra_files=(), env=None):
         self.workers, self.slots = workers, slots
         self.files = [
             ROOT / "compose" / "compose.yaml",
@@ -36,6 +36,7 @@ class Cluster:
             HOROVOD_SLOTS_PER_WORKER=str(slots),
             HOROVOD_TEST_JOBS=str(CLUSTER_DIR / "jobs"),
         )
+        self.env.update(env or {})  # e.g. HOROVOD_IMAGE, HOROVOD_WORKSPACE
 
     def worker(self, i):
         return f"{self.project}-worker-{i}"
@@ -158,8 +159,8 @@ class Job:
         return rc, time.monotonic() - start
 
 
-def make_cluster(workers, slots=2, extra_files=()):
-    c = Cluster(workers, slots, extra_files)
+def make_cluster(workers, slots=2, extra_files=(), env=None):
+    c = Cluster(workers, slots, extra_files, env)
     try:
         c.up_seconds = c.up()
     except BaseException:

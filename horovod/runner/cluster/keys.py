@@ -27,8 +27,12 @@ def ensure_keys(key_dir, authorized_dir):
             ],
             check=True,
         )
-    os.chmod(key_dir, 0o700)
-    os.chmod(key, 0o600)
+        os.chmod(key_dir, 0o700)
+        os.chmod(key, 0o600)
+    elif os.stat(key).st_mode & 0o077:
+        # A key given to us (Kubernetes mounts the chart's Secret read-only, mode 0400) is
+        # left alone unless ssh would refuse it for being readable by others.
+        os.chmod(key, 0o600)
     if authorized_dir:
         os.makedirs(authorized_dir, exist_ok=True)
         os.chmod(authorized_dir, 0o755)  # sshd's StrictModes: not group/world writable
