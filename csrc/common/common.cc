@@ -36,7 +36,8 @@ const char* ReduceOpName(ReduceOp op) {
 }
 
 const char* OpTypeName(OpType t) {
-  static const char* names[] = {"ALLREDUCE", "ALLGATHER", "BROADCAST", "ALLTOALL", "REDUCESCATTER"};
+  static const char* names[] = {"ALLREDUCE", "ALLGATHER",     "BROADCAST",
+                                "ALLTOALL",  "REDUCESCATTER", "JOIN"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumOpTypes, "a name per OpType");
   auto i = static_cast<unsigned>(t);
   return i < kNumOpTypes ? names[i] : "UNKNOWN";

@@ -25,11 +25,12 @@ enum class DataType : uint8_t {
   BOOL
 };
 enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
-enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER };
+// JOIN: a rank that ran out of data (hvd.join()); see Controller. Appended: values are on the wire.
+enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, JOIN };
 
 constexpr int kNumDataTypes = 9;
 constexpr int kNumReduceOps = 5;
-constexpr int kNumOpTypes = 5;
+constexpr int kNumOpTypes = 6;
 
 size_t DataTypeSize(DataType t);
 const char* DataTypeName(DataType t);

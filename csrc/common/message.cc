@@ -142,9 +142,10 @@ size_t SpecBytes() {
 }
 // The smallest encoding of a list item, for Reader::Count. A request: rank, spec, the length
 // prefixes of name, shape, splits, invalid and group, and the group size. A response: spec, the
-// names count, the length prefixes of num_elements, first_dims and error, and its flag byte.
+// names count, the length prefixes of num_elements, first_dims and error, its flag byte and
+// its contributors.
 const size_t kMinRequestBytes = 2 * sizeof(int32_t) + SpecBytes() + 5 * sizeof(uint64_t);
-const size_t kMinResponseBytes = SpecBytes() + 4 * sizeof(uint64_t) + 1;
+const size_t kMinResponseBytes = SpecBytes() + 4 * sizeof(uint64_t) + 1 + sizeof(int32_t);
 
 }  // namespace
 
@@ -193,7 +194,9 @@ std::string Encode(const ResponseList& l) {
     w.Vec(r.first_dims);
     w.Str(r.error);
     w.Pod<uint8_t>(r.error_is_invalid_argument);
+    w.Pod(r.contributors);
   }
+  w.Vec(l.joined);
   return w.Take();
 }
 
@@ -213,11 +216,11 @@ bool Decode(const char* data, size_t size, ResponseList* l) {
       if (!rd.Str(&s)) return false;
     uint8_t invalid_argument = 0;
     if (!(rd.Vec(&r.num_elements) && rd.Vec(&r.first_dims) && rd.Str(&r.error) &&
-          rd.Pod(&invalid_argument)))
+          rd.Pod(&invalid_argument) && rd.Pod(&r.contributors)))
       return false;
     r.error_is_invalid_argument = invalid_argument != 0;
   }
-  return rd.Done();
+  return rd.Vec(&l->joined) && rd.Done();
 }
 
 }  // namespace hvd

@@ -76,6 +76,9 @@ struct Response : OpSpec {
   std::vector<int64_t> first_dims;         // allgather: first dimension of every rank
   std::string error;                       // non-empty: the op fails on every rank with this text
   bool error_is_invalid_argument = false;  // a rank's bad arguments (else ranks disagree)
+  // Allreduce: how many ranks contributed; 0 = all. Fewer while ranks have joined (hvd.join):
+  // they add zeros, and Average divides by this. JOIN: `root` is the last rank to join.
+  int32_t contributors = 0;
 
   int64_t TotalBytes() const;
 };
@@ -87,6 +90,7 @@ struct RequestList {
 
 struct ResponseList {
   std::vector<Response> responses;
+  std::vector<int32_t> joined;  // the ranks that have joined and wait for the others (hvd.join)
   bool shutdown = false;
   std::string shutdown_reason;
   // Not encoded: the shutdown came in rank 0's response list, which every rank received in this

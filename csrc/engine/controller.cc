@@ -119,6 +119,10 @@ Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline
 ResponseList Controller::RunRound(bool want_shutdown) {
   int64_t now = NowMicros();
   for (auto& r : queue_->PopNewRequests()) {
+    if (r.type == OpType::JOIN) {  // never cached: rank 0 must see every join
+      to_send_.push_back(std::move(r));
+      continue;
+    }
     int slot = -1;
     auto found = cache_.Find(r, &slot);
     if (found == ResponseCache::Lookup::HIT) {
@@ -142,8 +146,19 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   if (!invalid_slots_.empty()) flags |= kHasInvalid;
   std::vector<uint64_t> bits(words_, 0);
   bits[0] = ~flags;
-  for (auto& kv : pending_hits_)
-    if (!invalid_slots_.count(kv.first)) SetBit(&bits, 1, kv.first);
+  // A joined rank takes part in every cached allreduce the others are ready for (with zeros).
+  // It knows it has joined only from rank 0's broadcast, as the others do, so all ranks switch
+  // in the same round.
+  const bool joined = Joined(mpi_->rank);
+  if (joined) {
+    for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot)
+      if (cache_.Used(slot) && cache_.Get(slot).type == OpType::ALLREDUCE &&
+          !invalid_slots_.count(slot))
+        SetBit(&bits, 1, slot);
+  } else {
+    for (auto& kv : pending_hits_)
+      if (!invalid_slots_.count(kv.first)) SetBit(&bits, 1, kv.first);
+  }
   const bool has_work = !pending_hits_.empty() || !to_send_.empty() || want_shutdown;
   // Every rank's background thread joins a round at least once a cycle, so a round that stays
   // blocked means a peer process is stopped, dead or stuck: the watchdog reports it.
@@ -154,6 +169,15 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   flags = ~bits[0];
 
   std::vector<Response> fast;
+  if (joined) {
+    // The same slots, in the same (slot) order, as the ranks that have them pending.
+    for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
+      if (!cache_.Used(slot) || !TestBit(bits, 1, slot) || invalid_slots_.count(slot)) continue;
+      fast.push_back(cache_.Get(slot));
+      cache_.Touch(slot);
+      pending_hits_.erase(slot);
+    }
+  }
   for (auto it = pending_hits_.begin(); it != pending_hits_.end();) {
     if (!TestBit(bits, 1, it->first)) {
       ++it;
@@ -184,6 +208,8 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   }
   invalid_slots_.clear();
 
+  if (!joined_.empty())
+    for (auto& r : fast) r.contributors = mpi_->size - static_cast<int32_t>(joined_.size());
   ResponseList out;
   out.responses = FuseResponses(std::move(fast), config_.fusion_threshold);
   if (flags & (kHasUncached | kWantsShutdown)) {
@@ -200,9 +226,11 @@ ResponseList Controller::RunRound(bool want_shutdown) {
       slow.shutdown = true;
       slow.shutdown_reason = "internal error: undecodable response list from rank 0";
     }
-    // Cache what was negotiated, identically everywhere, before it runs.
+    joined_ = slow.joined;
+    // Cache what was negotiated, identically everywhere, before it runs. Not what ran while
+    // ranks had joined: those lack the entry, and every rank's cache must stay the same.
     for (const auto& resp : slow.responses) {
-      if (!resp.error.empty()) continue;
+      if (!resp.error.empty() || resp.type == OpType::JOIN || resp.contributors != 0) continue;
       // One tensor's response, built from the spec: copying the fused response per name
       // would copy all its names each time (quadratic in the group size).
       Response single;
@@ -258,11 +286,23 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
       }
       if (e.present[r]) continue;
       e.present[r] = true;
+      ++e.count;
+      if (req.type == OpType::JOIN) root_joined_.push_back(r);  // once: present[r] was false
       e.requests[r] = std::move(req);
       timeline_->NegotiateRankReady(e.requests[r].name, r, now);
-      if (++e.count == n) ready.push_back(e.requests[r].name);
+      if (!e.ready && Ready(e)) {
+        e.ready = true;
+        ready.push_back(e.requests[r].name);
+      }
     }
   }
+  // A rank joined: tensors that waited only for joined ranks are ready now.
+  if (!root_joined_.empty())
+    for (auto& kv : table_)
+      if (!kv.second.ready && Ready(kv.second)) {
+        kv.second.ready = true;
+        ready.push_back(kv.first);
+      }
   ResponseList out;
   std::vector<Response> responses;
   std::unordered_map<std::string, size_t> failed_groups;
@@ -276,6 +316,10 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
     table_.erase(name);
   }
   if (!failed_groups.empty()) FailGroupsAtRoot(failed_groups, &responses);
+  // Every rank has joined: join() returns on all of them, and the job goes on without joiners.
+  for (const auto& r : responses)
+    if (r.type == OpType::JOIN && r.error.empty()) root_joined_.clear();
+  out.joined = root_joined_;
   out.responses = FuseResponses(std::move(responses), config_.fusion_threshold);
   if (!shutdown_ranks.empty()) {
     out.shutdown = true;
@@ -290,12 +334,17 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
 }
 
 Response Controller::ConstructResponse(const std::string& name, const TableEntry& entry) const {
+  if (entry.count < mpi_->size) return JoinedResponse(name, entry);
   const auto& reqs = entry.requests;
   const Request& first = reqs[0];
   Response resp;
   resp.spec() = first.spec();
   resp.names = {name};
   resp.num_elements = {NumElements(first.shape)};
+  if (first.type == OpType::JOIN) {
+    resp.root = root_joined_.empty() ? 0 : root_joined_.back();
+    return resp;
+  }
 
   // A rank's own bad arguments come first: nothing else about its request can be trusted.
   std::ostringstream invalid;
@@ -421,6 +470,73 @@ void Controller::FailGroupsLocally(const std::vector<Response>& responses,
   }
 }
 
+bool Controller::Joined(int rank) const {
+  return std::find(joined_.begin(), joined_.end(), rank) != joined_.end();
+}
+
+bool Controller::Ready(const TableEntry& e) const {
+  int absent_joined = 0;
+  for (int r : root_joined_)
+    if (!e.present[r]) ++absent_joined;
+  return e.count + absent_joined == mpi_->size;
+}
+
+Response Controller::JoinedResponse(const std::string& name, const TableEntry& entry) const {
+  // Checked among the ranks that submitted it: the full check on a table of those requests,
+  // renumbered, then the ranks' own numbers put back into any error.
+  TableEntry sub;
+  std::vector<int> ranks;
+  for (int r = 0; r < mpi_->size; ++r)
+    if (entry.present[r]) {
+      ranks.push_back(r);
+      sub.requests.push_back(entry.requests[r]);
+      sub.present.push_back(true);
+    }
+  const Request& first = sub.requests[0];
+  Response resp;
+  resp.spec() = first.spec();
+  resp.names = {name};
+  resp.num_elements = {NumElements(first.shape)};
+  std::vector<int> joined;
+  for (int r : root_joined_)
+    if (!entry.present[r]) joined.push_back(r);
+  std::ostringstream why;
+  if (first.type != OpType::ALLREDUCE || first.gpu) {
+    why << "tensor '" << name << "': " << (first.gpu ? "GPU " : "") << OpTypeName(first.type)
+        << " cannot run while rank" << (joined.size() > 1 ? "s " : " ") << RankList(joined) << " ha"
+        << (joined.size() > 1 ? "ve" : "s")
+        << " joined (hvd.join): only host-memory allreduce takes zeros from joined ranks";
+    resp.error = why.str();
+    resp.error_is_invalid_argument = true;
+    return resp;
+  }
+  // Disagreements are checked among the submitters only; a compact table names them by
+  // position, so a disagreement is reported with the submitting ranks listed.
+  for (size_t i = 1; i < sub.requests.size(); ++i)
+    if (sub.requests[i].spec() != first.spec() || sub.requests[i].shape != first.shape ||
+        !sub.requests[i].invalid.empty() || !first.invalid.empty() ||
+        sub.requests[i].group_size != first.group_size) {
+      why << "tensor '" << name << "': ranks " << RankList(ranks) << " submitted it while ranks "
+          << RankList(joined)
+          << " have joined, and they disagree on it (op, dtype, shape, scale factors or group)";
+      resp.error = why.str();
+      return resp;
+    }
+  if (!first.invalid.empty()) {
+    resp.error = "Invalid arguments for tensor '" + name + "': " + first.invalid;
+    resp.error_is_invalid_argument = true;
+    return resp;
+  }
+  const std::string unsupported = UnsupportedReduction(first.spec());
+  if (!unsupported.empty()) {
+    resp.error = "tensor '" + name + "': " + unsupported;
+    resp.error_is_invalid_argument = true;
+    return resp;
+  }
+  resp.contributors = entry.count;
+  return resp;
+}
+
 void Controller::InspectStalls(int64_t now) {
   if (now < next_stall_check_us_ || table_.empty()) return;
   next_stall_check_us_ = now + 1000000;  // at most once a second
@@ -433,7 +549,10 @@ void Controller::InspectStalls(int64_t now) {
     const int64_t waited = now - e.first_us;
     if (waited < warn_us) continue;
     std::vector<int> missing, submitted;
-    for (int r = 0; r < mpi_->size; ++r) (e.present[r] ? submitted : missing).push_back(r);
+    for (int r = 0; r < mpi_->size; ++r)
+      if (e.present[r] ||
+          std::find(root_joined_.begin(), root_joined_.end(), r) == root_joined_.end())
+        (e.present[r] ? submitted : missing).push_back(r);
     std::ostringstream line;
     line << "tensor '" << kv.first << "' (" << OpTypeName(e.requests[submitted[0]].type)
          << ") has waited " << waited / 1000000 << " s for rank"

@@ -39,11 +39,18 @@ class Controller {
     std::vector<Request> requests;  // by rank
     std::vector<bool> present;
     int count = 0;
+    bool ready = false;  // listed for a response this round
     int64_t first_us = 0, last_warn_us = 0;
   };
 
   ResponseList Coordinate(const std::vector<std::string>& blobs);
+  // Submitted by every rank that has not joined (hvd.join): joined ranks add zeros.
+  bool Ready(const TableEntry& e) const;
+  bool Joined(int rank) const;
   Response ConstructResponse(const std::string& name, const TableEntry& entry) const;
+  // A tensor some ranks did not submit because they have joined: an allreduce of the others'
+  // (checked like any other among them), or an error naming the joined ranks.
+  Response JoinedResponse(const std::string& name, const TableEntry& entry) const;
   // A group fails as a whole: rank 0 fails its waiting members (FailGroupsAtRoot), every rank
   // its own members that never reached rank 0 (cached requests; FailGroupsLocally).
   // `failed`: group -> index of the failed member's response in `responses`.
@@ -61,8 +68,10 @@ class Controller {
   std::vector<Request> to_send_;
   std::map<int, PendingHit> pending_hits_;  // ordered: fast-path responses run in slot order
   std::set<int> invalid_slots_;
+  std::vector<int32_t> joined_;  // ranks in hvd.join(), as rank 0 last broadcast them
   // rank 0 only
   std::unordered_map<std::string, TableEntry> table_;
+  std::vector<int32_t> root_joined_;  // in the order they joined; the last is join()'s answer
   int64_t next_stall_check_us_ = 0;
   std::string stall_shutdown_reason_;
 };

@@ -16,7 +16,9 @@ std::vector<Response> FuseResponses(std::vector<Response> responses, int64_t thr
   std::vector<Response> out;
   out.reserve(responses.size());
   std::vector<int64_t> out_bytes;
-  std::map<OpSpec, size_t> open;  // kind -> index in out
+  // kind -> index in out. Responses with different contributor counts (hvd.join) never fuse:
+  // Average divides each by its own.
+  std::map<std::pair<OpSpec, int32_t>, size_t> open;
   for (auto& resp : responses) {
     if (resp.type != OpType::ALLREDUCE || !resp.error.empty()) {
       out.push_back(std::move(resp));
@@ -24,7 +26,7 @@ std::vector<Response> FuseResponses(std::vector<Response> responses, int64_t thr
       continue;
     }
     const int64_t bytes = resp.TotalBytes();
-    const OpSpec& kind = resp.spec();
+    const auto kind = std::make_pair(resp.spec(), resp.contributors);
     auto it = open.find(kind);
     if (it != open.end() && out_bytes[it->second] + bytes <= threshold) {
       Response& group = out[it->second];

@@ -30,6 +30,7 @@ const char* Activity(OpType t) {
     case OpType::BROADCAST: return "NCCL_BROADCAST";
     case OpType::ALLTOALL: return "NCCL_ALLTOALL";
     case OpType::REDUCESCATTER: return "NCCL_REDUCESCATTER";
+    case OpType::JOIN: break;  // never a GPU op: joins are host requests
   }
   return "NCCL";
 }
@@ -95,6 +96,7 @@ class NcclOperations : public GpuOperations {
       case OpType::BROADCAST: op = Broadcast(r, es[0], d); break;
       case OpType::ALLTOALL: op = Alltoall(r, es[0], d); break;
       case OpType::REDUCESCATTER: op = Reducescatter(r, es[0], d); break;
+      case OpType::JOIN: op = Status::Internal("join is not a GPU op"); break;
     }
     // Even after an error, wait for what was queued: the buffers belong to the framework.
     Status waited = Wait(d, tensor);

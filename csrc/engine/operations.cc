@@ -56,6 +56,14 @@ void Operations::EndActivity(const std::vector<TensorEntry>& es) {
 Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
   *payload_bytes = 0;
   std::vector<TensorEntry> entries(r.names.size());
+  if (r.type == OpType::JOIN && r.error.empty()) {
+    // Every rank has joined: join() returns the last rank to join, written to its output.
+    if (queue_->Take(r.names[0], &entries[0])) {
+      if (entries[0].output) std::memcpy(entries[0].output, &r.root, sizeof(int32_t));
+      entries[0].done(Status());
+    }
+    return Status();
+  }
   if (!r.error.empty()) {
     // A failed group's members reach every rank, also those that never submitted some of them
     // (controller.cc, FailGroupsAtRoot): only the ones present here fail here.
@@ -65,7 +73,22 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
       if (queue_->Take(name, &entries[0])) entries[0].done(s);
     return s;
   }
+  std::vector<std::vector<char>> zeros;  // a joined rank's part of an allreduce
+  if (r.contributors > 0) zeros.reserve(r.names.size());
   for (size_t i = 0; i < r.names.size(); ++i) {
+    if (r.contributors > 0 && !queue_->Peek(r.names[i])) {
+      // This rank has joined (hvd.join) and adds zeros; its result is dropped.
+      TensorEntry& z = entries[i];
+      z.request.name = r.names[i];
+      z.request.type = r.type;
+      z.request.dtype = r.dtype;
+      z.request.shape = {r.num_elements[i]};
+      zeros.emplace_back(static_cast<size_t>(r.num_elements[i]) * DataTypeSize(r.dtype), 0);
+      z.input = zeros.back().data();
+      z.output = zeros.back().data();
+      z.done = [](const Status&) {};
+      continue;
+    }
     if (!queue_->Take(r.names[i], &entries[i])) {
       // Only possible if the engine is failing everything (shutdown raced this response): the
       // entries taken so far must still complete.
@@ -95,6 +118,7 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
       case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;
       case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
       case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
+      case OpType::JOIN: break;  // handled above
     }
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpEnd(e.request.name);
@@ -104,12 +128,14 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
 
 void Operations::Average(void* buf, size_t count, const Response& r) {
   // Floats multiply by postscale/n; integers divide by n (truncating) so exact sums stay exact.
+  // While ranks have joined, Average divides by the ranks that contributed.
   const bool avg = r.reduce_op == ReduceOp::AVERAGE;
+  const int n = r.contributors > 0 ? r.contributors : mpi_->size;
   if (IsFloating(r.dtype)) {
-    ScaleInPlace(buf, count, r.dtype, avg ? r.postscale / mpi_->size : r.postscale);
+    ScaleInPlace(buf, count, r.dtype, avg ? r.postscale / n : r.postscale);
   } else {
     ScaleInPlace(buf, count, r.dtype, r.postscale);
-    if (avg) DivideIntegers(buf, count, r.dtype, mpi_->size);
+    if (avg) DivideIntegers(buf, count, r.dtype, n);
   }
 }
 

@@ -22,6 +22,7 @@ class ResponseCache {
   size_t capacity() const { return slots_.size(); }
   Lookup Find(const Request& local, int* slot) const;
   const Response& Get(int slot) const { return slots_[slot].response; }
+  bool Used(int slot) const { return slots_[slot].used; }
   void Touch(int slot);
   // Caches a single-tensor response with this rank's request; returns the slot it evicted to
   // make room, or -1.

@@ -98,6 +98,25 @@ def is_homogeneous():
     return _topo("homogeneous")
 
 
+_JOIN = 5  # OpType::JOIN in csrc/common/common.h
+
+
+def join(device=-1):
+    """This rank has run out of data: until every rank has joined, it takes part in the other
+    ranks' allreduces with zeros (Average divides by the ranks that contributed), and any other
+    op they submit fails on every rank naming the joined ranks. Blocks until every rank has
+    joined; returns the last rank to join (whose model saw the most data: broadcast from it to
+    make all ranks equal again). `device` is accepted for upstream compatibility (host only)."""
+    import numpy as np  # noqa: PLC0415  (basics stays importable without NumPy)
+
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    out = np.zeros(1, np.int32)
+    handle = _lib().enqueue(_JOIN, ["horovod.join"], [out], [out], 0, 0, 1.0, 1.0, [])
+    _lib().wait(handle, -1.0)
+    return int(out[0])
+
+
 def mpi_threads_supported():
     """True if MPI runs with MPI_THREAD_MULTIPLE (needed to use mpi4py beside Horovod freely)."""
     return _topo("mpi_threads_multiple")

@@ -26,6 +26,10 @@ import keras  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
 from horovod.tensorflow import reduction as hvd_reduction  # noqa: E402
 from tests.support import scenario  # noqa: E402
+from tests.tensorflow.scenarios_keras_join import (  # noqa: E402
+    scenario_join_fit,
+    scenario_join_tape,
+)
 from tests.tensorflow.scenarios_keras_metrics import scenario_metrics_differ  # noqa: E402
 
 
@@ -426,6 +430,8 @@ SCENARIOS = {
     "save_load": scenario_save_load,
     "schedule_checkpoint": scenario_schedule_checkpoint,
     "metrics_differ": scenario_metrics_differ,
+    "join_fit": scenario_join_fit,
+    "join_tape": scenario_join_tape,
 }
 
 # A program of its own (not a subject module of scenarios_ops.py): it sets TF's thread pools at

@@ -23,6 +23,8 @@ BATCH = [
     "schedule_checkpoint",
     "metrics_differ",
     "mixed_precision",
+    "join_fit",
+    "join_tape",
 ]
 
 
@@ -133,6 +135,14 @@ def test_mixed_precision_ranks_skip_steps_together(keras_run):
     keras_run.check("mixed_precision")
     for how in ("compiled", "wrapped"):
         assert_equal_on_all_ranks(keras_run, f"mixed_precision_{how}", ["weights", "scale"])
+
+
+def test_join_with_uneven_data(keras_run):
+    """Uneven shards: Keras fit and a custom tape loop end on every rank once the shorter ranks
+    join; join() names the last rank, and after a broadcast from it the weights are equal."""
+    for name in ("join_fit", "join_tape"):
+        keras_run.check(name)
+        assert_equal_on_all_ranks(keras_run, name, ["weights"])
 
 
 def test_keras_digits_example():

@@ -38,6 +38,7 @@ from horovod.common.basics import (  # noqa: F401  (re-exported API)
     init,
     is_homogeneous,
     is_initialized,
+    join,
     local_rank,
     local_size,
     mpi_built,

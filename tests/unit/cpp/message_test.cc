@@ -284,13 +284,16 @@ TEST(ResponseList, RoundTripsEveryField) {
   in.shutdown = true;
   in.shutdown_reason = "rank 2 called shutdown()";
   in.shutdown_on_every_rank = true;  // local only: not encoded
+  in.joined = {2, 0};
   in.responses = {SomeResponse(), Response()};
+  in.responses[0].contributors = 3;
   const std::string blob = Encode(in);
   ResponseList out;
   ASSERT_TRUE(Decode(blob.data(), blob.size(), &out));
   EXPECT_TRUE(out.shutdown);
   EXPECT_EQ(out.shutdown_reason, in.shutdown_reason);
   EXPECT_FALSE(out.shutdown_on_every_rank);
+  EXPECT_EQ(out.joined, in.joined);
   ASSERT_EQ(out.responses.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     const Response &a = in.responses[i], &b = out.responses[i];
@@ -300,6 +303,7 @@ TEST(ResponseList, RoundTripsEveryField) {
     EXPECT_EQ(a.first_dims, b.first_dims) << i;
     EXPECT_EQ(a.error, b.error) << i;
     EXPECT_EQ(a.error_is_invalid_argument, b.error_is_invalid_argument) << i;
+    EXPECT_EQ(a.contributors, b.contributors) << i;
   }
   EXPECT_EQ(Encode(out), blob);
 }

@@ -1,0 +1,11 @@
+"""hvd.join() under real mpirun: uneven data ends on every rank without a hang (issue 21)."""
+
+from tests.support.mpi import ENGINE
+
+
+def test_join_with_uneven_steps(world):
+    ENGINE.run_ok(world, "join_uneven", timeout=120)
+
+
+def test_ops_other_than_allreduce_fail_while_a_rank_has_joined(world):
+    ENGINE.run_ok(world, "join_other_ops", timeout=120)
