@@ -46,6 +46,8 @@ bool ToEngineType(tf::DataType t, DataType* out) {
     case tf::DT_BOOL: *out = DataType::BOOL; return true;
     case tf::DT_UINT8: *out = DataType::UINT8; return true;
     case tf::DT_INT8: *out = DataType::INT8; return true;
+    case tf::DT_UINT16: *out = DataType::UINT16; return true;
+    case tf::DT_INT16: *out = DataType::INT16; return true;
     case tf::DT_INT32: *out = DataType::INT32; return true;
     case tf::DT_INT64: *out = DataType::INT64; return true;
     case tf::DT_HALF: *out = DataType::FLOAT16; return true;
@@ -378,9 +380,12 @@ tf::Status UnknownFirstDim(InferenceContext* c) {
 // constants at graph-optimization time (a collective run outside the step, and run again at
 // step time if folding failed on some rank only: the ranks then disagree on how often it ran),
 // and merges ops with equal inputs (common subexpression elimination).
-#define HVD_REDUCE_TYPES "{uint8, int8, int32, int64, half, bfloat16, float, double}"
+// Upstream's lists plus bfloat16, and the 16-bit integers for the reductions too (the engine
+// reduces them on the CPU; a GPU reduction of them is refused on every rank at negotiation).
+#define HVD_REDUCE_TYPES "{uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double}"
 #define HVD_REDUCE_LIST "list(" HVD_REDUCE_TYPES ") >= 1"
-#define HVD_MOVE_TYPES "{bool, uint8, int8, int32, int64, half, bfloat16, float, double}"
+#define HVD_MOVE_TYPES \
+  "{bool, uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double}"
 #define HVD_MOVE_LIST "list(" HVD_MOVE_TYPES ") >= 1"
 
 REGISTER_OP("HorovodAllreduce")

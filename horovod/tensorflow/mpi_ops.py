@@ -97,6 +97,8 @@ _counters = {}
 _REDUCE_DTYPES = (
     tf.uint8,
     tf.int8,
+    tf.uint16,
+    tf.int16,
     tf.int32,
     tf.int64,
     tf.float16,
@@ -163,7 +165,7 @@ def _names(kind, name, tensor):
 
 def _check_dtypes(kind, tensors):
     """Why `kind`'s kernel cannot take `tensors` (a dtype outside its list: tf.string, complex,
-    uint16, bool for a reduction, ...), or None. The one dtype check of every op, eager and in
+    bool for a reduction, ...), or None. The one dtype check of every op, eager and in
     a graph; the op then goes to _invalid instead of its kernel."""
     supported = _KINDS[kind][1]
     bad = sorted({t.dtype.name for t in tensors if t.dtype not in supported})
