@@ -418,6 +418,25 @@ PYBIND11_MODULE(_core, m) {
     d["homogeneous"] = t.homogeneous;
     return d;
   });
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        Status s;
+        {
+          py::gil_scoped_release nogil;
+          s = StartTimeline(path, mark_cycles);
+        }
+        if (!s.ok()) Raise(s);
+      },
+      py::arg("file_path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = StopTimeline();
+    }
+    if (!s.ok()) Raise(s);
+  });
   m.def("build_info", &BuildInfo);
   m.def("gpu_device_count", [] {  // raises "no GPU visible ..." (or "no GPU support") if none
     int n = 0;
