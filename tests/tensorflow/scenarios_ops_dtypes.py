@@ -91,7 +91,7 @@ def sc_dtypes():
         "allreduce": lambda x, nm: hvd.allreduce(x, name=nm),
         "allgather": lambda x, nm: hvd.allgather(x, name=nm),
         "broadcast": lambda x, nm: hvd.broadcast(x, 0, name=nm),
-        "alltoall": lambda x, nm: hvd.alltoall(x, name=nm)[0],
+        "alltoall": lambda x, nm: hvd.alltoall(x, name=nm),
         "reducescatter": lambda x, nm: hvd.reducescatter(x, name=nm),
         "grouped_allreduce": lambda x, nm: hvd.grouped_allreduce([x, x], name=nm)[0],
         "grouped_allgather": lambda x, nm: hvd.grouped_allgather([x], name=nm)[0],
