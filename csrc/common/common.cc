@@ -11,7 +11,9 @@ size_t DataTypeSize(DataType t) {
     case DataType::INT8:
     case DataType::BOOL: return 1;
     case DataType::FLOAT16:
-    case DataType::BFLOAT16: return 2;
+    case DataType::BFLOAT16:
+    case DataType::UINT16:
+    case DataType::INT16: return 2;
     case DataType::INT32:
     case DataType::FLOAT32: return 4;
     case DataType::INT64:
@@ -21,8 +23,8 @@ size_t DataTypeSize(DataType t) {
 }
 
 const char* DataTypeName(DataType t) {
-  static const char* names[] = {"uint8",    "int8",    "int32",   "int64", "float16",
-                                "bfloat16", "float32", "float64", "bool"};
+  static const char* names[] = {"uint8",   "int8",    "int32", "int64",  "float16", "bfloat16",
+                                "float32", "float64", "bool",  "uint16", "int16"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumDataTypes, "a name per DataType");
   auto i = static_cast<unsigned>(t);
   return i < kNumDataTypes ? names[i] : "unknown";
@@ -49,8 +51,8 @@ bool IsFloating(DataType t) {
 }
 
 bool IsInteger(DataType t) {
-  return t == DataType::UINT8 || t == DataType::INT8 || t == DataType::INT32 ||
-         t == DataType::INT64;
+  return t == DataType::UINT8 || t == DataType::INT8 || t == DataType::UINT16 ||
+         t == DataType::INT16 || t == DataType::INT32 || t == DataType::INT64;
 }
 
 int64_t NumElements(const std::vector<int64_t>& shape) {

@@ -22,13 +22,17 @@ enum class DataType : uint8_t {
   FLOAT64,
   // One byte, 0 or 1. Moved (allgather, broadcast, alltoall), never reduced; a dtype of its own
   // so that a bool tensor on one rank and a uint8 tensor on another are a dtype mismatch.
-  BOOL
+  BOOL,
+  // Appended for upstream's TF ops (allgather, broadcast, alltoall take them). Reduced on the
+  // CPU; NCCL has no 16-bit integer type, so GPU reductions refuse them (UnsupportedReduction).
+  UINT16,
+  INT16
 };
 enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
 // JOIN: a rank that ran out of data (hvd.join()); see Controller. Appended: values are on the wire.
 enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, JOIN };
 
-constexpr int kNumDataTypes = 9;
+constexpr int kNumDataTypes = 11;
 constexpr int kNumReduceOps = 5;
 constexpr int kNumOpTypes = 6;
 
@@ -37,7 +41,7 @@ const char* DataTypeName(DataType t);
 const char* ReduceOpName(ReduceOp op);
 const char* OpTypeName(OpType t);  // "ALLREDUCE", ...
 bool IsFloating(DataType t);
-bool IsInteger(DataType t);  // uint8, int8, int32, int64 (not bool)
+bool IsInteger(DataType t);  // uint8, int8, uint16, int16, int32, int64 (not bool)
 // Reductions: allreduce and reducescatter (the ops with a reduce op and scale factors).
 inline bool IsReduction(OpType t) { return t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER; }
 

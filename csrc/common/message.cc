@@ -118,6 +118,10 @@ std::string UnsupportedReduction(const OpSpec& spec) {
        << " is not supported: scale factors need a floating-point dtype (an integer prescale "
        << "would truncate each rank's share before the sum); cast to a float type, or scale the "
        << "result";
+  } else if (spec.gpu && (spec.dtype == DataType::UINT16 || spec.dtype == DataType::INT16)) {
+    os << op << " of " << DataTypeName(spec.dtype) << " on GPU is not supported: NCCL has no "
+       << "16-bit integer type; cast to int32, or reduce the tensor on the CPU (16-bit integers "
+       << "are moved on the GPU: allgather, broadcast, alltoall)";
   }
   return os.str();
 }

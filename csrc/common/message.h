@@ -42,7 +42,8 @@ struct OpSpec {
 
 // Why a spec that every rank agrees on still cannot run, or "": a reduction (allreduce,
 // reducescatter) of bool, or scale factors other than 1 on an integer dtype (the prescale would
-// truncate each rank's share before the sum). The controller checks it at negotiation, so every
+// truncate each rank's share before the sum), or a GPU reduction of a 16-bit integer (NCCL has
+// no such type). The controller checks it at negotiation, so every
 // rank fails alike; the GPU operations check it again before building an NCCL reduction.
 // The text names the op, the dtype and the factors; the caller names the tensor.
 std::string UnsupportedReduction(const OpSpec& spec);

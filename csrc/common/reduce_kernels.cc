@@ -42,22 +42,23 @@ HVD_INLINE half_t F32ToF16(float f) { return static_cast<half_t>(f); }
 #error "a compiler with _Float16 support is required (GCC >= 12 or Clang >= 15)"
 #endif
 
-// Signed integer sums and products wrap like NumPy's: computed in the unsigned type, where
-// overflow is defined (in the signed type it is undefined behaviour, which the optimizer may
-// exploit). Floats and the unsigned type as they are.
+// Integer sums and products wrap like NumPy's: computed in an unsigned type, where overflow is
+// defined (in a signed type it is undefined behaviour, which the optimizer may exploit). Types
+// narrower than int are promoted to (signed) int by C++'s arithmetic, where 65535 * 65535
+// overflows: they are computed in unsigned int. Floats as they are.
+template <typename W>
+using WrapT = std::conditional_t<(sizeof(W) < sizeof(unsigned)), unsigned, std::make_unsigned_t<W>>;
 template <typename W>
 HVD_INLINE W WrapAdd(W x, W y) {
-  if constexpr (std::is_integral_v<W> && std::is_signed_v<W>)
-    return static_cast<W>(static_cast<std::make_unsigned_t<W>>(x) +
-                          static_cast<std::make_unsigned_t<W>>(y));
+  if constexpr (std::is_integral_v<W>)
+    return static_cast<W>(static_cast<WrapT<W>>(x) + static_cast<WrapT<W>>(y));
   else
     return x + y;
 }
 template <typename W>
 HVD_INLINE W WrapMul(W x, W y) {
-  if constexpr (std::is_integral_v<W> && std::is_signed_v<W>)
-    return static_cast<W>(static_cast<std::make_unsigned_t<W>>(x) *
-                          static_cast<std::make_unsigned_t<W>>(y));
+  if constexpr (std::is_integral_v<W>)
+    return static_cast<W>(static_cast<WrapT<W>>(x) * static_cast<WrapT<W>>(y));
   else
     return x * y;
 }
@@ -119,6 +120,8 @@ HVD_INLINE void ScaleLoop(T* __restrict b, size_t n, F factor) {
   }
 HVD_NATIVE_REDUCE(ReduceU8, uint8_t)
 HVD_NATIVE_REDUCE(ReduceI8, int8_t)
+HVD_NATIVE_REDUCE(ReduceU16, uint16_t)
+HVD_NATIVE_REDUCE(ReduceI16, int16_t)
 HVD_NATIVE_REDUCE(ReduceI32, int32_t)
 HVD_NATIVE_REDUCE(ReduceI64, int64_t)
 HVD_NATIVE_REDUCE(ReduceF32, float)
@@ -155,6 +158,8 @@ void ReduceInto(void* dst, const void* a, const void* b, size_t n, DataType dtyp
   switch (dtype) {
     HVD_CASE(UINT8, ReduceU8, uint8_t)
     HVD_CASE(INT8, ReduceI8, int8_t)
+    HVD_CASE(UINT16, ReduceU16, uint16_t)
+    HVD_CASE(INT16, ReduceI16, int16_t)
     HVD_CASE(INT32, ReduceI32, int32_t)
     HVD_CASE(INT64, ReduceI64, int64_t)
     HVD_CASE(FLOAT16, ReduceF16, half_t)
@@ -175,6 +180,8 @@ void ScaleInPlace(void* buf, size_t n, DataType dtype, double factor) {
   switch (dtype) {
     case DataType::UINT8: ScaleLoop(static_cast<uint8_t*>(buf), n, factor); break;
     case DataType::INT8: ScaleLoop(static_cast<int8_t*>(buf), n, factor); break;
+    case DataType::UINT16: ScaleLoop(static_cast<uint16_t*>(buf), n, factor); break;
+    case DataType::INT16: ScaleLoop(static_cast<int16_t*>(buf), n, factor); break;
     case DataType::INT32: ScaleLoop(static_cast<int32_t*>(buf), n, factor); break;
     case DataType::INT64: ScaleLoop(static_cast<int64_t*>(buf), n, factor); break;
     case DataType::FLOAT16:
@@ -199,6 +206,8 @@ void DivideIntegers(void* buf, size_t n, DataType dtype, int64_t d) {
   switch (dtype) {
     case DataType::UINT8: div(static_cast<uint8_t*>(buf)); break;
     case DataType::INT8: div(static_cast<int8_t*>(buf)); break;
+    case DataType::UINT16: div(static_cast<uint16_t*>(buf)); break;
+    case DataType::INT16: div(static_cast<int16_t*>(buf)); break;
     case DataType::INT32: div(static_cast<int32_t*>(buf)); break;
     case DataType::INT64: div(static_cast<int64_t*>(buf)); break;
     default: break;
@@ -206,8 +215,7 @@ void DivideIntegers(void* buf, size_t n, DataType dtype, int64_t d) {
 }
 
 bool AveragesWidened(DataType dtype, ReduceOp op) {
-  return op == ReduceOp::AVERAGE &&
-         (dtype == DataType::UINT8 || dtype == DataType::INT8 || dtype == DataType::INT32);
+  return op == ReduceOp::AVERAGE && IsInteger(dtype) && dtype != DataType::INT64;
 }
 
 void WidenToInt64(const void* src, DataType dtype, int64_t* dst, size_t n) {
@@ -217,6 +225,8 @@ void WidenToInt64(const void* src, DataType dtype, int64_t* dst, size_t n) {
   switch (dtype) {
     case DataType::UINT8: widen(static_cast<const uint8_t*>(src)); break;
     case DataType::INT8: widen(static_cast<const int8_t*>(src)); break;
+    case DataType::UINT16: widen(static_cast<const uint16_t*>(src)); break;
+    case DataType::INT16: widen(static_cast<const int16_t*>(src)); break;
     case DataType::INT32: widen(static_cast<const int32_t*>(src)); break;
     default: std::memcpy(dst, src, n * sizeof(int64_t)); break;
   }
@@ -230,6 +240,8 @@ void NarrowFromInt64(const int64_t* src, DataType dtype, void* dst, size_t n) {
   switch (dtype) {
     case DataType::UINT8: narrow(static_cast<uint8_t*>(dst)); break;
     case DataType::INT8: narrow(static_cast<int8_t*>(dst)); break;
+    case DataType::UINT16: narrow(static_cast<uint16_t*>(dst)); break;
+    case DataType::INT16: narrow(static_cast<int16_t*>(dst)); break;
     case DataType::INT32: narrow(static_cast<int32_t*>(dst)); break;
     default: std::memcpy(dst, src, n * sizeof(int64_t)); break;
   }

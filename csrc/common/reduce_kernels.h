@@ -18,7 +18,7 @@ void ScaleInPlace(void* buf, size_t count, DataType dtype, double factor);
 // Integer Average: buf[i] /= divisor, truncating toward zero like C. No-op for floating types.
 void DivideIntegers(void* buf, size_t count, DataType dtype, int64_t divisor);
 
-// Integer Average reduces in int64 so that uint8/int8/int32 sums cannot wrap before the
+// Integer Average reduces in int64 so that (u)int8/(u)int16/int32 sums cannot wrap before the
 // division: widen the inputs, reduce, divide, narrow the (in-range) averages back.
 bool AveragesWidened(DataType dtype, ReduceOp op);
 void WidenToInt64(const void* src, DataType dtype, int64_t* dst, size_t count);

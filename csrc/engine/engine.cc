@@ -3,6 +3,8 @@
 #include <sys/prctl.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -33,6 +35,15 @@ struct Engine {
   std::thread thread;
   std::atomic<bool> shutdown_requested{false};
   std::string init_error;  // set if Init failed after MPI was initialized
+  // start_timeline/stop_timeline from a user thread: applied by the background thread between
+  // rounds (ApplyTimelineRequest), so that the timeline is only ever touched by one thread.
+  std::mutex timeline_mu;
+  std::condition_variable timeline_cv;
+  std::atomic<uint64_t> timeline_requested{0};
+  uint64_t timeline_applied = 0;  // under timeline_mu
+  std::string timeline_path;      // under timeline_mu; empty: stop
+  bool timeline_mark_cycles = false;
+  Status timeline_status;
 };
 
 std::mutex g_mu;             // guards g_engine across Init/Shutdown
@@ -61,6 +72,39 @@ void ReportSummary(Engine* e) {
   PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level)));
 }
 
+// Background thread: the latest start/stop request, if one is new.
+void ApplyTimelineRequest(Engine* e) {
+  if (e->timeline_requested.load() == e->timeline_applied) return;
+  std::lock_guard<std::mutex> lk(e->timeline_mu);
+  e->timeline.Shutdown();
+  e->timeline_status = Status();
+  if (!e->timeline_path.empty())
+    e->timeline_status = e->timeline.Init(e->timeline_path, e->timeline_mark_cycles);
+  e->timeline_applied = e->timeline_requested.load();
+  e->timeline_cv.notify_all();
+}
+
+// A start (path) or stop (empty path) request, waited for; see engine.h.
+Status RequestTimeline(const std::string& path, bool mark_cycles) {
+  Engine* e = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (!g_running)
+      return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
+    e = g_engine;
+  }
+  if (e->mpi.rank != 0) return Status();
+  std::unique_lock<std::mutex> lk(e->timeline_mu);
+  e->timeline_path = path;
+  e->timeline_mark_cycles = mark_cycles;
+  const uint64_t mine = ++e->timeline_requested;
+  e->queue.Wake();
+  if (!e->timeline_cv.wait_for(lk, std::chrono::seconds(10),
+                               [&] { return e->timeline_applied >= mine; }))
+    return Status();
+  return e->timeline_status;
+}
+
 void BackgroundLoop(Engine* e) {
   // Short sleeps while polling peers must be short: the default 50 us timer slack would
   // stretch every 10 us nap.
@@ -76,7 +120,9 @@ void BackgroundLoop(Engine* e) {
     e->queue.WaitForWork(round_start + cycle_us);
     round_start = NowMicros();
     const bool round_has_ops = ops_waiting || e->queue.InFlight() > 0;
+    ApplyTimelineRequest(e);
     ResponseList rl = e->controller->RunRound(e->shutdown_requested.load());
+    if (!rl.responses.empty()) e->timeline.MarkCycle();
     if (round_has_ops)
       e->stats.negotiation_us += NowMicros() - (ops_waiting ? waiting_since : round_start);
     for (const auto& resp : rl.responses) {
@@ -147,7 +193,8 @@ Status Init(MPI_Comm comm) {
   if (e->config.summary_level > 0) e->mpi.CreateSummaryComm();
   e->topo = {e->mpi.rank,       e->mpi.size,       e->mpi.local_rank,       e->mpi.local_size,
              e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
-  if (!e->config.timeline.empty() && e->mpi.rank == 0) {
+  // HOROVOD_TIMELINE=DYNAMIC (upstream's value): no file until start_timeline().
+  if (!e->config.timeline.empty() && e->config.timeline != "DYNAMIC" && e->mpi.rank == 0) {
     s = e->timeline.Init(e->config.timeline);
     if (!s.ok()) HVD_LOG(WARNING, s.message() << "; continuing without a timeline");
   }
@@ -197,6 +244,13 @@ bool IsInitialized() {
 }
 
 Topology GetTopology() { return g_engine ? g_engine->topo : Topology(); }
+
+Status StartTimeline(const std::string& path, bool mark_cycles) {
+  if (path.empty()) return Status::InvalidArgument("start_timeline needs a file path");
+  return RequestTimeline(path, mark_cycles);
+}
+
+Status StopTimeline() { return RequestTimeline("", false); }
 
 const Config& GetConfig() {
   static Config defaults;

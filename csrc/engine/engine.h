@@ -38,6 +38,15 @@ const Config& GetConfig();
 // and shape are then not looked at (an input whose dtype the engine lacks: give e.g. UINT8).
 Status Enqueue(std::vector<TensorEntry> entries);
 
+// Starts writing a timeline to `path` at run time (upstream's hvd.start_timeline), replacing
+// one being written; `mark_cycles` adds a CYCLE_START instant event for each negotiation round
+// that ran ops. Rank 0 writes, as with HOROVOD_TIMELINE; on other ranks both calls return at
+// once. The background thread (the only writer of events) applies it between rounds; the call
+// returns once it did, or after 10 s if a collective holds that thread (it applies later).
+Status StartTimeline(const std::string& path, bool mark_cycles);
+// Stops it and closes the file (a valid JSON array); nothing to do if none is being written.
+Status StopTimeline();
+
 // What this library was built with (horovodrun --check-build); needs no Init and no GPU.
 struct LinkedLibraries {
   std::string mpi_library;       // MPI_Get_library_version()

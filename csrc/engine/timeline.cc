@@ -23,11 +23,16 @@ std::string JsonEscape(const std::string& s) {
 
 }  // namespace
 
-Status Timeline::Init(const std::string& path) {
+Status Timeline::Init(const std::string& path, bool mark_cycles) {
   file_ = std::fopen(path.c_str(), "w");
-  if (!file_)
-    return Status::InvalidArgument("HOROVOD_TIMELINE: cannot open '" + path + "' for writing");
+  if (!file_) return Status::InvalidArgument("timeline: cannot open '" + path + "' for writing");
   std::fputs("[\n", file_);
+  // A new file: its own process metadata, and the state a previous Shutdown() left.
+  pids_.clear();
+  pending_.clear();
+  stop_ = false;
+  first_ = true;
+  mark_cycles_ = mark_cycles;
   start_us_ = NowMicros();
   enabled_ = true;
   writer_ = std::thread(&Timeline::WriterLoop, this);
@@ -92,6 +97,16 @@ void Timeline::ActivityEnd(const std::string& name) {
 }
 
 void Timeline::OpEnd(const std::string& name) { ActivityEnd(name); }
+
+void Timeline::MarkCycle() {
+  if (!enabled_ || !mark_cycles_) return;
+  const std::string ev = "{\"name\": \"CYCLE_START\", \"ph\": \"i\", \"s\": \"g\", \"ts\": " +
+                         std::to_string(NowMicros() - start_us_) + ", \"pid\": 0, \"tid\": 0}";
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!first_) pending_ += ",\n";
+  first_ = false;
+  pending_ += ev;
+}
 
 void Timeline::WriterLoop() {
   std::unique_lock<std::mutex> lk(mu_);

@@ -20,7 +20,8 @@ namespace hvd {
 class Timeline {
  public:
   ~Timeline() { Shutdown(); }
-  Status Init(const std::string& path);
+  // Opens `path` and starts writing; after Shutdown() it may be called again (a new file).
+  Status Init(const std::string& path, bool mark_cycles = false);
   bool enabled() const { return enabled_; }
 
   void NegotiateStart(const std::string& name, OpType type, int64_t ts_us);
@@ -30,6 +31,7 @@ class Timeline {
   void ActivityStart(const std::string& name, const char* activity);
   void ActivityEnd(const std::string& name);
   void OpEnd(const std::string& name);
+  void MarkCycle();  // a CYCLE_START instant event, if Init asked for them
   void Shutdown();
 
  private:
@@ -37,7 +39,7 @@ class Timeline {
   void Event(const std::string& name, char phase, int pid, int64_t ts_us, const char* extra = "");
   void WriterLoop();
 
-  bool enabled_ = false;
+  bool enabled_ = false, mark_cycles_ = false;
   int64_t start_us_ = 0;
   std::FILE* file_ = nullptr;
   std::unordered_map<std::string, int> pids_;  // background thread only

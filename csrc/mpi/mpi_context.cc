@@ -25,6 +25,8 @@ MPI_Datatype MpiDataType(DataType t) {
     case DataType::UINT8:
     case DataType::BOOL: return MPI_UINT8_T;  // bool is only moved, as bytes
     case DataType::INT8: return MPI_INT8_T;
+    case DataType::UINT16: return MPI_UINT16_T;
+    case DataType::INT16: return MPI_INT16_T;
     case DataType::INT32: return MPI_INT32_T;
     case DataType::INT64: return MPI_INT64_T;
     case DataType::FLOAT16:

@@ -100,7 +100,12 @@ bool NcclType(DataType t, ncclDataType_t* out) {
     case DataType::BFLOAT16: *out = ncclBfloat16; return true;
     case DataType::FLOAT32: *out = ncclFloat32; return true;
     case DataType::FLOAT64: *out = ncclFloat64; return true;
-    case DataType::BOOL: return false;  // moved as bytes, never reduced
+    case DataType::BOOL:
+      return false;  // moved as bytes, never reduced
+    // NCCL has no 16-bit integer type: moved as bytes, reductions refused at negotiation
+    // (UnsupportedReduction).
+    case DataType::UINT16:
+    case DataType::INT16: return false;
   }
   return false;
 }

@@ -110,6 +110,10 @@ bool ToDataType(const py::dtype& dt, const char* what, DataType* out, std::strin
     *out = DataType::UINT8;
   else if (kind == 'i' && size == 1)
     *out = DataType::INT8;
+  else if (kind == 'u' && size == 2)
+    *out = DataType::UINT16;
+  else if (kind == 'i' && size == 2)
+    *out = DataType::INT16;
   else if (kind == 'i' && size == 4)
     *out = DataType::INT32;
   else if (kind == 'i' && size == 8)
@@ -126,8 +130,8 @@ bool ToDataType(const py::dtype& dt, const char* what, DataType* out, std::strin
     ok = false;
   if (!ok)
     *why = std::string(what) + " dtype " + py::str(dt).cast<std::string>() +
-           " is not supported; use uint8, int8, int32, int64, float16, bfloat16, float32 or "
-           "float64 (or bool, for allgather, broadcast and alltoall)";
+           " is not supported; use uint8, int8, uint16, int16, int32, int64, float16, bfloat16, "
+           "float32 or float64 (or bool, for allgather, broadcast and alltoall)";
   return ok;
 }
 
@@ -413,6 +417,25 @@ PYBIND11_MODULE(_core, m) {
     d["mpi_threads_multiple"] = t.mpi_threads_multiple;
     d["homogeneous"] = t.homogeneous;
     return d;
+  });
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        Status s;
+        {
+          py::gil_scoped_release nogil;
+          s = StartTimeline(path, mark_cycles);
+        }
+        if (!s.ok()) Raise(s);
+      },
+      py::arg("file_path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = StopTimeline();
+    }
+    if (!s.ok()) Raise(s);
   });
   m.def("build_info", &BuildInfo);
   m.def("gpu_device_count", [] {  // raises "no GPU visible ..." (or "no GPU support") if none

@@ -46,6 +46,8 @@ bool ToEngineType(tf::DataType t, DataType* out) {
     case tf::DT_BOOL: *out = DataType::BOOL; return true;
     case tf::DT_UINT8: *out = DataType::UINT8; return true;
     case tf::DT_INT8: *out = DataType::INT8; return true;
+    case tf::DT_UINT16: *out = DataType::UINT16; return true;
+    case tf::DT_INT16: *out = DataType::INT16; return true;
     case tf::DT_INT32: *out = DataType::INT32; return true;
     case tf::DT_INT64: *out = DataType::INT64; return true;
     case tf::DT_HALF: *out = DataType::FLOAT16; return true;
@@ -288,6 +290,18 @@ std::string ReadSplits(const tf::Tensor& splits, std::vector<int64_t>* out) {
   return "";
 }
 
+// Upstream's default splits: `rows` divided evenly by `n` ranks. Rows that do not divide are
+// refused as upstream refuses them, rather than split unevenly: the reason is negotiated, so
+// every rank fails with it. The NumPy frontend says the same (horovod/numpy/__init__.py).
+std::string EvenSplits(int64_t rows, int n, std::vector<int64_t>* out) {
+  if (rows % n != 0)
+    return "alltoall without splits needs a first dimension divisible by the number of ranks (" +
+           std::to_string(n) + "), got " + std::to_string(rows) +
+           " rows; pass splits to send uneven rows";
+  out->assign(n, rows / n);
+  return "";
+}
+
 // Alltoall: inputs (tensor, splits, name); outputs (rows received, rows from each rank).
 // Bad splits, and a reason the Python side found (`splits_error`: splits that are not even a
 // tensor), do not fail the op here: they go to the engine as the request's `invalid` reason,
@@ -304,6 +318,9 @@ class AlltoallOp : public HorovodKernel {
     if (!MakeEntry(c, name, c->input(0), &e)) return done();
     e.request.invalid = splits_error_;
     if (e.request.invalid.empty()) e.request.invalid = ReadSplits(c->input(1), &e.request.splits);
+    // No splits (empty, upstream's convention for splits=None): the rows divided evenly.
+    if (e.request.invalid.empty() && e.request.splits.empty() && !e.request.shape.empty())
+      e.request.invalid = EvenSplits(e.request.shape[0], GetTopology().size, &e.request.splits);
     if (!e.request.invalid.empty()) e.request.splits.clear();
     e.allocate_output = AllocateOutput(c, 0);
     auto received = std::make_shared<std::vector<int64_t>>();
@@ -378,9 +395,12 @@ tf::Status UnknownFirstDim(InferenceContext* c) {
 // constants at graph-optimization time (a collective run outside the step, and run again at
 // step time if folding failed on some rank only: the ranks then disagree on how often it ran),
 // and merges ops with equal inputs (common subexpression elimination).
-#define HVD_REDUCE_TYPES "{uint8, int8, int32, int64, half, bfloat16, float, double}"
+// Upstream's lists plus bfloat16, and the 16-bit integers for the reductions too (the engine
+// reduces them on the CPU; a GPU reduction of them is refused on every rank at negotiation).
+#define HVD_REDUCE_TYPES "{uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double}"
 #define HVD_REDUCE_LIST "list(" HVD_REDUCE_TYPES ") >= 1"
-#define HVD_MOVE_TYPES "{bool, uint8, int8, int32, int64, half, bfloat16, float, double}"
+#define HVD_MOVE_TYPES \
+  "{bool, uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double}"
 #define HVD_MOVE_LIST "list(" HVD_MOVE_TYPES ") >= 1"
 
 REGISTER_OP("HorovodAllreduce")
@@ -431,8 +451,9 @@ REGISTER_OP("HorovodReducescatter")
     .Doc("Reduces across ranks; each rank keeps its block of rows.");
 
 // Splits of any real dtype reach the kernel, which checks them before any conversion (a cast
-// to int32 in Python wrapped int64 values and truncated floats). A scalar tensor is not
-// refused by the shape function either: the engine names it on every rank at run time.
+// to int32 in Python wrapped int64 values and truncated floats). Empty splits: even ones. A scalar
+// tensor is not refused by the shape function either: the engine names it on every rank at run
+// time.
 REGISTER_OP("HorovodAlltoall")
     .Attr("T: " HVD_MOVE_TYPES)
     .Attr(

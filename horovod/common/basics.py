@@ -6,6 +6,7 @@ Importing this module does not initialize MPI; `init()` does.
 import atexit
 import collections
 import importlib
+import os
 
 from horovod import __version__
 
@@ -72,6 +73,23 @@ def _topo(key):
 
 def rank():
     return _topo("rank")
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing a Chrome-trace timeline to `file_path` (rank 0 writes; elsewhere a
+    no-op), replacing the one being written, HOROVOD_TIMELINE's included. `mark_cycles` adds a
+    CYCLE_START event for each negotiation round that ran ops. Returns once the file is open."""
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    _lib().start_timeline(os.fspath(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    """Stops the timeline and closes its file (a complete JSON array); a no-op if none is
+    being written."""
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    _lib().stop_timeline()
 
 
 def size():

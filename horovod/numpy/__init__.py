@@ -332,16 +332,27 @@ def alltoall_async(tensor, splits=None, name=None):
         values, why = [], ""  # _submit refuses the input itself
     elif t.ndim == 0:
         values, why = [], "alltoall needs at least one dimension"
+    elif t.shape[0] % size():
+        # Refused as upstream (and horovod.tensorflow) refuse it, on every rank, rather than
+        # split unevenly.
+        values, why = (
+            [],
+            (
+                "alltoall without splits needs a first dimension divisible by the number of ranks "
+                f"({size()}), got {t.shape[0]} rows; pass splits to send uneven rows"
+            ),
+        )
     else:
-        n = size()
-        values = [t.shape[0] // n + (1 if r < t.shape[0] % n else 0) for r in range(n)]
-        why = ""
+        values, why = [t.shape[0] // size()] * size(), ""
     return _submit(_ALLTOALL, [name], [tensor], splits=values, invalid=why)
 
 
 def alltoall(tensor, splits=None, name=None):
-    """Sends splits[r] rows of `tensor` to rank r (even splits by default); returns the rows
-    received, ordered by sender, and how many came from each rank."""
+    """Sends splits[r] rows of `tensor` to rank r; returns the rows received, ordered by
+    sender, and how many came from each rank (also without `splits`, unlike
+    horovod.tensorflow's: one return shape for both forms). Without `splits` the first
+    dimension is split evenly; one the number of ranks does not divide is a ValueError on every
+    rank."""
     return synchronize(alltoall_async(tensor, splits, name))
 
 

@@ -40,6 +40,8 @@ from horovod.common.basics import (  # noqa: F401  (re-exported API)
     rocm_built,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
 )
 from horovod.common.exceptions import (  # noqa: F401
     HorovodInternalError,
@@ -51,8 +53,10 @@ from horovod.tensorflow.collectives import (  # noqa: F401
     allreduce,
     alltoall,
     broadcast,
+    broadcast_,
     grouped_allgather,
     grouped_allreduce,
+    grouped_reducescatter,
     reducescatter,
 )
 from horovod.tensorflow.compression import Compression  # noqa: F401
@@ -64,6 +68,18 @@ from horovod.tensorflow.functions import (  # noqa: F401
     broadcast_object_fn,
     broadcast_variables,
 )
-from horovod.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+from horovod.tensorflow.mpi_ops import (  # noqa: F401
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    local_rank_op,
+    local_size_op,
+    process_set_included_op,
+    rank_op,
+    size_op,
+)
 from horovod.tensorflow.optimizer_v1 import DistributedOptimizer  # noqa: F401
 from horovod.tensorflow.tape import DistributedGradientTape  # noqa: F401

@@ -1,7 +1,8 @@
 """The collectives on TensorFlow tensors (hvd.allreduce, grouped_allreduce, allgather,
-grouped_allgather, broadcast, alltoall, reducescatter): argument handling and compression
-around the ops of mpi_ops. horovod.tensorflow re-exports them; the Keras helpers and gradient
-reduction call them from here, so neither needs the package's __init__.
+grouped_allgather, broadcast, broadcast_, alltoall, reducescatter, grouped_reducescatter):
+argument handling and compression around the ops of mpi_ops. horovod.tensorflow re-exports
+them; the Keras helpers and gradient reduction call them from here, so neither needs the
+package's __init__.
 """
 
 import tensorflow as tf
@@ -114,16 +115,35 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set
 
 
 @_no_autograph
+def broadcast_(variables, root_rank, name=None, process_set=None):
+    """Assigns root_rank's values to `variables` (tf.Variable) on every rank, in one grouped
+    op (ranks must agree on the count), and returns their updated values, as upstream's
+    in-place broadcast. The assignment is TensorFlow's own: each variable's buffer is written
+    once, after the broadcast."""
+    _check_process_set(process_set)
+    variables = list(variables)
+    if not variables:
+        return []
+    values = _ops._broadcast(
+        [tf.convert_to_tensor(v) for v in variables], root_rank, name, grouped=True
+    )
+    assigns = [v.assign(b, read_value=False) for v, b in zip(variables, values)]
+    with tf.control_dependencies([a for a in assigns if a is not None]):
+        return [v.read_value() for v in variables]
+
+
+@_no_autograph
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
-    """Sends splits[r] rows to rank r (even splits by default). Returns (rows received, rows
-    received from each rank)."""
+    """Sends splits[r] rows to rank r and returns (rows received, rows received from each
+    rank), as upstream. Without `splits`, the first dimension is split evenly and only the rows
+    received are returned; a first dimension that the number of ranks does not divide fails
+    with tf.errors.InvalidArgumentError on every rank (the kernel checks it when it runs, so
+    also for shapes known only then)."""
     _check_process_set(process_set)
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
-        n = size()
-        # The first dimension; 0 for a scalar, which the engine then refuses on every rank.
-        rows = tf.concat([tf.shape(tensor, out_type=tf.int64), tf.zeros([1], tf.int64)], 0)[0]
-        splits = rows // n + tf.cast(tf.range(n, dtype=tf.int64) < rows % n, tf.int64)
+        # Empty splits: the kernel's even split (upstream's convention).
+        return _ops._alltoall(tensor, tf.zeros([0], tf.int32), name)[0]
     return _ops._alltoall(tensor, splits, name)
 
 
@@ -143,3 +163,29 @@ def reducescatter(
     return _ops._reducescatter(
         [tf.convert_to_tensor(tensor)], op, name, prescale_factor, postscale_factor
     )[0]
+
+
+@_no_autograph
+def grouped_reducescatter(
+    tensors,
+    device_dense="",
+    compression=Compression.none,
+    op=Average,
+    process_set=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    name=None,
+):
+    """Reducescatters a list of tensors submitted together: one op, one negotiation; ranks
+    must pass the same number of tensors, or it fails on every rank naming each rank's count.
+    Returns this rank's block of rows of each, in the input order. Upstream's signature, plus
+    `name` (last), which names the group as in grouped_allreduce."""
+    _check_process_set(process_set)
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if not tensors:
+        return []
+    compressed = [compression.compress(t) for t in tensors]
+    reduced = _ops._reducescatter(
+        [c for c, _ in compressed], op, name, prescale_factor, postscale_factor, grouped=True
+    )
+    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]

@@ -95,6 +95,21 @@ def checks(r, n):
         except tf.errors.InvalidArgumentError as e:
             refused = "of int32 with prescale_factor 0.5" in str(e)
         yield "integer scale factors refused, as on the CPU", refused
+        # NCCL has no 16-bit integer type: refused on every rank at negotiation (the input must
+        # be in GPU memory for this to be the GPU path: Cast has GPU kernels for int16).
+        x16 = tf.cast(tf.fill([4], r + 1), tf.int16)
+        try:
+            hvd.allreduce(x16, op=hvd.Sum, name="gpu.i16")
+            refused = False
+        except tf.errors.InvalidArgumentError as e:
+            refused = "of int16 on GPU is not supported" in str(e)
+        yield "int16 reductions refused on the GPU (NCCL has no such type)", on_gpu(x16) and refused
+        g = hvd.allgather(tf.cast(tf.fill([2], r), tf.uint16), name="gpu.gather.u16")
+        want = np.repeat(np.arange(n), 2).tolist()
+        yield (
+            "NCCL allgather of uint16 (moved as bytes)",
+            on_gpu(g) and g.dtype == tf.uint16 and g.numpy().tolist() == want,
+        )
         a, splits = hvd.alltoall(tf.fill([2 * n], r), splits=[2] * n, name="gpu.a2a")
         yield (
             "NCCL alltoall (grouped send/recv)",

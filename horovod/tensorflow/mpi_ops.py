@@ -97,6 +97,8 @@ _counters = {}
 _REDUCE_DTYPES = (
     tf.uint8,
     tf.int8,
+    tf.uint16,
+    tf.int16,
     tf.int32,
     tf.int64,
     tf.float16,
@@ -163,7 +165,7 @@ def _names(kind, name, tensor):
 
 def _check_dtypes(kind, tensors):
     """Why `kind`'s kernel cannot take `tensors` (a dtype outside its list: tf.string, complex,
-    uint16, bool for a reduction, ...), or None. The one dtype check of every op, eager and in
+    bool for a reduction, ...), or None. The one dtype check of every op, eager and in
     a graph; the op then goes to _invalid instead of its kernel."""
     supported = _KINDS[kind][1]
     bad = sorted({t.dtype.name for t in tensors if t.dtype not in supported})
@@ -355,6 +357,40 @@ def _alltoall(tensor, splits, name=None):
             return out, tf.zeros([_b.size()], tf.int32)
     splits, why = _splits_input(splits)
     return _lib.horovod_alltoall(tensor, splits, key, splits_error=why, name=node)
+
+
+# ---- topology as ops: evaluated when the graph runs, not when it is built (upstream's names)
+
+
+def rank_op(name=None):
+    """This process's rank, as an int32 scalar computed when the op runs."""
+    return _lib.horovod_rank(name=name)
+
+
+def local_rank_op(name=None):
+    """This process's rank on its host, as an int32 scalar computed when the op runs."""
+    return _lib.horovod_local_rank(name=name)
+
+
+def size_op(process_set_id=0, name=None):
+    """The number of ranks, as an int32 scalar computed when the op runs. Only the global
+    process set (0) exists here: another id fails when the op runs."""
+    return _lib.horovod_size(process_set_id=process_set_id, name=name)
+
+
+def local_size_op(name=None):
+    """The number of ranks on this host, as an int32 scalar computed when the op runs."""
+    return _lib.horovod_local_size(name=name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """1 if this process is in the process set: always, for the global set (0), the only one
+    here; another id fails when the op runs."""
+    return _lib.horovod_process_set_included(process_set_id=process_set_id, name=name)
+
+
+for _op_name in ("Rank", "LocalRank", "Size", "LocalSize", "ProcessSetIncluded"):
+    tf.no_gradient(f"Horovod{_op_name}")
 
 
 # ---- gradients (of the op, for every tensor it carries) ------------------------------------

@@ -13,7 +13,8 @@ except ImportError:  # the tests' requirements install it; without it bfloat16 i
     BF16 = None
 
 DTYPES = [
-    np.dtype(t) for t in ("uint8", "int8", "int32", "int64", "float16", "float32", "float64")
+    np.dtype(t)
+    for t in ("uint8", "int8", "uint16", "int16", "int32", "int64", "float16", "float32", "float64")
 ] + ([BF16] if BF16 is not None else [])
 SHAPES = [(1,), (17,), (5, 3), (3, 2, 4), (100003,)]
 OPS = {

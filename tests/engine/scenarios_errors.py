@@ -94,6 +94,15 @@ def sc_mismatch():
         "mm/splits",
         "split",
     )
+    # No splits and rows the ranks do not divide: refused on every rank (upstream's rule), here
+    # when only the last rank's rows do not divide, naming it.
+    expect_error(
+        lambda: hvd.alltoall(np.ones(2 * n + (r == n - 1)), name="mm/a2a-odd"),
+        ValueError,
+        "mm/a2a-odd",
+        f"on rank {n - 1}",
+        f"divisible by the number of ranks ({n}), got {2 * n + 1} rows",
+    )
     expect_error(lambda: hvd.allgather(np.float32(1), name="mm/scalar"), ValueError, "scalar")
     expect_error(
         lambda: hvd.allreduce(np.ones(2, np.complex64), name="mm/cplx"),

@@ -11,6 +11,8 @@ import horovod.tensorflow as hvd
 REDUCE_DTYPES = [
     tf.uint8,
     tf.int8,
+    tf.uint16,
+    tf.int16,
     tf.int32,
     tf.int64,
     tf.float16,

@@ -23,6 +23,7 @@ from tests.tensorflow import (
     scenarios_ops_allgather_broadcast,
     scenarios_ops_allreduce,  # noqa: E402
     scenarios_ops_alltoall_reducescatter,
+    scenarios_ops_api,
     scenarios_ops_dtypes,
     scenarios_ops_errors,
     scenarios_ops_extras,
@@ -46,6 +47,7 @@ SCENARIOS = scenario.collect(
     scenarios_ops_errors,
     scenarios_ops_dtypes,
     scenarios_ops_agreement,
+    scenarios_ops_api,
 )
 
 if __name__ == "__main__":

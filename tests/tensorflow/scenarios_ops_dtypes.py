@@ -27,7 +27,7 @@ def sc_dtypes():
       uint8, so a uint8 broadcast into a bool tensor passed and left bytes that are not 0/1.
     - integer scale factors are refused, naming tensor, dtype and factors. Before: each rank's
       share was truncated before the sum.
-    - dtypes no kernel takes (string, complex64/128, uint16, int16) fail with an error naming
+    - dtypes no kernel takes (string, complex64/128, uint32, uint64) fail with an error naming
       the op, the tensor, the dtype and the supported ones, on every rank, also when only one
       rank has the bad dtype. Before: TensorFlow's op-definition error naming neither Horovod
       nor the tensor, on the bad rank only, while the others waited."""
@@ -91,12 +91,12 @@ def sc_dtypes():
         "allreduce": lambda x, nm: hvd.allreduce(x, name=nm),
         "allgather": lambda x, nm: hvd.allgather(x, name=nm),
         "broadcast": lambda x, nm: hvd.broadcast(x, 0, name=nm),
-        "alltoall": lambda x, nm: hvd.alltoall(x, name=nm)[0],
+        "alltoall": lambda x, nm: hvd.alltoall(x, name=nm),
         "reducescatter": lambda x, nm: hvd.reducescatter(x, name=nm),
         "grouped_allreduce": lambda x, nm: hvd.grouped_allreduce([x, x], name=nm)[0],
         "grouped_allgather": lambda x, nm: hvd.grouped_allgather([x], name=nm)[0],
     }
-    for dtype in (tf.string, tf.complex64, tf.complex128, tf.uint16, tf.int16):
+    for dtype in (tf.string, tf.complex64, tf.complex128, tf.uint32, tf.uint64):
         for kind, fn in ops.items():
             op = kind.replace("grouped_", "")
             needles = (f"hvd.{op} does not support dtype {dtype.name}", "supported: ")

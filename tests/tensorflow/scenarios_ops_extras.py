@@ -122,8 +122,8 @@ def sc_extras():
     assert got.shape == () and float(got) == n - 1, got
     assert hvd.broadcast(tf.zeros([0, 2]), 0).shape == (0, 2)
     assert hvd.allgather(tf.zeros([0, 2, 2])).shape == (0, 2, 2)
-    got, recv = hvd.alltoall(tf.zeros([0, 2]))
-    assert got.shape == (0, 2) and recv.numpy().tolist() == [0] * n
+    got = hvd.alltoall(tf.zeros([0, 2]))  # no splits: the tensor alone
+    assert got.shape == (0, 2), got
     got = hvd.reducescatter(tf.ones([1, 2]), op=hvd.Sum)  # one row: rank 0 gets it
     assert got.shape == ((1, 2) if r == 0 else (0, 2)) and (got.numpy() == n).all(), got
     expect_error(lambda: hvd.allgather(tf.constant(1.0)), tf.errors.InvalidArgumentError, "scalar")

@@ -49,6 +49,8 @@ from horovod.common.basics import (  # noqa: F401  (re-exported API)
     rocm_built,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
 )
 from horovod.common.exceptions import (  # noqa: F401
     HorovodInternalError,

@@ -91,13 +91,15 @@ TEST(OpSpec, EveryFieldTakesPartInEqualityAndOrder) {
 // Wire values cross process boundaries: a new dtype is appended, and every one has a name and
 // a size. A new DataType needs its cases in the switches (the compiler's -Wswitch says where)
 // and a line here.
-TEST(DataType, EveryValueHasANameAndASizeAndBoolIsLast) {
+TEST(DataType, EveryValueHasANameAndASizeAndNewOnesAreAppended) {
   static_assert(static_cast<int>(DataType::FLOAT64) == 7, "existing wire values never move");
-  static_assert(static_cast<int>(DataType::BOOL) == 8 && kNumDataTypes == 9,
-                "bool is appended after float64");
-  const char* names[] = {"uint8",    "int8",    "int32",   "int64", "float16",
-                         "bfloat16", "float32", "float64", "bool"};
-  const size_t sizes[] = {1, 1, 4, 8, 2, 2, 4, 8, 1};
+  static_assert(static_cast<int>(DataType::BOOL) == 8, "bool is appended after float64");
+  static_assert(static_cast<int>(DataType::UINT16) == 9 &&
+                    static_cast<int>(DataType::INT16) == 10 && kNumDataTypes == 11,
+                "uint16 and int16 are appended after bool");
+  const char* names[] = {"uint8",   "int8",    "int32", "int64",  "float16", "bfloat16",
+                         "float32", "float64", "bool",  "uint16", "int16"};
+  const size_t sizes[] = {1, 1, 4, 8, 2, 2, 4, 8, 1, 2, 2};
   for (int i = 0; i < kNumDataTypes; ++i) {
     const DataType t = static_cast<DataType>(i);
     EXPECT_STREQ(DataTypeName(t), names[i]) << i;
@@ -106,10 +108,37 @@ TEST(DataType, EveryValueHasANameAndASizeAndBoolIsLast) {
   EXPECT_STREQ(DataTypeName(static_cast<DataType>(kNumDataTypes)), "unknown");
   EXPECT_FALSE(IsFloating(DataType::BOOL));
   EXPECT_FALSE(IsInteger(DataType::BOOL));
-  for (DataType t : {DataType::UINT8, DataType::INT8, DataType::INT32, DataType::INT64})
+  for (DataType t : {DataType::UINT8, DataType::INT8, DataType::UINT16, DataType::INT16,
+                     DataType::INT32, DataType::INT64})
     EXPECT_TRUE(IsInteger(t) && !IsFloating(t)) << DataTypeName(t);
   for (DataType t : {DataType::FLOAT16, DataType::BFLOAT16, DataType::FLOAT32, DataType::FLOAT64})
     EXPECT_TRUE(IsFloating(t) && !IsInteger(t)) << DataTypeName(t);
+}
+
+// NCCL has no 16-bit integer type: a GPU reduction of one is refused (every rank alike, at
+// negotiation); on the CPU, and for the ops that move bytes, they run.
+TEST(UnsupportedReduction, SixteenBitIntegersAreNotReducedOnTheGpu) {
+  for (DataType t : {DataType::UINT16, DataType::INT16}) {
+    OpSpec s;
+    s.dtype = t;
+    for (OpType op : {OpType::ALLREDUCE, OpType::REDUCESCATTER}) {
+      s.type = op;
+      s.gpu = false;
+      EXPECT_EQ(UnsupportedReduction(s), "") << DataTypeName(t);
+      s.gpu = true;
+      const std::string why = UnsupportedReduction(s);
+      EXPECT_NE(why.find(std::string(DataTypeName(t)) + " on GPU"), std::string::npos) << why;
+      EXPECT_NE(why.find("NCCL"), std::string::npos) << why;
+    }
+    for (OpType op : {OpType::ALLGATHER, OpType::BROADCAST, OpType::ALLTOALL}) {
+      s.type = op;
+      EXPECT_EQ(UnsupportedReduction(s), "") << OpTypeName(op);
+    }
+  }
+  OpSpec f;
+  f.dtype = DataType::INT32;
+  f.gpu = true;
+  EXPECT_EQ(UnsupportedReduction(f), "");
 }
 
 TEST(UnsupportedReduction, BoolIsMovedNeverReduced) {

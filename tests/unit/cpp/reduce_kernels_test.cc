@@ -152,6 +152,8 @@ void CheckNative(DataType dtype, T lo, T hi) {
 
 TEST(ReduceInto, Uint8) { CheckNative<uint8_t>(DataType::UINT8, 0, 15); }
 TEST(ReduceInto, Int8) { CheckNative<int8_t>(DataType::INT8, -8, 7); }
+TEST(ReduceInto, Uint16) { CheckNative<uint16_t>(DataType::UINT16, 0, 250); }
+TEST(ReduceInto, Int16) { CheckNative<int16_t>(DataType::INT16, -120, 120); }
 TEST(ReduceInto, Int32) { CheckNative<int32_t>(DataType::INT32, -1000, 1000); }
 TEST(ReduceInto, Int64) { CheckNative<int64_t>(DataType::INT64, -100000, 100000); }
 TEST(ReduceInto, Float32) { CheckNative<float>(DataType::FLOAT32, -50, 50); }
@@ -168,6 +170,19 @@ TEST(ReduceInto, SmallIntegersWrapLikeNumPy) {
   const std::vector<int8_t> t = {100, -1};
   ReduceInto(s.data(), t.data(), 2, DataType::INT8, ReduceOp::SUM);
   EXPECT_EQ(s, (std::vector<int8_t>{-56, 127}));
+  // 16-bit products exceed int, which C++ promotes them to: they must wrap, not overflow.
+  std::vector<uint16_t> w = {65535, 40000, 1};
+  const std::vector<uint16_t> x = {65535, 2, 65535};
+  ReduceInto(w.data(), x.data(), 3, DataType::UINT16, ReduceOp::PRODUCT);
+  EXPECT_EQ(w, (std::vector<uint16_t>{1, 14464, 65535}));
+  ReduceInto(w.data(), x.data(), 3, DataType::UINT16, ReduceOp::SUM);
+  EXPECT_EQ(w, (std::vector<uint16_t>{0, 14466, 65534}));
+  std::vector<int16_t> y = {-32768, 32767, 300};
+  const std::vector<int16_t> z = {-1, 2, 300};
+  ReduceInto(y.data(), z.data(), 3, DataType::INT16, ReduceOp::PRODUCT);
+  EXPECT_EQ(y, (std::vector<int16_t>{-32768, -2, 24464}));
+  ReduceInto(y.data(), z.data(), 3, DataType::INT16, ReduceOp::SUM);
+  EXPECT_EQ(y, (std::vector<int16_t>{32767, 0, 24764}));
 }
 
 // float16 and bfloat16: each element is widened to float32, combined, rounded back.
@@ -321,6 +336,8 @@ TEST(IntegerAverage, WidenDivideNarrow) {
   EXPECT_TRUE(AveragesWidened(DataType::UINT8, ReduceOp::AVERAGE));
   EXPECT_TRUE(AveragesWidened(DataType::INT8, ReduceOp::AVERAGE));
   EXPECT_TRUE(AveragesWidened(DataType::INT32, ReduceOp::AVERAGE));
+  EXPECT_TRUE(AveragesWidened(DataType::UINT16, ReduceOp::AVERAGE));
+  EXPECT_TRUE(AveragesWidened(DataType::INT16, ReduceOp::AVERAGE));
   EXPECT_FALSE(AveragesWidened(DataType::INT64, ReduceOp::AVERAGE));
   EXPECT_FALSE(AveragesWidened(DataType::FLOAT16, ReduceOp::AVERAGE));
   EXPECT_FALSE(AveragesWidened(DataType::INT8, ReduceOp::SUM));
