@@ -154,7 +154,6 @@ KNOWN_MISSING = {
         "global_process_set": PROCESS_SETS,
         "add_process_set": PROCESS_SETS,
         "remove_process_set": PROCESS_SETS,
-        "join": "issue 21, join (uneven data: only allreduce while ranks have joined)",
         "SyncBatchNormalization": "issue 21, SyncBatchNormalization",
         "PartialDistributedGradientTape": "issue 21, partial distributed tape/optimizer",
         "elastic": "issue 21, elastic (needs a launcher that changes the world)",
