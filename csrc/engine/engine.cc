@@ -158,8 +158,10 @@ Status Init(MPI_Comm comm) {
     RollCall roll_call;
     if (e->mpi.roll_call_available()) {
       MpiContext* mpi = &e->mpi;
-      roll_call.announce = [mpi](int64_t seq) { mpi->AnnounceBlocked(seq); };
-      roll_call.poll = [mpi](std::vector<int64_t>* latest) { mpi->PollAnnouncements(latest); };
+      roll_call.send = [mpi](int to, int64_t word) { mpi->SendNote(to, word); };
+      roll_call.poll = [mpi](std::vector<std::pair<int, int64_t>>* notes) {
+        mpi->PollNotes(notes);
+      };
     }
     GlobalWatchdog().Start(
         e->mpi.rank, e->mpi.size, e->config.stall_check_time_s, e->config.stall_shutdown_time_s,

@@ -12,6 +12,7 @@ import horovod.numpy as hvd
 from tests.engine import (
     scenarios_collectives,
     scenarios_errors,
+    scenarios_faults,
     scenarios_frontend,
     scenarios_hardening,
     scenarios_lifecycle,
@@ -23,6 +24,7 @@ from tests.support import scenario
 SCENARIOS = scenario.collect(
     scenarios_collectives,
     scenarios_errors,
+    scenarios_faults,
     scenarios_frontend,
     scenarios_hardening,
     scenarios_lifecycle,

@@ -1,0 +1,29 @@
+"""A peer's slow local step, which is not a stall (test_faults.py). The last argument of each
+scenario is a marker the test finds the processes by."""
+
+import sys
+import time
+
+import numpy as np
+
+import horovod.numpy as hvd
+
+
+def sc_slow_local_step():
+    """Rank 0 gathers argv[2] MiB, the others one row: rank 0 copies its segment into fresh
+    output pages (seconds here) while the others wait for it. That is work, not a stall."""
+    from mpi4py import MPI
+
+    r, n = hvd.rank(), hvd.size()
+    rows = int(sys.argv[2]) << 20 if r == 0 else 1
+    x = np.full((rows, 1), r + 1, np.int8)
+    # Outside Horovod: an op submitted while rank 0 still fills x would wait for it in
+    # negotiation, which the stall inspector rightly reports.
+    MPI.COMM_WORLD.Barrier()
+    start = time.perf_counter()
+    got = hvd.allgather(x, name="slow/local")
+    elapsed = time.perf_counter() - start
+    big = int(sys.argv[2]) << 20
+    assert got.shape == (big + n - 1, 1), got.shape
+    assert (got[:big] == 1).all() and (got[big:, 0] == np.arange(2, n + 1)).all()
+    print(f"ELAPSED rank={r} {elapsed:.3f}", flush=True)
