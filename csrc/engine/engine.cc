@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,9 @@ struct Engine {
   JobStats stats;  // background thread only, once it runs
   std::thread thread;
   std::atomic<bool> shutdown_requested{false};
+  // After a stall shutdown the background thread waits on these for Shutdown() (EndAfterStall).
+  std::mutex exit_mu;
+  std::condition_variable exit_cv;
   std::string init_error;  // set if Init failed after MPI was initialized
 };
 
@@ -59,6 +63,46 @@ void ReportSummary(Engine* e) {
   std::vector<JobStats> ranks(e->mpi.size);
   std::memcpy(ranks.data(), all.data(), all.size());
   PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level)));
+}
+
+// After a stall shutdown a rank exits at once when it calls shutdown() or ends, and by itself
+// after this long otherwise (it may catch the error to save its state first).
+constexpr int kStallExitGraceS = 10;
+// Every rank logs the stall reason before any of them may abort the job (which kills the rest).
+constexpr int64_t kStallLogBarrierUs = 2 * 1000000;
+
+// The stall inspector's shutdown (controller.cc, InspectStalls) gives reasons starting so.
+bool IsStallShutdown(const std::string& reason) {
+  return reason.rfind("Horovod stall shutdown", 0) == 0;
+}
+
+// A stall shutdown means some rank is stuck outside Horovod (its background thread still joins
+// rounds, but its program never submits the op). MPI_Finalize waits for every rank, so a rank
+// that finalized would wait for the stuck one forever (issue 17, item 9): instead every rank
+// logs the reason, fails its pending ops with it, flushes its timeline, and ends the job with
+// MPI_Abort as soon as its program calls shutdown() or exits, or after kStallExitGraceS.
+[[noreturn]] void EndAfterStall(Engine* e, const std::string& reason) {
+  HVD_LOG(ERROR, reason << ". This process ends with MPI_Abort when it calls shutdown() or exits, "
+                           "or in "
+                        << kStallExitGraceS
+                        << " s: MPI_Finalize would wait for the stalled ranks forever");
+  const std::string late = e->mpi.BarrierWithin(kStallLogBarrierUs);
+  if (!late.empty()) HVD_LOG(WARNING, "after the stall shutdown, " << late);
+  e->timeline.Shutdown();  // the file is complete before anything can end the process
+  e->queue.FailAll(Status::ShutDown(reason));
+  bool asked;
+  {
+    std::unique_lock<std::mutex> lk(e->exit_mu);
+    asked = e->exit_cv.wait_for(lk, std::chrono::seconds(kStallExitGraceS),
+                                [e] { return e->shutdown_requested.load(); });
+  }
+  HVD_LOG(ERROR, "ending the job with MPI_Abort "
+                     << (asked ? "at shutdown" : "after the grace period")
+                     << " after the stall shutdown, instead of waiting in MPI_Finalize for the "
+                        "stalled ranks: "
+                     << reason);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
 }
 
 void BackgroundLoop(Engine* e) {
@@ -90,6 +134,8 @@ void BackgroundLoop(Engine* e) {
     // op's negotiation queues behind it (measured: 300-400 us per op over TCP).
     if (!rl.responses.empty()) round_start = NowMicros();
     if (rl.shutdown) {
+      if (rl.shutdown_on_every_rank && IsStallShutdown(rl.shutdown_reason))
+        EndAfterStall(e, rl.shutdown_reason);
       // Ranks finishing together shut down one round apart; only lost work deserves a warning.
       if (!e->shutdown_requested.load() && e->queue.InFlight() > 0)
         HVD_LOG(WARNING, rl.shutdown_reason);
@@ -182,7 +228,11 @@ Status Init(MPI_Comm comm) {
 void Shutdown() {
   std::lock_guard<std::mutex> lk(g_mu);
   if (!g_running) return;
-  g_engine->shutdown_requested = true;
+  {
+    std::lock_guard<std::mutex> exit_lk(g_engine->exit_mu);
+    g_engine->shutdown_requested = true;
+  }
+  g_engine->exit_cv.notify_all();  // after a stall shutdown: the background thread aborts now
   g_engine->queue.Wake();
   g_engine->thread.join();
   GlobalWatchdog().Stop();

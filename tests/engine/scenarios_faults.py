@@ -1,5 +1,5 @@
-"""A peer's slow local step, which is not a stall (test_faults.py). The last argument of each
-scenario is a marker the test finds the processes by."""
+"""A stall shutdown that must end the job, and a peer's slow local step that must not
+(test_faults.py). The last argument of each is a marker the test finds the processes by."""
 
 import sys
 import time
@@ -7,6 +7,30 @@ import time
 import numpy as np
 
 import horovod.numpy as hvd
+from horovod.common.exceptions import HorovodShutdownError
+from tests.support.scenario import expect_error
+
+
+def sc_stall_exit():
+    """Ranks but 0 are stuck outside Horovod (asleep); rank 0 submits an op, which the stall
+    shutdown fails. argv[2]: "exit" (rank 0 then ends, its shutdown() at exit) or "ignore"
+    (rank 0 catches the error and sleeps too: only the engine's own bound ends the job)."""
+    mode = sys.argv[2]
+    if hvd.rank() != 0:
+        print(f"ASLEEP rank={hvd.rank()}", flush=True)
+        time.sleep(600)  # never submits: stuck outside Horovod
+        raise AssertionError("the job outlived its stall shutdown by 10 minutes")
+    expect_error(
+        lambda: hvd.allreduce(np.ones(4), name="stall/x"),
+        HorovodShutdownError,
+        "stall shutdown",
+        "tensor 'stall/x'",
+        "has waited",
+    )
+    if mode == "ignore":
+        print("IGNORING rank=0", flush=True)
+        time.sleep(600)
+        raise AssertionError("the job outlived its stall shutdown by 10 minutes")
 
 
 def sc_slow_local_step():
