@@ -34,6 +34,9 @@ struct Engine {
   JobStats stats;  // background thread only, once it runs
   std::thread thread;
   std::atomic<bool> shutdown_requested{false};
+  // After a stall shutdown the background thread waits on these for Shutdown() (EndAfterStall).
+  std::mutex exit_mu;
+  std::condition_variable exit_cv;
   std::string init_error;  // set if Init failed after MPI was initialized
   // start_timeline/stop_timeline from a user thread: applied by the background thread between
   // rounds (ApplyTimelineRequest), so that the timeline is only ever touched by one thread.
@@ -105,6 +108,46 @@ Status RequestTimeline(const std::string& path, bool mark_cycles) {
   return e->timeline_status;
 }
 
+// After a stall shutdown a rank exits at once when it calls shutdown() or ends, and by itself
+// after this long otherwise (it may catch the error to save its state first).
+constexpr int kStallExitGraceS = 10;
+// Every rank logs the stall reason before any of them may abort the job (which kills the rest).
+constexpr int64_t kStallLogBarrierUs = 2 * 1000000;
+
+// The stall inspector's shutdown (controller.cc, InspectStalls) gives reasons starting so.
+bool IsStallShutdown(const std::string& reason) {
+  return reason.rfind("Horovod stall shutdown", 0) == 0;
+}
+
+// A stall shutdown means some rank is stuck outside Horovod (its background thread still joins
+// rounds, but its program never submits the op). MPI_Finalize waits for every rank, so a rank
+// that finalized would wait for the stuck one forever (issue 17, item 9): instead every rank
+// logs the reason, fails its pending ops with it, flushes its timeline, and ends the job with
+// MPI_Abort as soon as its program calls shutdown() or exits, or after kStallExitGraceS.
+[[noreturn]] void EndAfterStall(Engine* e, const std::string& reason) {
+  HVD_LOG(ERROR, reason << ". This process ends with MPI_Abort when it calls shutdown() or exits, "
+                           "or in "
+                        << kStallExitGraceS
+                        << " s: MPI_Finalize would wait for the stalled ranks forever");
+  const std::string late = e->mpi.BarrierWithin(kStallLogBarrierUs);
+  if (!late.empty()) HVD_LOG(WARNING, "after the stall shutdown, " << late);
+  e->timeline.Shutdown();  // the file is complete before anything can end the process
+  e->queue.FailAll(Status::ShutDown(reason));
+  bool asked;
+  {
+    std::unique_lock<std::mutex> lk(e->exit_mu);
+    asked = e->exit_cv.wait_for(lk, std::chrono::seconds(kStallExitGraceS),
+                                [e] { return e->shutdown_requested.load(); });
+  }
+  HVD_LOG(ERROR, "ending the job with MPI_Abort "
+                     << (asked ? "at shutdown" : "after the grace period")
+                     << " after the stall shutdown, instead of waiting in MPI_Finalize for the "
+                        "stalled ranks: "
+                     << reason);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
 void BackgroundLoop(Engine* e) {
   // Short sleeps while polling peers must be short: the default 50 us timer slack would
   // stretch every 10 us nap.
@@ -136,6 +179,8 @@ void BackgroundLoop(Engine* e) {
     // op's negotiation queues behind it (measured: 300-400 us per op over TCP).
     if (!rl.responses.empty()) round_start = NowMicros();
     if (rl.shutdown) {
+      if (rl.shutdown_on_every_rank && IsStallShutdown(rl.shutdown_reason))
+        EndAfterStall(e, rl.shutdown_reason);
       // Ranks finishing together shut down one round apart; only lost work deserves a warning.
       if (!e->shutdown_requested.load() && e->queue.InFlight() > 0)
         HVD_LOG(WARNING, rl.shutdown_reason);
@@ -205,8 +250,10 @@ Status Init(MPI_Comm comm) {
     RollCall roll_call;
     if (e->mpi.roll_call_available()) {
       MpiContext* mpi = &e->mpi;
-      roll_call.announce = [mpi](int64_t seq) { mpi->AnnounceBlocked(seq); };
-      roll_call.poll = [mpi](std::vector<int64_t>* latest) { mpi->PollAnnouncements(latest); };
+      roll_call.send = [mpi](int to, int64_t word) { mpi->SendNote(to, word); };
+      roll_call.poll = [mpi](std::vector<std::pair<int, int64_t>>* notes) {
+        mpi->PollNotes(notes);
+      };
     }
     GlobalWatchdog().Start(
         e->mpi.rank, e->mpi.size, e->config.stall_check_time_s, e->config.stall_shutdown_time_s,
@@ -227,7 +274,11 @@ Status Init(MPI_Comm comm) {
 void Shutdown() {
   std::lock_guard<std::mutex> lk(g_mu);
   if (!g_running) return;
-  g_engine->shutdown_requested = true;
+  {
+    std::lock_guard<std::mutex> exit_lk(g_engine->exit_mu);
+    g_engine->shutdown_requested = true;
+  }
+  g_engine->exit_cv.notify_all();  // after a stall shutdown: the background thread aborts now
   g_engine->queue.Wake();
   g_engine->thread.join();
   GlobalWatchdog().Stop();

@@ -25,7 +25,7 @@ void* Operations::FusionBuffer(size_t bytes) {
   if (bytes > fusion_size_) {
     AlignedFree(fusion_);
     fusion_ = AlignedAlloc(bytes);
-    std::memset(fusion_, 0, bytes);  // fault pages in once, not in every collective
+    ZeroWithProgress(fusion_, bytes);  // fault pages in once, not in every collective
     fusion_size_ = bytes;
   }
   return fusion_;
@@ -142,7 +142,7 @@ void Operations::Average(void* buf, size_t count, const Response& r) {
 void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
                                  AllreduceAlgorithm algo) {
   if (r.prescale != 1.0) {  // scale a copy: the input belongs to the caller
-    if (src != dst) std::memcpy(dst, src, count * DataTypeSize(r.dtype));
+    if (src != dst) CopyWithProgress(dst, src, count * DataTypeSize(r.dtype));
     ScaleInPlace(dst, count, r.dtype, r.prescale);
     src = dst;
   }
@@ -225,12 +225,14 @@ Status Operations::Allgather(const Response& r, TensorEntry& e) {
   int64_t rows = 0;
   for (auto d : r.first_dims) rows += d;
   shape[0] = rows;
+  // Watched from here: allocating and filling the output is this rank's local work, which
+  // its peers wait for.
+  WatchScope watch(Watch(r, "RING_ALLGATHER", true));
   void* out = nullptr;
   Status s = e.allocate_output(shape, &out);
   std::vector<char> discard;
   if (!s.ok())  // still take part, so that no peer blocks (sizes were checked at negotiation)
     out = DiscardBuffer(&discard, rows * row_elems * DataTypeSize(r.dtype), "ALLGATHER output");
-  WatchScope watch(Watch(r, "RING_ALLGATHER", true));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_ALLGATHER");
   hvd::Allgather(e.input, out, row_elems * DataTypeSize(r.dtype), r.first_dims, mpi_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
@@ -239,8 +241,8 @@ Status Operations::Allgather(const Response& r, TensorEntry& e) {
 
 Status Operations::Broadcast(const Response& r, TensorEntry& e) {
   size_t bytes = static_cast<size_t>(NumElements(e.request.shape)) * DataTypeSize(r.dtype);
-  if (mpi_->rank == r.root && e.output != e.input) std::memcpy(e.output, e.input, bytes);
   WatchScope watch(Watch(r, "MPI_BCAST", false));
+  if (mpi_->rank == r.root && e.output != e.input) CopyWithProgress(e.output, e.input, bytes);
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "MPI_BCAST");
   hvd::Broadcast(e.output, bytes, r.root, mpi_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
@@ -278,6 +280,7 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
   const int64_t rows = shape[0];
   shape[0] = rows / n + (rank < rows % n ? 1 : 0);
   const size_t mine = static_cast<size_t>(shape[0]) * row_elems;
+  WatchScope watch(Watch(r, "RING_REDUCESCATTER", true));  // the local steps below included
   void* out = nullptr;
   Status s = e.allocate_output(shape, &out);
   // Integer Average goes through int64 (no wrap before the division), like allreduce.
@@ -298,11 +301,10 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
     src = work;
   }
   if (r.prescale != 1.0) {
-    if (src != work) std::memcpy(work, e.input, count * esize);
+    if (src != work) CopyWithProgress(work, e.input, count * esize);
     ScaleInPlace(work, count, wide.dtype, r.prescale);
     src = work;
   }
-  WatchScope watch(Watch(r, "RING_REDUCESCATTER", true));
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_REDUCESCATTER");
   hvd::Reducescatter(src, work, count, row_elems, wide.dtype, r.reduce_op, config_.ring_chunk_bytes,
                      &scratch_, mpi_->comm(), result);

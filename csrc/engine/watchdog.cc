@@ -25,6 +25,7 @@ void Watchdog::Start(int rank, int size, double warn_s, double abort_s, AbortFn 
   abort_ = std::move(abort);
   roll_call_ = std::move(roll_call);
   peers_blocked_in_.assign(size, -1);
+  asks_.assign(size, false);
   stop_ = false;
   running_ = true;
   thread_ = std::thread(&Watchdog::Run, this);
@@ -49,6 +50,7 @@ void Watchdog::Enter(const WatchSection& section) {
   since_us_ = NowMicros();
   last_report_us_ = since_us_;
   seen_progress_ = WatchProgressCount().load(std::memory_order_relaxed);
+  local_progress_us_ = kNever;  // only work done in this section earns answers
   active_ = true;
   announced_ = false;
 }
@@ -97,6 +99,45 @@ std::string Watchdog::Describe(int64_t blocked_us) const {
   return os.str();
 }
 
+void Watchdog::Progressed(int64_t now) {
+  since_us_ = last_report_us_ = now;
+  announced_ = false;  // blocked again later: say so again
+}
+
+// Both called with the lock held; they release it around the MPI calls (the background thread
+// must never wait on them).
+void Watchdog::ReadNotes(int64_t now, std::unique_lock<std::mutex>* lk) {
+  std::vector<std::pair<int, int64_t>> notes;
+  lk->unlock();
+  roll_call_.poll(&notes);
+  lk->lock();
+  for (const auto& note : notes) {
+    const int from = note.first;
+    const int64_t seq = note.second >> 1;
+    if ((note.second & 1) == kBlocked) {
+      // Maybe for a section this rank has yet to enter: answered once it works in it.
+      peers_blocked_in_[from] = std::max(peers_blocked_in_[from], seq);
+      asks_[from] = true;
+    } else if (active_ && seq == seq_) {
+      Progressed(now);  // a peer works in this section: the job is not blocked here
+    }
+  }
+}
+
+void Watchdog::AnswerPeers(std::unique_lock<std::mutex>* lk) {
+  std::vector<int> to;
+  for (int r = 0; r < size_; ++r) {
+    if (!asks_[r] || peers_blocked_in_[r] > seq_) continue;  // not there yet
+    asks_[r] = false;                                        // stale, or answered now
+    if (peers_blocked_in_[r] == seq_) to.push_back(r);
+  }
+  if (to.empty()) return;
+  const int64_t word = Word(seq_, kWorking);
+  lk->unlock();
+  for (int r : to) roll_call_.send(r, word);
+  lk->lock();
+}
+
 void Watchdog::Run() {
   const int64_t warn_us = static_cast<int64_t>(warn_s_ * 1e6);
   const int64_t abort_us = static_cast<int64_t>(abort_s_ * 1e6);
@@ -104,6 +145,9 @@ void Watchdog::Run() {
   // this rank names the absent ones; a tick of 100 ms keeps that margin for a 1 s check time.
   const int64_t announce_us = warn_us / 4;
   constexpr int64_t kTickUs = 100000;
+  // "Working lately": progress of its own in this section within the last two ticks at least,
+  // so that a rank busy with local work answers whenever a peer asks.
+  const int64_t busy_window_us = std::max(announce_us, 2 * kTickUs);
   std::unique_lock<std::mutex> lk(mu_);
   int64_t last_tick = NowMicros();
   while (!stop_) {
@@ -113,22 +157,28 @@ void Watchdog::Run() {
     // a frozen VM): the time it lost says nothing about its peers, so measuring restarts.
     if (now - last_tick > 10 * kTickUs) since_us_ = last_report_us_ = now;
     last_tick = now;
-    if (stop_ || !active_) continue;
-    const uint64_t progress = WatchProgressCount().load(std::memory_order_relaxed);
-    if (progress != seen_progress_) {  // data moved: not blocked, whatever the op's length
-      seen_progress_ = progress;
-      since_us_ = last_report_us_ = now;
-      continue;
+    if (stop_) break;
+    if (active_) {
+      const uint64_t progress = WatchProgressCount().load(std::memory_order_relaxed);
+      if (progress != seen_progress_) {  // data moved or local work done: not blocked
+        seen_progress_ = progress;
+        local_progress_us_ = now;
+        Progressed(now);
+      }
     }
+    // Read at every tick, active or not, so that notes never pile up in MPI's queues.
+    if (roll_call_.poll) {
+      ReadNotes(now, &lk);
+      if (active_ && now - local_progress_us_ < busy_window_us) AnswerPeers(&lk);
+    }
+    if (stop_ || !active_) continue;
     const int64_t blocked = now - since_us_;
-    if (roll_call_.announce && blocked >= announce_us) {
-      // MPI calls without the lock: the background thread must never wait on them.
-      const bool announce = !announced_;
-      const int64_t seq = seq_;
+    if (blocked < announce_us) continue;
+    if (roll_call_.send && !announced_) {
       announced_ = true;
+      const int64_t seq = seq_;
       lk.unlock();
-      if (announce) roll_call_.announce(seq);
-      roll_call_.poll(&peers_blocked_in_);  // this thread's alone
+      roll_call_.send(-1, Word(seq, kBlocked));
       lk.lock();
       if (stop_ || !active_ || seq != seq_) continue;  // the section ended meanwhile
     }

@@ -138,13 +138,15 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
 }
 
 void MpiContext::Finalize() {
+  for (auto& n : notes_out_)
+    if (n.req != MPI_REQUEST_NULL) MPI_Request_free(&n.req);  // their buffers outlive MPI
   for (MPI_Comm* c : {&summary_comm_, &diag_comm_, &cross_comm_, &local_comm_, &raw_comm_, &comm_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (we_initialized_ && !finalized) MPI_Finalize();
   we_initialized_ = false;
-  announce_bufs_.clear();
+  notes_out_.clear();
 }
 
 void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work) {
@@ -211,33 +213,54 @@ std::vector<std::string> MpiContext::AllgatherStrings(const std::string& blob) {
 
 constexpr int kRollCallTag = 900;
 
-void MpiContext::AnnounceBlocked(int64_t seq) {
+void MpiContext::SendNote(int to, int64_t word) {
   if (diag_comm_ == MPI_COMM_NULL) return;
-  announce_bufs_.push_back(std::make_unique<int64_t>(seq));
+  // Eight bytes go eagerly, so sends complete at once: reaping them here keeps the list short
+  // however long the job (a send to a dead peer may stay pending; Finalize frees it).
+  notes_out_.erase(
+      std::remove_if(notes_out_.begin(), notes_out_.end(),
+                     [](NoteSend& n) {
+                       int done = 0;
+                       return MPI_Test(&n.req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done;
+                     }),
+      notes_out_.end());
   for (int r = 0; r < size; ++r) {
-    if (r == rank) continue;
-    MPI_Request req;
-    // Eight bytes go eagerly; the request is freed, the buffer stays alive until Finalize.
-    if (MPI_Isend(announce_bufs_.back().get(), 1, MPI_INT64_T, r, kRollCallTag, diag_comm_, &req) ==
-        MPI_SUCCESS)
-      MPI_Request_free(&req);
+    if (r == rank || (to >= 0 && r != to)) continue;
+    notes_out_.push_back({std::make_unique<int64_t>(word), MPI_REQUEST_NULL});
+    NoteSend& n = notes_out_.back();
+    if (MPI_Isend(n.word.get(), 1, MPI_INT64_T, r, kRollCallTag, diag_comm_, &n.req) != MPI_SUCCESS)
+      notes_out_.pop_back();
   }
 }
 
-void MpiContext::PollAnnouncements(std::vector<int64_t>* latest) {
+void MpiContext::PollNotes(std::vector<std::pair<int, int64_t>>* notes) {
   if (diag_comm_ == MPI_COMM_NULL) return;
-  latest->resize(size, -1);
   while (true) {
     int flag = 0;
     MPI_Status st;
     if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, diag_comm_, &flag, &st) != MPI_SUCCESS || !flag)
       return;
-    int64_t seq = -1;
-    if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kRollCallTag, diag_comm_,
+    int64_t word = -1;
+    if (MPI_Recv(&word, 1, MPI_INT64_T, st.MPI_SOURCE, kRollCallTag, diag_comm_,
                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
       return;
-    (*latest)[st.MPI_SOURCE] = std::max((*latest)[st.MPI_SOURCE], seq);
+    notes->emplace_back(st.MPI_SOURCE, word);
   }
+}
+
+std::string MpiContext::BarrierWithin(int64_t timeout_us) {
+  MPI_Request req;
+  if (MPI_Ibarrier(comm_, &req) != MPI_SUCCESS) return "the barrier could not start";
+  const int64_t start = NowMicros();
+  int done = 0;
+  while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+    // Given up on, the request stays pending: the caller is about to end the process.
+    if (NowMicros() - start >= timeout_us)
+      return "not every rank reached the barrier within " + std::to_string(timeout_us / 1000) +
+             " ms";
+    SleepMicros(1000);
+  }
+  return done ? "" : "the barrier failed";
 }
 
 void MpiContext::CreateSummaryComm() {

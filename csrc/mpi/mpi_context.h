@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/common.h"
@@ -53,12 +54,14 @@ class MpiContext {
   std::vector<std::string> AllgatherStrings(const std::string& blob);
 
   // Roll call of the watchdog (its own thread, so only with MPI_THREAD_MULTIPLE), on a
-  // communicator of its own whose errors are ignored: a rank blocked in watched section `seq`
-  // tells every peer so; a peer that never says so has not reached the section, or is stopped.
+  // communicator of its own whose errors are ignored: one-word notes ("blocked in section s",
+  // "working in section s"; engine/watchdog.h) between ranks.
   bool roll_call_available() const { return diag_comm_ != MPI_COMM_NULL; }
-  void AnnounceBlocked(int64_t seq);
-  // Receives every announcement that has arrived; latest[r] becomes the highest seq from r.
-  void PollAnnouncements(std::vector<int64_t>* latest);
+  void SendNote(int to, int64_t word);  // to < 0: every peer
+  // Appends (sender, word) for every note that has arrived.
+  void PollNotes(std::vector<std::pair<int, int64_t>>* notes);
+  // Every rank of the communicator arrives within `timeout_us`: "" , else what was waited for.
+  std::string BarrierWithin(int64_t timeout_us);
 
   // End-of-job summary, on a communicator of its own so that its gather cannot match any of the
   // engine's traffic. Collective: create it only once every rank knows the summary is on.
@@ -74,7 +77,11 @@ class MpiContext {
   MPI_Comm comm_ = MPI_COMM_NULL, raw_comm_ = MPI_COMM_NULL;
   MPI_Comm local_comm_ = MPI_COMM_NULL, cross_comm_ = MPI_COMM_NULL;
   MPI_Comm diag_comm_ = MPI_COMM_NULL;
-  std::vector<std::unique_ptr<int64_t>> announce_bufs_;  // live until Finalize (Isend buffers)
+  struct NoteSend {
+    std::unique_ptr<int64_t> word;  // the Isend's buffer: lives until the send completes
+    MPI_Request req;
+  };
+  std::vector<NoteSend> notes_out_;
   MPI_Comm summary_comm_ = MPI_COMM_NULL;
   // The summary gather's buffers: a gather given up on may still complete later (a nonblocking
   // collective cannot be cancelled), so they outlive it.

@@ -1,8 +1,7 @@
 // Allgather with a first dimension that may differ per rank: each rank's rows are one segment
 // of the output, and the segments travel around the ring (the allgather half of the ring
 // allreduce). n-1 steps; each rank receives the B - B_r bytes it lacks and sends as many.
-#include <cstring>
-
+#include "common/watch_progress.h"
 #include "ops/collectives.h"
 
 namespace hvd {
@@ -19,8 +18,12 @@ void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<in
     off += rows;
   }
   // A row is the unit ("element") of the ring here, so rows of any width move as one piece.
-  std::memcpy(static_cast<char*>(out) + seg.offset[rank] * row_bytes, in,
-              seg.count[rank] * row_bytes);
+  // A new output's pages are faulted in first (seconds for GBs, most of this op's time when
+  // outputs are fresh), then this rank's rows copied, both in pieces that count as progress:
+  // the watchdog must not take this rank's local work, or the peers' wait for it, for a stall.
+  PrefaultWithProgress(out, off * row_bytes);
+  CopyWithProgress(static_cast<char*>(out) + seg.offset[rank] * row_bytes, in,
+                   seg.count[rank] * row_bytes);
   if (row_bytes > 0) RingAllgather(out, row_bytes, seg, comm);
 }
 

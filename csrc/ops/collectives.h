@@ -42,6 +42,11 @@ void* DiscardBuffer(std::vector<char>* storage, size_t bytes, const char* what);
 void* AlignedAlloc(size_t bytes);
 void AlignedFree(void* p);
 
+// Faults in the pages of [p, p + bytes) for writing (MADV_POPULATE_WRITE; a no-op where the kernel
+// lacks it), in pieces that each count as progress. Receiving into fresh pages faults them inside
+// MPI, where the watchdog sees nothing for as long as it takes; this is the same work, outside.
+void PrefaultWithProgress(void* p, size_t bytes);
+
 // Blocking exchange with both peers, split into pieces so that byte counts above INT_MAX work.
 void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
                    int src, int tag, MPI_Comm comm);

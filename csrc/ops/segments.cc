@@ -1,7 +1,10 @@
 // Segment arithmetic and memory helpers shared by the collectives.
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,47 +62,70 @@ void* RingScratch::Get(int which, size_t bytes) {
   if (size_[which] < bytes) {
     AlignedFree(buf_[which]);
     buf_[which] = AlignedAlloc(bytes);
-    std::memset(buf_[which], 0, bytes);  // fault the pages in now, not inside the ring
+    ZeroWithProgress(buf_[which], bytes);  // fault the pages in now, not inside the ring
     size_[which] = bytes;
   }
   return buf_[which];
+}
+
+void PrefaultWithProgress(void* p, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  static const uintptr_t kPage = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  // Page-aligned start: the page holding p is ours in part, and populating does not write.
+  uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(kPage - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  while (begin < end) {
+    const uintptr_t len = std::min<uintptr_t>(kWatchedPiece, end - begin);
+    if (madvise(reinterpret_cast<void*>(begin), len, MADV_POPULATE_WRITE) != 0) return;
+    WatchProgress();
+    begin += len;
+  }
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
                    int src, int tag, MPI_Comm comm) {
   // Each direction is cut into the same pieces on both ends (the receiver's recv_bytes equals
   // the sender's send_bytes), and every piece is its own message, so the counts always match
-  // and byte counts above INT_MAX work. All pieces are posted at once (no pipeline bubbles);
-  // each one that completes tells the watchdog that data moves, so a transfer of gigabytes over
-  // a slow link is not mistaken for a blocked one.
-  constexpr size_t kPiece = size_t(64) << 20;
-  std::vector<MPI_Request> reqs;
-  size_t r = 0;
-  do {
-    int n = static_cast<int>(std::min(kPiece, recv_bytes - r));
-    reqs.emplace_back();
-    HVD_MPI_CHECK(
-        MPI_Irecv(static_cast<char*>(recv) + r, n, MPI_BYTE, src, tag, comm, &reqs.back()));
-    r += n;
-  } while (r < recv_bytes);
-  size_t s = 0;
-  do {
-    int n = static_cast<int>(std::min(kPiece, send_bytes - s));
-    reqs.emplace_back();
-    HVD_MPI_CHECK(
-        MPI_Isend(static_cast<const char*>(send) + s, n, MPI_BYTE, dst, tag, comm, &reqs.back()));
-    s += n;
-  } while (s < send_bytes);
-  if (reqs.size() == 2) {  // the common case: one piece each way
-    HVD_MPI_CHECK(MPI_Waitall(2, reqs.data(), MPI_STATUSES_IGNORE));
-    WatchProgress();
-    return;
-  }
-  for (size_t left = reqs.size(); left > 0; --left) {
+  // and byte counts above INT_MAX work. A few pieces are in flight each way: pieces posted all
+  // at once share the link and all complete near the end, so a transfer of a GB (seconds
+  // into fresh pages) would show the watchdog no progress until it is over; a window keeps
+  // the link busy while pieces complete one after another, each telling the watchdog that
+  // data moves.
+  constexpr size_t kPiece = size_t(16) << 20;
+  constexpr int kWindow = 4;
+  const size_t nrecv = recv_bytes == 0 ? 1 : (recv_bytes + kPiece - 1) / kPiece;
+  const size_t nsend = send_bytes == 0 ? 1 : (send_bytes + kPiece - 1) / kPiece;
+  // Slots [0, kWindow) receive, [kWindow, 2 kWindow) send; MPI_REQUEST_NULL when idle.
+  MPI_Request reqs[2 * kWindow];
+  size_t posted_recv = 0, posted_send = 0;
+  int active = 0;
+  auto post = [&](int slot) {
+    reqs[slot] = MPI_REQUEST_NULL;
+    if (slot < kWindow && posted_recv < nrecv) {
+      const size_t off = posted_recv++ * kPiece;
+      const int n = static_cast<int>(std::min(kPiece, recv_bytes - off));
+      HVD_MPI_CHECK(
+          MPI_Irecv(static_cast<char*>(recv) + off, n, MPI_BYTE, src, tag, comm, &reqs[slot]));
+      ++active;
+    } else if (slot >= kWindow && posted_send < nsend) {
+      const size_t off = posted_send++ * kPiece;
+      const int n = static_cast<int>(std::min(kPiece, send_bytes - off));
+      HVD_MPI_CHECK(MPI_Isend(static_cast<const char*>(send) + off, n, MPI_BYTE, dst, tag, comm,
+                              &reqs[slot]));
+      ++active;
+    }
+  };
+  for (int slot = 0; slot < 2 * kWindow; ++slot) post(slot);
+  while (active > 0) {
     int index;
-    HVD_MPI_CHECK(
-        MPI_Waitany(static_cast<int>(reqs.size()), reqs.data(), &index, MPI_STATUS_IGNORE));
+    HVD_MPI_CHECK(MPI_Waitany(2 * kWindow, reqs, &index, MPI_STATUS_IGNORE));
+    --active;
     WatchProgress();
+    post(index);  // MPI sets reqs[index] to MPI_REQUEST_NULL; the next piece takes the slot
   }
 }
 

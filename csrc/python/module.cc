@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <sys/mman.h>
 
 #include <condition_variable>
 #include <cstdlib>
@@ -16,6 +17,19 @@ namespace py = pybind11;
 using namespace hvd;
 
 namespace {
+
+// An output the engine fills (allgather, alltoall, reducescatter), freed with std::free. Large
+// ones are 2 MiB aligned and advised to use transparent huge pages, as NumPy does for its own
+// arrays: the first touch then faults 2 MiB at a time instead of 4 KiB. A 1.2 GB allgather on 2
+// ranks took 1.2M faults and 2.4 s before (docs/benchmarks.md).
+void* AllocateOutput(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  if (bytes < 2 * kHuge) return std::malloc(bytes ? bytes : 1);
+  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, rounded);
+  if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
+  return p;
+}
 
 // One frontend call: a single tensor, or a group queued atomically (grouped_allreduce).
 struct Slot {
@@ -229,7 +243,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     const size_t itemsize = static_cast<size_t>(input.itemsize());
     e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
       size_t bytes = static_cast<size_t>(NumElements(shape)) * itemsize;
-      sp->owned = std::malloc(bytes ? bytes : 1);
+      sp->owned = AllocateOutput(bytes);
       if (!sp->owned)
         return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
       sp->owned_shape = shape;

@@ -13,13 +13,10 @@ import math
 import os
 import re
 import shlex
-import signal
-import subprocess
 import sys
-import threading
-import time
 
 from horovod.runner import hosts as hostlib
+from horovod.runner.supervise import _say, _stuck_message, run  # noqa: F401  (_stuck_message: tests)
 
 # Variables forwarded to every rank with -x (mpirun forwards only what it is told to when
 # ranks start through ssh; on one host this keeps both paths alike).
@@ -328,127 +325,12 @@ def mpirun_command(args, env, cpus, is_root, hosts=None, network_args=(), ssh_ar
     return cmd + list(args.command)
 
 
-# Lines that mean the job is ending on an error.  After one, mpirun normally exits within a few
-# seconds; when a host stops answering (paused, cut off) it waits forever for that host's daemon
-# to confirm its processes are gone, so horovodrun bounds the wait.
-ABORT_MARKERS = (
-    "MPI_ABORT was invoked",
-    "ORTE has lost communication",
-    "Aborting the job",
-    "Primary job  terminated normally, but",
-    "ORTE was unable to reliably start",
-)
-ABORT_GRACE_SECONDS = 15.0
-_WAITING_FOR = re.compile(r"waiting for ranks? \[?([0-9, ]+)\]?")
-
-
 def rank_hosts(hosts, np_):
     """rank -> host under --map-by slot (each host's slots filled in turn); {} if unknown."""
     if not hosts or np_ > sum(s for _, s in hosts):
         return {}
     placement = [h for h, s in hosts for _ in range(s)]
     return dict(enumerate(placement[:np_]))
-
-
-class _Relay:
-    """Copies mpirun's stdout/stderr to ours line by line and notices the abort markers and the
-    ranks the watchdog says it is waiting for."""
-
-    def __init__(self, proc):
-        self.aborted_at = None
-        self.waiting_for = set()
-        self.threads = [
-            threading.Thread(target=self._copy, args=(src, dst), daemon=True)
-            for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
-        ]
-        for t in self.threads:
-            t.start()
-
-    def _copy(self, src, dst):
-        for raw in iter(src.readline, b""):
-            dst.buffer.write(raw) if hasattr(dst, "buffer") else dst.write(
-                raw.decode(errors="replace")
-            )
-            dst.flush()
-            line = raw.decode(errors="replace")
-            m = _WAITING_FOR.search(line)
-            if m:
-                self.waiting_for.update(int(r) for r in m.group(1).replace(",", " ").split())
-            if self.aborted_at is None and any(k in line for k in ABORT_MARKERS):
-                self.aborted_at = time.monotonic()
-
-    def join(self, timeout=5):
-        for t in self.threads:
-            t.join(timeout)
-
-
-def run(cmd, env, placement=None, bound=None, bound_what=""):
-    """Run cmd, pass SIGINT/SIGTERM on to it, return a shell-style exit status.  Once the job
-    has aborted, mpirun gets ABORT_GRACE_SECONDS to exit before it is stopped; with a bound
-    (seconds), it is stopped when the bound passes."""
-    started = time.monotonic()
-    # A session of its own: when mpirun must be stopped, its ssh clients go with it.
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-    )
-    forward = lambda signum, _frame: proc.send_signal(signum)  # noqa: E731
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    relay = _Relay(proc)
-    try:
-        while True:
-            try:
-                rc = proc.wait(0.5)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            over = bound is not None and time.monotonic() - started > bound
-            if (
-                over
-                or relay.aborted_at
-                and time.monotonic() - relay.aborted_at > ABORT_GRACE_SECONDS
-            ):
-                _say(
-                    f"horovodrun: {bound_what} did not finish within {bound:.0f} s; "
-                    "stopping mpirun (a host may have stopped answering "
-                    "while the processes started)"
-                    if over
-                    else _stuck_message(relay.waiting_for, placement or {})
-                )
-                # SIGKILL: mpirun, mid-abort, crashes on a second SIGTERM (in PMIx_Finalize).
-                # Its daemons on the hosts that answer exit when its connections close.
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-                rc = 1
-                break
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    relay.join()
-    return rc if rc >= 0 else 128 - rc
-
-
-def _stuck_message(waiting_for, placement):
-    where = ""
-    if waiting_for and placement:
-        by_host = {}
-        for r in sorted(waiting_for):
-            by_host.setdefault(placement.get(r, "?"), []).append(str(r))
-        where = (
-            " The ranks the job was waiting for run on "
-            + "; ".join(
-                f"{h} (rank{'s' if len(rs) > 1 else ''} {', '.join(rs)})"
-                for h, rs in by_host.items()
-            )
-            + "."
-        )
-    return (
-        f"horovodrun: the job aborted, but mpirun has not exited {ABORT_GRACE_SECONDS:.0f} s "
-        "later: a host is not answering, so its processes cannot be confirmed stopped."
-        f"{where} Stopping mpirun; check that host (paused, cut off, or down)."
-    )
 
 
 def model_bytes(args):
@@ -506,10 +388,6 @@ def check_plan(args, hosts, probes, choice):
         "model_bytes": model_bytes(args),
         "step_time_ms": args.step_time_ms,
     }
-
-
-def _say(text):
-    print(text, file=sys.stderr, flush=True)
 
 
 def main(argv=None):

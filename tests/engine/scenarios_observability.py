@@ -30,6 +30,9 @@ def sc_stall_warning():
 
 
 def sc_stall_shutdown():
+    """Rank 1 is away past the stall shutdown: the pending op fails on rank 0, and the late op
+    of rank 1, once awake, fails too. The job then ends with MPI_Abort (a finalize would wait
+    for any rank still away), so each rank says it got the error before that."""
     r = hvd.rank()
     if r == 1:
         time.sleep(5)  # never submits 'stall/never' in time
@@ -43,3 +46,6 @@ def sc_stall_shutdown():
             "stall/never",
             "[1]",
         )
+    print(f"GOT STALL ERROR rank={r}", flush=True)
+    if r != 1:
+        time.sleep(5)  # rank 1 wakes meanwhile; the first rank to end aborts the job

@@ -1,6 +1,7 @@
 """Timeline file and stall inspector."""
 
 import json
+import re
 
 from tests.support.mpi import ENGINE
 
@@ -42,5 +43,9 @@ def test_stall_warning_names_missing_rank(world):
 
 
 def test_stall_shutdown_fails_pending_ops_on_all_ranks(world):
+    # Since issue 17 (item 9) the job then ends with MPI_Abort, so mpirun's status is not 0.
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "2"}
-    ENGINE.run_ok(world, "stall_shutdown", env=env, timeout=90)
+    rc, out, err = ENGINE.launch(world, "stall_shutdown", env=env, timeout=90)
+    got = {int(r) for r in re.findall(r"GOT STALL ERROR rank=(\d+)", out)}
+    assert rc != 0 and got == set(range(world)), f"rc={rc}\n{out}\n{err}"
+    assert "ending the job with MPI_Abort" in err, err
