@@ -99,8 +99,9 @@ WATCH = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "0.5", "HOROVOD_STALL_SHUTDOWN_TIME
 
 
 def test_long_progressing_collective_is_not_aborted():
-    # 64-byte ring chunks over TCP make one allreduce of 48 MiB run for seconds (5 s here)
-    # while data moves all along. Before: "has been blocked for 1 s ... Aborting the job".
+    # 64-byte ring chunks over TCP make one allreduce of 128 MiB run for seconds (about 5 s
+    # here) while data moves all along. Before: "has been blocked for 1 s ... Aborting the
+    # job". 48 MiB took under the 2 s this needs once transfers kept pieces in flight.
     # TCP over loopback only: with a compose cluster up, Open MPI also offers the host's bridge
     # addresses, which do not carry traffic between two host processes (MPI init then hangs).
     env = dict(
@@ -109,7 +110,7 @@ def test_long_progressing_collective_is_not_aborted():
         OMPI_MCA_btl="tcp,self",
         OMPI_MCA_btl_tcp_if_include="lo",
     )
-    out, err = ENGINE.run_ok(2, "long_op_progressing", str(12 << 20), env=env, timeout=180)
+    out, err = ENGINE.run_ok(2, "long_op_progressing", str(32 << 20), env=env, timeout=180)
     elapsed = [float(t) for t in re.findall(r"ELAPSED rank=\d+ ([\d.]+)", out)]
     assert min(elapsed) > 1.5 + 0.5, f"the op ran {elapsed} s: too short to test the watchdog"
     assert "blocked" not in err, err
