@@ -559,8 +559,10 @@ void Controller::InspectStalls(int64_t now) {
          << (missing.size() > 1 ? "s " : " ") << RankList(missing) << " (submitted by "
          << RankList(submitted) << ")";
     if (shutdown_us > 0 && waited >= shutdown_us && stall_shutdown_reason_.empty())
-      stall_shutdown_reason_ = "Horovod stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" +
-                               FormatDouble(config_.stall_shutdown_time_s) + "): " + line.str();
+      stall_shutdown_reason_ =
+          std::string(kStallShutdownPrefix) +
+          " (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" + FormatDouble(config_.stall_shutdown_time_s) +
+          "): " + line.str();
     if (now - e.last_warn_us >= warn_us) {
       e.last_warn_us = now;
       report << "\n  " << line.str();

@@ -24,6 +24,10 @@
 
 namespace hvd {
 
+// How the stall inspector's shutdown reason starts: the engine ends the job with MPI_Abort
+// after such a shutdown instead of finalizing (engine.cc, EndAfterStall).
+inline constexpr char kStallShutdownPrefix[] = "Horovod stall shutdown";
+
 class Controller {
  public:
   Controller(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue);

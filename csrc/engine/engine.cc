@@ -114,9 +114,8 @@ constexpr int kStallExitGraceS = 10;
 // Every rank logs the stall reason before any of them may abort the job (which kills the rest).
 constexpr int64_t kStallLogBarrierUs = 2 * 1000000;
 
-// The stall inspector's shutdown (controller.cc, InspectStalls) gives reasons starting so.
 bool IsStallShutdown(const std::string& reason) {
-  return reason.rfind("Horovod stall shutdown", 0) == 0;
+  return reason.rfind(kStallShutdownPrefix, 0) == 0;
 }
 
 // A stall shutdown means some rank is stuck outside Horovod (its background thread still joins
