@@ -238,22 +238,19 @@ def _first_reason(*reasons):
 # op): the op is submitted through _invalid with the reason, and fails on every rank.
 
 
-@tf.autograph.experimental.do_not_convert
-def _allreduce(
-    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, grouped=False
-):
-    """Allreduces a list of tensors in one op (one negotiation, fused by dtype)."""
+def _reduction(kind, kernel, tensors, op, name, prescale_factor, postscale_factor, grouped):
+    """Allreduce and reducescatter: the same arguments, checks and attrs."""
     _check_initialized()
-    node, key = _names("Allreduce", name, tensors[0])
+    node, key = _names(kind, name, tensors[0])
     bad = _first_reason(
         _op_reason(op),
         _factor_reason("prescale_factor", prescale_factor),
         _factor_reason("postscale_factor", postscale_factor),
-        _check_dtypes("Allreduce", tensors),
+        _check_dtypes(kind, tensors),
     )
     if bad:
-        return _invalid("Allreduce", tensors, node, key, bad, grouped)
-    return _lib.horovod_allreduce(
+        return _invalid(kind, tensors, node, key, bad, grouped)
+    return kernel(
         tensors,
         key,
         reduce_op=int(op),
@@ -261,6 +258,23 @@ def _allreduce(
         postscale_factor=float(postscale_factor),
         grouped=grouped,
         name=node,
+    )
+
+
+@tf.autograph.experimental.do_not_convert
+def _allreduce(
+    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, grouped=False
+):
+    """Allreduces a list of tensors in one op (one negotiation, fused by dtype)."""
+    return _reduction(
+        "Allreduce",
+        _lib.horovod_allreduce,
+        tensors,
+        op,
+        name,
+        prescale_factor,
+        postscale_factor,
+        grouped,
     )
 
 
@@ -290,24 +304,15 @@ def _broadcast(tensors, root_rank, name=None, grouped=False):
 def _reducescatter(
     tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, grouped=False
 ):
-    _check_initialized()
-    node, key = _names("Reducescatter", name, tensors[0])
-    bad = _first_reason(
-        _op_reason(op),
-        _factor_reason("prescale_factor", prescale_factor),
-        _factor_reason("postscale_factor", postscale_factor),
-        _check_dtypes("Reducescatter", tensors),
-    )
-    if bad:
-        return _invalid("Reducescatter", tensors, node, key, bad, grouped)
-    return _lib.horovod_reducescatter(
+    return _reduction(
+        "Reducescatter",
+        _lib.horovod_reducescatter,
         tensors,
-        key,
-        reduce_op=int(op),
-        prescale_factor=float(prescale_factor),
-        postscale_factor=float(postscale_factor),
-        grouped=grouped,
-        name=node,
+        op,
+        name,
+        prescale_factor,
+        postscale_factor,
+        grouped,
     )
 
 
