@@ -482,17 +482,16 @@ bool Controller::Ready(const TableEntry& e) const {
 }
 
 Response Controller::JoinedResponse(const std::string& name, const TableEntry& entry) const {
-  // Checked among the ranks that submitted it: the full check on a table of those requests,
-  // renumbered, then the ranks' own numbers put back into any error.
-  TableEntry sub;
+  // Checked among the ranks that submitted it, more coarsely than ConstructResponse: any
+  // difference in spec, shape or group is one error listing the submitters and the joined.
+  std::vector<const Request*> submitted;
   std::vector<int> ranks;
   for (int r = 0; r < mpi_->size; ++r)
     if (entry.present[r]) {
       ranks.push_back(r);
-      sub.requests.push_back(entry.requests[r]);
-      sub.present.push_back(true);
+      submitted.push_back(&entry.requests[r]);
     }
-  const Request& first = sub.requests[0];
+  const Request& first = *submitted[0];
   Response resp;
   resp.spec() = first.spec();
   resp.names = {name};
@@ -510,12 +509,10 @@ Response Controller::JoinedResponse(const std::string& name, const TableEntry& e
     resp.error_is_invalid_argument = true;
     return resp;
   }
-  // Disagreements are checked among the submitters only; a compact table names them by
-  // position, so a disagreement is reported with the submitting ranks listed.
-  for (size_t i = 1; i < sub.requests.size(); ++i)
-    if (sub.requests[i].spec() != first.spec() || sub.requests[i].shape != first.shape ||
-        !sub.requests[i].invalid.empty() || !first.invalid.empty() ||
-        sub.requests[i].group_size != first.group_size) {
+  for (size_t i = 1; i < submitted.size(); ++i)
+    if (submitted[i]->spec() != first.spec() || submitted[i]->shape != first.shape ||
+        !submitted[i]->invalid.empty() || !first.invalid.empty() ||
+        submitted[i]->group_size != first.group_size) {
       why << "tensor '" << name << "': ranks " << RankList(ranks) << " submitted it while ranks "
           << RankList(joined)
           << " have joined, and they disagree on it (op, dtype, shape, scale factors or group)";
