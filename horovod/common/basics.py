@@ -138,8 +138,9 @@ def join(device=-1, process_set=None):
     joined; returns the last rank to join (whose model saw the most data: broadcast from it to
     make all ranks equal again). `device` is accepted for upstream compatibility (host only).
     With `process_set`, among its ranks only."""
-    from horovod.common.process_sets import process_set_id  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415  (basics stays importable without NumPy)
+
+    from horovod.common.process_sets import process_set_id  # noqa: PLC0415
 
     if not is_initialized():
         raise ValueError(_NOT_INITIALIZED)

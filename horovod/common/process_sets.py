@@ -167,8 +167,9 @@ def _ranks_of_comms(sets, world):
         if comm == MPI.COMM_NULL:
             mine.append(None)
             continue
-        ranks = MPI.Group.Translate_ranks(comm.Get_group(), list(range(comm.Get_size())),
-                                          world.Get_group())
+        ranks = MPI.Group.Translate_ranks(
+            comm.Get_group(), list(range(comm.Get_size())), world.Get_group()
+        )
         mine.append(sorted(ranks))
     every = world.allgather(mine)
     for i, ps in enumerate(sets):

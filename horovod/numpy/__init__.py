@@ -371,9 +371,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def broadcast_async(tensor, root_rank, name=None, out=None, process_set=global_process_set):
     name = _name(_BROADCAST, name)
-    return _submit(
-        _BROADCAST, [name], [tensor], [out], Sum, root_rank, process_set=process_set
-    )
+    return _submit(_BROADCAST, [name], [tensor], [out], Sum, root_rank, process_set=process_set)
 
 
 def broadcast(tensor, root_rank, name=None, out=None, process_set=global_process_set):
@@ -406,9 +404,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         )
     else:
         values, why = [t.shape[0] // n] * n, ""
-    return _submit(
-        _ALLTOALL, [name], [tensor], splits=values, invalid=why, process_set=process_set
-    )
+    return _submit(_ALLTOALL, [name], [tensor], splits=values, invalid=why, process_set=process_set)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
