@@ -215,9 +215,9 @@ class HorovodKernel : public tf::AsyncOpKernel {
   }
 
   OpType type_;
-  bool grouped_ = false;  // a grouped op (hvd.grouped_*, gradients, broadcast_variables)
+  bool grouped_ = false;    // a grouped op (hvd.grouped_*, gradients, broadcast_variables)
   int process_set_id_ = 0;  // hvd.ProcessSet's id: 0, every rank
-  bool gpu_ = false;      // registered for DEVICE_GPU: tensors in device memory
+  bool gpu_ = false;        // registered for DEVICE_GPU: tensors in device memory
   int reduce_op_ = 0, root_ = 0;
   float prescale_ = 1.0f, postscale_ = 1.0f;
 };
