@@ -54,7 +54,7 @@ from horovod.common.process_sets import set_size as _set_size
 
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
-_counters = {k: itertools.count() for k in _KIND_NAMES}
+_counters = {}  # (kind, process set id) -> counter of unnamed ops
 _REDUCE_OPS = (Sum, Average, Min, Max, Product)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -85,11 +85,15 @@ class Handle:
         return self._id
 
 
-def _name(kind, name):
+def _name(kind, name, process_set=None):
+    """The op's name; unnamed ops are counted per process set (only its members advance its
+    counter, so the other sets' names stay alike on every rank)."""
     if not is_initialized():
         raise ValueError(_b._NOT_INITIALIZED)
     if name is None:
-        return f"{_KIND_NAMES[kind]}.noname.{next(_counters[_KIND_NAMES[kind]])}"
+        key = (_KIND_NAMES[kind], getattr(process_set, "process_set_id", 0) or 0)
+        counter = _counters.setdefault(key, itertools.count())
+        return f"{_KIND_NAMES[kind]}.noname.{next(counter)}"
     if not isinstance(name, str):
         raise TypeError(f"a tensor name must be a str, got {type(name).__name__} {name!r}")
     return name
@@ -288,7 +292,7 @@ def allreduce_async(
     out=None,
     process_set=global_process_set,
 ):
-    name = _name(_ALLREDUCE, name)
+    name = _name(_ALLREDUCE, name, process_set)
     return _submit(
         _ALLREDUCE,
         [name],
@@ -327,7 +331,7 @@ def grouped_allreduce_async(
     postscale_factor=1.0,
     process_set=global_process_set,
 ):
-    base = _name(_ALLREDUCE, name)
+    base = _name(_ALLREDUCE, name, process_set)
     tensors = list(tensors)
     names = [f"{base}.{i}" for i in range(len(tensors))]
     return _submit(
@@ -359,7 +363,7 @@ def grouped_allreduce(
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    name = _name(_ALLGATHER, name)
+    name = _name(_ALLGATHER, name, process_set)
     return _submit(_ALLGATHER, [name], [tensor], process_set=process_set)
 
 
@@ -370,7 +374,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def broadcast_async(tensor, root_rank, name=None, out=None, process_set=global_process_set):
-    name = _name(_BROADCAST, name)
+    name = _name(_BROADCAST, name, process_set)
     return _submit(_BROADCAST, [name], [tensor], [out], Sum, root_rank, process_set=process_set)
 
 
@@ -383,7 +387,7 @@ def broadcast(tensor, root_rank, name=None, out=None, process_set=global_process
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     # Bad splits, or a scalar, are not raised here: the op is submitted with the reason, which
     # the engine negotiates, so every rank fails with it instead of waiting for this one.
-    name = _name(_ALLTOALL, name)
+    name = _name(_ALLTOALL, name, process_set)
     n = _set_size(process_set)
     t = np.asarray(tensor) if isinstance(tensor, np.ndarray) else _try_array(tensor)
     if splits is not None:
@@ -424,7 +428,7 @@ def reducescatter_async(
     postscale_factor=1.0,
     process_set=global_process_set,
 ):
-    name = _name(_REDUCESCATTER, name)
+    name = _name(_REDUCESCATTER, name, process_set)
     return _submit(
         _REDUCESCATTER,
         [name],

@@ -43,11 +43,15 @@ def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None)
 # object (a broadcast's non-root ranks typically pass None): unnamed calls are numbered per
 # process instead, which every rank advances identically as long as every rank makes the same
 # calls in the same order (as for unnamed ops).
-_object_counters = {"broadcast_object": itertools.count(), "allgather_object": itertools.count()}
+# (Counted per process set: only a set's members advance its counter.)
+_object_counters = {}
 
 
-def _object_op_name(kind, name):
-    return f"{kind}.{name}" if name is not None else f"{kind}.noname.{next(_object_counters[kind])}"
+def _object_op_name(kind, name, process_set_id=0):
+    if name is not None:
+        return f"{kind}.{name}"
+    counter = _object_counters.setdefault((kind, process_set_id), itertools.count())
+    return f"{kind}.noname.{next(counter)}"
 
 
 def _to_bytes(obj):
@@ -64,7 +68,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     pid = _process_set_id(process_set)
     if not tf.executing_eagerly():
         raise RuntimeError("broadcast_object runs eagerly; call it outside tf.function")
-    name = _object_op_name("broadcast_object", name)
+    name = _object_op_name("broadcast_object", name, pid)
     data = _to_bytes(obj) if _b.rank() == root_rank else np.zeros(0, np.uint8)
     size = mpi_ops._broadcast(
         [tf.constant([data.size], tf.int64)], root_rank, name=f"{name}.size", process_set_id=pid
@@ -90,7 +94,7 @@ def allgather_object(obj, session=None, name=None, process_set=None):
     pid = _process_set_id(process_set)
     if not tf.executing_eagerly():
         raise RuntimeError("allgather_object runs eagerly; call it outside tf.function")
-    name = _object_op_name("allgather_object", name)
+    name = _object_op_name("allgather_object", name, pid)
     data = _to_bytes(obj)
     sizes = mpi_ops._allgather(
         [tf.constant([data.size], tf.int64)], name=f"{name}.sizes", process_set_id=pid

@@ -144,12 +144,14 @@ def _key_tensor(key):
     return t
 
 
-def _names(kind, name, tensor):
+def _names(kind, name, tensor, process_set_id=0):
     """(node name, negotiation-name tensor) of an op: the kernel uses the node name when the
-    second is empty, which is the stable choice inside a tf.function."""
+    second is empty, which is the stable choice inside a tf.function. Unnamed eager ops are
+    counted per process set: only a set's members advance its counter, so the global set's
+    names stay the same on every rank."""
     if tf.executing_eagerly():
         if name is None:  # unique per call: not worth caching
-            counter = _counters.setdefault(kind, itertools.count())
+            counter = _counters.setdefault((kind, process_set_id), itertools.count())
             return None, tf.constant(f"{kind}.noname.{next(counter)}")
         return None, _key_tensor(name)
     if name is None:
@@ -256,7 +258,7 @@ def _reduction(
 ):
     """Allreduce and reducescatter: the same arguments, checks and attrs."""
     _check_initialized()
-    node, key = _names(kind, name, tensors[0])
+    node, key = _names(kind, name, tensors[0], process_set_id)
     bad = _first_reason(
         _op_reason(op),
         _factor_reason("prescale_factor", prescale_factor),
@@ -304,7 +306,7 @@ def _allreduce(
 @tf.autograph.experimental.do_not_convert
 def _allgather(tensors, name=None, grouped=False, process_set_id=0):
     _check_initialized()
-    node, key = _names("Allgather", name, tensors[0])
+    node, key = _names("Allgather", name, tensors[0], process_set_id)
     bad = _check_dtypes("Allgather", tensors)
     if bad:
         return _invalid("Allgather", tensors, node, key, bad, grouped, process_set_id)
@@ -316,7 +318,7 @@ def _allgather(tensors, name=None, grouped=False, process_set_id=0):
 @tf.autograph.experimental.do_not_convert
 def _broadcast(tensors, root_rank, name=None, grouped=False, process_set_id=0):
     _check_initialized()
-    node, key = _names("Broadcast", name, tensors[0])
+    node, key = _names("Broadcast", name, tensors[0], process_set_id)
     bad = _first_reason(_root_reason(root_rank), _check_dtypes("Broadcast", tensors))
     if bad:
         return _invalid("Broadcast", tensors, node, key, bad, grouped, process_set_id)
@@ -391,7 +393,7 @@ def _splits_input(splits):
 @tf.autograph.experimental.do_not_convert
 def _alltoall(tensor, splits, name=None, process_set_id=0):
     _check_initialized()
-    node, key = _names("Alltoall", name, tensor)
+    node, key = _names("Alltoall", name, tensor, process_set_id)
     bad = _check_dtypes("Alltoall", [tensor])
     if bad:
         out = _invalid("Alltoall", [tensor], node, key, bad, process_set_id=process_set_id)[0]

@@ -81,6 +81,12 @@ def sc_ps_collectives():
     expect_error(lambda: other.rank(), ValueError, "not in process set")
     got = hvd.allreduce(np.ones(3), op=hvd.Sum, name="ps/global")
     assert (got == hvd.size()).all(), got
+    # unnamed ops are counted per set: after unnamed ops in a set, the global set's unnamed
+    # names still agree on every rank (a global counter would differ between the sets' members)
+    for _ in range(mine.process_set_id):  # the sets run different numbers of them
+        hvd.allreduce(np.ones(1), process_set=mine)
+    got = hvd.allreduce(np.ones(2), op=hvd.Sum)
+    assert (got == hvd.size()).all(), got
     assert hvd.remove_process_set(evens) and hvd.remove_process_set(odds)
 
 
