@@ -9,12 +9,14 @@ import importlib
 import os
 
 from horovod import __version__
+from horovod.common import process_sets as _ps
+from horovod.common.exceptions import NOT_INITIALIZED as _NOT_INITIALIZED
 
 # Reduce ops: values match csrc/common/common.h.
 Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
 Adasum = -1  # not implemented; accepted names fail with a clear error
 
-_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+
 _core = None
 _topology = None
 
@@ -31,8 +33,6 @@ def init(comm=None, process_sets=None):
     ranks) or None for MPI_COMM_WORLD. `process_sets`: hvd.ProcessSet objects to create (every
     rank passes the same list), or "dynamic" (upstream's spelling; sets can always be added
     later). Calling it again while running is a no-op."""
-    from horovod.common import process_sets as _ps  # noqa: PLC0415  (it imports this module)
-
     global _topology
     running = is_initialized()
     sets = _ps.init_process_sets(process_sets, comm)
@@ -140,8 +140,6 @@ def join(device=-1, process_set=None):
     With `process_set`, among its ranks only."""
     import numpy as np  # noqa: PLC0415  (basics stays importable without NumPy)
 
-    from horovod.common.process_sets import process_set_id  # noqa: PLC0415
-
     if not is_initialized():
         raise ValueError(_NOT_INITIALIZED)
     out = np.zeros(1, np.int32)
@@ -155,7 +153,7 @@ def join(device=-1, process_set=None):
         1.0,
         1.0,
         [],
-        process_set=process_set_id(process_set),
+        process_set=_ps.process_set_id(process_set),
     )
     _lib().wait(handle, -1.0)
     return int(out[0])

@@ -13,7 +13,29 @@ root_rank is a global rank (hvd.rank()), which must be in the set; `process_set.
 rank within the set (the order of allgather's blocks).
 """
 
-from horovod.common import basics as _b
+import importlib
+
+from horovod.common.exceptions import NOT_INITIALIZED
+
+# The engine's bindings, imported when first used (horovod.common.basics imports this module,
+# so this one reads the engine directly instead of through basics).
+
+
+def _lib():
+    return importlib.import_module("horovod._core")
+
+
+def _initialized():
+    try:
+        return _lib().is_initialized()
+    except ImportError:
+        return False
+
+
+def _topology(key):
+    if not _initialized():
+        raise ValueError(NOT_INITIALIZED)
+    return _lib().topology()[key]
 
 
 class ProcessSet:
@@ -51,9 +73,9 @@ class ProcessSet:
 
     def _entry(self):
         """(ranks, this rank's rank in the set or -1) from the engine, or None."""
-        if self.process_set_id is None or not _b.is_initialized():
+        if self.process_set_id is None or not _initialized():
             return None
-        return _b._lib().process_sets().get(self.process_set_id)
+        return _lib().process_sets().get(self.process_set_id)
 
     def size(self):
         """The number of ranks in the set, or None if it does not exist (yet, or any more)."""
@@ -68,7 +90,7 @@ class ProcessSet:
             return None
         if entry[1] < 0:
             raise ValueError(
-                f"rank {_b.rank()} is not in process set {self.process_set_id} "
+                f"rank {_topology('rank')} is not in process set {self.process_set_id} "
                 f"(ranks {entry[0]}): it has no rank there"
             )
         return entry[1]
@@ -77,7 +99,7 @@ class ProcessSet:
         """Whether this process is in the set (None if its ranks are not known yet)."""
         if self.ranks is None:
             return None
-        return _b.rank() in self.ranks
+        return _topology("rank") in self.ranks
 
     def __str__(self):
         return (
@@ -112,8 +134,8 @@ def set_size(process_set):
     """The number of ranks of `process_set` (None: every rank)."""
     pid = process_set_id(process_set)
     if pid == 0:
-        return _b.size()
-    entry = _b._lib().process_sets().get(pid)
+        return _topology("size")
+    entry = _lib().process_sets().get(pid)
     if entry is None:
         raise ValueError(f"there is no process set with id {pid} (never added, or removed)")
     return len(entry[0])
@@ -130,9 +152,9 @@ def add_process_set(process_set):
             "adding a process set built from an MPI communicator after init is not supported "
             "(as upstream): build it from a list of ranks, or pass it to hvd.init(process_sets=...)"
         )
-    if not _b.is_initialized():
-        raise ValueError(_b._NOT_INITIALIZED)
-    process_set.process_set_id = _b._lib().add_process_set(list(process_set.ranks))
+    if not _initialized():
+        raise ValueError(NOT_INITIALIZED)
+    process_set.process_set_id = _lib().add_process_set(list(process_set.ranks))
     return process_set
 
 
@@ -142,10 +164,10 @@ def remove_process_set(process_set):
     pid = process_set.process_set_id
     if pid is None or pid == 0:
         return False
-    if not _b.is_initialized():
-        raise ValueError(_b._NOT_INITIALIZED)
+    if not _initialized():
+        raise ValueError(NOT_INITIALIZED)
     try:
-        _b._lib().remove_process_set(pid)
+        _lib().remove_process_set(pid)
     except ValueError as e:
         if "there is no process set" not in str(e):
             raise
@@ -197,7 +219,7 @@ def init_process_sets(process_sets, world_comm):
 
 def add_initial_sets(sets):
     """After the engine started: adds each set, in order, on every rank."""
-    global_process_set.ranks = list(range(_b.size()))
+    global_process_set.ranks = list(range(_topology("size")))
     for i, ps in enumerate(sets):
         try:
             add_process_set(ps)
