@@ -38,8 +38,9 @@ const char* ReduceOpName(ReduceOp op) {
 }
 
 const char* OpTypeName(OpType t) {
-  static const char* names[] = {"ALLREDUCE", "ALLGATHER",     "BROADCAST",
-                                "ALLTOALL",  "REDUCESCATTER", "JOIN"};
+  static const char* names[] = {"ALLREDUCE",       "ALLGATHER",         "BROADCAST",
+                                "ALLTOALL",        "REDUCESCATTER",     "JOIN",
+                                "ADD_PROCESS_SET", "REMOVE_PROCESS_SET"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumOpTypes, "a name per OpType");
   auto i = static_cast<unsigned>(t);
   return i < kNumOpTypes ? names[i] : "UNKNOWN";

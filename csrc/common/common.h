@@ -29,12 +29,27 @@ enum class DataType : uint8_t {
   INT16
 };
 enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
-// JOIN: a rank that ran out of data (hvd.join()); see Controller. Appended: values are on the wire.
-enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, JOIN };
+// JOIN: a rank that ran out of data (hvd.join()); see Controller. ADD_PROCESS_SET and
+// REMOVE_PROCESS_SET: hvd.add_process_set/remove_process_set, negotiated on the global set so that
+// every rank changes its sets at the same point (engine.cc). Appended: values are on the wire.
+enum class OpType : uint8_t {
+  ALLREDUCE = 0,
+  ALLGATHER,
+  BROADCAST,
+  ALLTOALL,
+  REDUCESCATTER,
+  JOIN,
+  ADD_PROCESS_SET,
+  REMOVE_PROCESS_SET
+};
+// Requests the response cache never holds: rank 0 must see each of them.
+inline bool IsControlOp(OpType t) {
+  return t == OpType::JOIN || t == OpType::ADD_PROCESS_SET || t == OpType::REMOVE_PROCESS_SET;
+}
 
 constexpr int kNumDataTypes = 11;
 constexpr int kNumReduceOps = 5;
-constexpr int kNumOpTypes = 6;
+constexpr int kNumOpTypes = 8;
 
 size_t DataTypeSize(DataType t);
 const char* DataTypeName(DataType t);

@@ -28,7 +28,8 @@ std::string FormatDouble(double d) {
 }
 
 // Groups ranks by the value `field` gives their request; names every group if they differ.
-std::string Disagreement(const std::string& name, const char* what,
+// Ranks are named as hvd.rank() numbers them (`mpi`: the process set's context).
+std::string Disagreement(const MpiContext& mpi, const std::string& name, const char* what,
                          const std::vector<Request>& reqs,
                          const std::function<std::string(const Request&)>& field) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
@@ -46,8 +47,8 @@ std::string Disagreement(const std::string& name, const char* what,
   os << "Mismatched " << what << " for tensor '" << name << "': ";
   for (size_t i = 0; i < groups.size(); ++i)
     os << (i ? "; " : "") << "rank" << (groups[i].second.size() > 1 ? "s " : " ")
-       << RankList(groups[i].second) << (groups[i].second.size() > 1 ? " have " : " has ")
-       << groups[i].first;
+       << RankList(mpi.WorldRanks(groups[i].second))
+       << (groups[i].second.size() > 1 ? " have " : " has ") << groups[i].first;
   return os.str();
 }
 
@@ -59,7 +60,8 @@ std::string TrailingDims(const Request& r) {
 // Allgather and alltoall outputs are sized from other ranks' first dimensions and splits: the
 // total a rank receives must fit in int64 bytes, or its allocation would wrap to a small buffer.
 // Checked here, where every rank's request is known, so that every rank gets the error.
-std::string CheckReceivedBytes(const std::string& name, const std::vector<Request>& reqs) {
+std::string CheckReceivedBytes(const MpiContext& mpi, const std::string& name,
+                               const std::vector<Request>& reqs) {
   const Request& first = reqs[0];
   int64_t row_bytes = 0;
   std::vector<int64_t> row(first.shape.begin() + 1, first.shape.end());
@@ -77,16 +79,18 @@ std::string CheckReceivedBytes(const std::string& name, const std::vector<Reques
     if (!ok) {
       std::ostringstream os;
       os << "tensor '" << name << "': the " << OpTypeName(first.type) << " output";
-      if (first.type == OpType::ALLTOALL) os << " of rank " << dst;
+      if (first.type == OpType::ALLTOALL) os << " of rank " << mpi.WorldRank(dst);
       os << " would hold more bytes than fit in int64 (";
       if (first.type == OpType::ALLGATHER) {
         os << "first dimensions:";
         for (int src = 0; src < n; ++src)
-          os << " rank " << src << " " << reqs[src].shape[0] << (src + 1 < n ? "," : "");
+          os << " rank " << mpi.WorldRank(src) << " " << reqs[src].shape[0]
+             << (src + 1 < n ? "," : "");
       } else {
         os << "rows sent to it:";
         for (int src = 0; src < n; ++src)
-          os << " rank " << src << " " << reqs[src].splits[dst] << (src + 1 < n ? "," : "");
+          os << " rank " << mpi.WorldRank(src) << " " << reqs[src].splits[dst]
+             << (src + 1 < n ? "," : "");
       }
       os << ")";
       return os.str();
@@ -119,7 +123,7 @@ Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline
 ResponseList Controller::RunRound(bool want_shutdown) {
   int64_t now = NowMicros();
   for (auto& r : queue_->PopNewRequests()) {
-    if (r.type == OpType::JOIN) {  // never cached: rank 0 must see every join
+    if (IsControlOp(r.type)) {  // never cached: rank 0 must see every join and set change
       to_send_.push_back(std::move(r));
       continue;
     }
@@ -230,7 +234,7 @@ ResponseList Controller::RunRound(bool want_shutdown) {
     // Cache what was negotiated, identically everywhere, before it runs. Not what ran while
     // ranks had joined: those lack the entry, and every rank's cache must stay the same.
     for (const auto& resp : slow.responses) {
-      if (!resp.error.empty() || resp.type == OpType::JOIN || resp.contributors != 0) continue;
+      if (!resp.error.empty() || IsControlOp(resp.type) || resp.contributors != 0) continue;
       // One tensor's response, built from the spec: copying the fused response per name
       // would copy all its names each time (quadratic in the group size).
       Response single;
@@ -323,9 +327,10 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
   out.responses = FuseResponses(std::move(responses), config_.fusion_threshold);
   if (!shutdown_ranks.empty()) {
     out.shutdown = true;
-    out.shutdown_reason =
-        "Horovod has been shut down: rank" + std::string(shutdown_ranks.size() > 1 ? "s " : " ") +
-        RankList(shutdown_ranks) + " called shutdown() or exited; ops that were still pending fail";
+    out.shutdown_reason = "Horovod has been shut down: rank" +
+                          std::string(shutdown_ranks.size() > 1 ? "s " : " ") +
+                          RankList(mpi_->WorldRanks(shutdown_ranks)) +
+                          " called shutdown() or exited; ops that were still pending fail";
   } else if (!stall_shutdown_reason_.empty()) {
     out.shutdown = true;
     out.shutdown_reason = stall_shutdown_reason_;
@@ -342,7 +347,7 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   resp.names = {name};
   resp.num_elements = {NumElements(first.shape)};
   if (first.type == OpType::JOIN) {
-    resp.root = root_joined_.empty() ? 0 : root_joined_.back();
+    resp.root = mpi_->WorldRank(root_joined_.empty() ? 0 : root_joined_.back());
     return resp;
   }
 
@@ -350,7 +355,8 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   std::ostringstream invalid;
   for (size_t r = 0; r < reqs.size(); ++r)
     if (!reqs[r].invalid.empty())
-      invalid << (invalid.tellp() ? "; " : "") << "on rank " << r << ": " << reqs[r].invalid;
+      invalid << (invalid.tellp() ? "; " : "") << "on rank " << mpi_->WorldRank(r) << ": "
+              << reqs[r].invalid;
   if (invalid.tellp()) {
     resp.error = "Invalid arguments for tensor '" + name + "' " + invalid.str() +
                  " (the op fails on every rank)";
@@ -359,26 +365,42 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   }
   // A group's size first: members at one index of groups of different sizes are different
   // tensors, so their other differences would only mislead.
-  std::string err = Disagreement(name, "group sizes", reqs, [](const Request& r) {
+  if (first.type == OpType::ADD_PROCESS_SET || first.type == OpType::REMOVE_PROCESS_SET) {
+    // Every rank must name the same set; whether it can be added or removed is decided where
+    // it runs (engine.cc), identically everywhere, from the sets every rank holds.
+    std::string err = Disagreement(*mpi_, name, "operations", reqs, [](const Request& r) {
+      return std::string(OpTypeName(r.type));
+    });
+    if (err.empty())
+      err = first.type == OpType::ADD_PROCESS_SET
+                ? Disagreement(*mpi_, name, "process set ranks", reqs,
+                               [](const Request& r) { return "ranks " + ShapeString(r.splits); })
+                : Disagreement(*mpi_, name, "process set ids", reqs,
+                               [](const Request& r) { return "id " + std::to_string(r.root); });
+    if (err.empty()) resp.first_dims = first.splits;
+    resp.error = err;
+    return resp;
+  }
+  std::string err = Disagreement(*mpi_, name, "group sizes", reqs, [](const Request& r) {
     return r.group_size == 0 ? std::string("it outside a group")
                              : std::to_string(r.group_size) + " tensor" +
                                    (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
   });
   if (err.empty())
-    err = Disagreement(name, "operations", reqs,
+    err = Disagreement(*mpi_, name, "operations", reqs,
                        [](const Request& r) { return std::string(OpTypeName(r.type)); });
   if (err.empty())
-    err = Disagreement(name, "devices (host or GPU memory)", reqs,
+    err = Disagreement(*mpi_, name, "devices (host or GPU memory)", reqs,
                        [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
   if (err.empty())
-    err = Disagreement(name, "data types", reqs,
+    err = Disagreement(*mpi_, name, "data types", reqs,
                        [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
   const OpType t = first.type;
   if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
-    err = Disagreement(name, "reduction operations", reqs,
+    err = Disagreement(*mpi_, name, "reduction operations", reqs,
                        [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
   if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
-    err = Disagreement(name, "prescale/postscale factors", reqs, [](const Request& r) {
+    err = Disagreement(*mpi_, name, "prescale/postscale factors", reqs, [](const Request& r) {
       return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
     });
   // The ranks agree on the op, dtype and factors: whether the engine can run that at all is
@@ -393,16 +415,17 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   }
   if (err.empty() &&
       (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
-    err = Disagreement(name, "shapes", reqs,
+    err = Disagreement(*mpi_, name, "shapes", reqs,
                        [](const Request& r) { return "shape " + ShapeString(r.shape); });
   if (err.empty() && t == OpType::BROADCAST)
-    err = Disagreement(name, "broadcast root ranks", reqs,
-                       [](const Request& r) { return "root " + std::to_string(r.root); });
+    err = Disagreement(*mpi_, name, "broadcast root ranks", reqs, [this](const Request& r) {
+      return "root " + std::to_string(mpi_->WorldRank(r.root));
+    });
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
-    err =
-        Disagreement(name, "shapes (all dimensions but the first must agree)", reqs, TrailingDims);
+    err = Disagreement(*mpi_, name, "shapes (all dimensions but the first must agree)", reqs,
+                       TrailingDims);
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL)) {
-    err = CheckReceivedBytes(name, reqs);
+    err = CheckReceivedBytes(*mpi_, name, reqs);
     resp.error_is_invalid_argument = !err.empty();  // the inputs, not a disagreement
   }
   if (!err.empty()) {
@@ -502,8 +525,8 @@ Response Controller::JoinedResponse(const std::string& name, const TableEntry& e
   std::ostringstream why;
   if (first.type != OpType::ALLREDUCE || first.gpu) {
     why << "tensor '" << name << "': " << (first.gpu ? "GPU " : "") << OpTypeName(first.type)
-        << " cannot run while rank" << (joined.size() > 1 ? "s " : " ") << RankList(joined) << " ha"
-        << (joined.size() > 1 ? "ve" : "s")
+        << " cannot run while rank" << (joined.size() > 1 ? "s " : " ")
+        << RankList(mpi_->WorldRanks(joined)) << " ha" << (joined.size() > 1 ? "ve" : "s")
         << " joined (hvd.join): only host-memory allreduce takes zeros from joined ranks";
     resp.error = why.str();
     resp.error_is_invalid_argument = true;
@@ -513,8 +536,8 @@ Response Controller::JoinedResponse(const std::string& name, const TableEntry& e
     if (submitted[i]->spec() != first.spec() || submitted[i]->shape != first.shape ||
         !submitted[i]->invalid.empty() || !first.invalid.empty() ||
         submitted[i]->group_size != first.group_size) {
-      why << "tensor '" << name << "': ranks " << RankList(ranks) << " submitted it while ranks "
-          << RankList(joined)
+      why << "tensor '" << name << "': ranks " << RankList(mpi_->WorldRanks(ranks))
+          << " submitted it while ranks " << RankList(mpi_->WorldRanks(joined))
           << " have joined, and they disagree on it (op, dtype, shape, scale factors or group)";
       resp.error = why.str();
       return resp;
@@ -553,8 +576,8 @@ void Controller::InspectStalls(int64_t now) {
     std::ostringstream line;
     line << "tensor '" << kv.first << "' (" << OpTypeName(e.requests[submitted[0]].type)
          << ") has waited " << waited / 1000000 << " s for rank"
-         << (missing.size() > 1 ? "s " : " ") << RankList(missing) << " (submitted by "
-         << RankList(submitted) << ")";
+         << (missing.size() > 1 ? "s " : " ") << RankList(mpi_->WorldRanks(missing))
+         << " (submitted by " << RankList(mpi_->WorldRanks(submitted)) << ")";
     if (shutdown_us > 0 && waited >= shutdown_us && stall_shutdown_reason_.empty())
       stall_shutdown_reason_ =
           std::string(kStallShutdownPrefix) +

@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include "engine/gpu_context.h"
 #include "engine/job_stats.h"
 #include "engine/operations.h"
+#include "engine/process_sets.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
 #include "mpi/mpi_context.h"
@@ -31,6 +33,9 @@ struct Engine {
   Timeline timeline;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Operations> ops;
+  ProcessSetTable sets;  // the others than the global one (which is the members above)
+  std::atomic<int64_t> set_changes{
+      0};          // names hvd.add/remove_process_set calls, alike on all ranks
   JobStats stats;  // background thread only, once it runs
   std::thread thread;
   std::atomic<bool> shutdown_requested{false};
@@ -132,6 +137,7 @@ bool IsStallShutdown(const std::string& reason) {
   if (!late.empty()) HVD_LOG(WARNING, "after the stall shutdown, " << late);
   e->timeline.Shutdown();  // the file is complete before anything can end the process
   e->queue.FailAll(Status::ShutDown(reason));
+  e->sets.FailAll(Status::ShutDown(reason));
   bool asked;
   {
     std::unique_lock<std::mutex> lk(e->exit_mu);
@@ -147,6 +153,57 @@ bool IsStallShutdown(const std::string& reason) {
   std::_Exit(1);
 }
 
+size_t InFlight(Engine* e) {
+  size_t n = e->queue.InFlight();
+  for (auto& set : e->sets.Memberships()) n += set->queue.InFlight();
+  return n;
+}
+
+// A negotiated hvd.add_process_set / remove_process_set: every rank applies it here, in the
+// same round, and the rank that asked gets the verdict (the set's id, written to its output).
+void ApplyProcessSetChange(Engine* e, const Response& r) {
+  TensorEntry entry;
+  const bool local = e->queue.Take(r.names[0], &entry);
+  int32_t id = r.root;
+  Status s;
+  if (r.type == OpType::ADD_PROCESS_SET) {
+    std::vector<int> ranks(r.first_dims.begin(), r.first_dims.end());
+    s = e->sets.Add(ranks, &e->mpi, e->config, &e->timeline, &id);
+    if (s.ok()) HVD_LOG(DEBUG, "process set " << id << " added: ranks " << RankList(ranks));
+  } else {
+    s = e->sets.Remove(id, "process set " + std::to_string(id) +
+                               " was removed (hvd.remove_process_set) while this op waited");
+  }
+  if (!local) return;
+  if (s.ok() && entry.output) std::memcpy(entry.output, &id, sizeof(id));
+  entry.done(s);
+}
+
+// One round of every process set this rank is in (process_sets.h says why in this order).
+void RunProcessSetRounds(Engine* e) {
+  for (auto& set : e->sets.Memberships()) {
+    ResponseList rl = set->controller->RunRound(false);
+    for (const auto& resp : rl.responses) {
+      if ((resp.type == OpType::ADD_PROCESS_SET || resp.type == OpType::REMOVE_PROCESS_SET) &&
+          resp.error.empty()) {
+        ApplyProcessSetChange(e, resp);
+        continue;
+      }
+      const int64_t start = NowMicros();
+      int64_t payload_bytes = 0;
+      const Status s = set->ops->Execute(resp, &payload_bytes);
+      e->stats.RecordCollective(resp, s.ok(), payload_bytes, NowMicros() - start);
+    }
+    if (!rl.shutdown) continue;
+    // A set's controller never asks for shutdown: this is its stall inspector, or rank 0's list
+    // that could not be decoded. Either way the set cannot go on.
+    if (rl.shutdown_on_every_rank && IsStallShutdown(rl.shutdown_reason))
+      EndAfterStall(e, rl.shutdown_reason + " (process set " + std::to_string(set->id) + ")");
+    HVD_LOG(ERROR, "process set " << set->id << ": " << rl.shutdown_reason);
+    set->queue.FailAll(Status::ShutDown(rl.shutdown_reason));
+  }
+}
+
 void BackgroundLoop(Engine* e) {
   // Short sleeps while polling peers must be short: the default 50 us timer slack would
   // stretch every 10 us nap.
@@ -158,16 +215,21 @@ void BackgroundLoop(Engine* e) {
     // rounds too: a rank that waits for a straggler spends most of that time asleep, not in
     // RunRound. Idle rounds are not waiting, so they are not counted.
     const int64_t waiting_since = NowMicros();
-    const bool ops_waiting = e->queue.InFlight() > 0;
+    const bool ops_waiting = InFlight(e) > 0;
     e->queue.WaitForWork(round_start + cycle_us);
     round_start = NowMicros();
-    const bool round_has_ops = ops_waiting || e->queue.InFlight() > 0;
+    const bool round_has_ops = ops_waiting || InFlight(e) > 0;
     ApplyTimelineRequest(e);
     ResponseList rl = e->controller->RunRound(e->shutdown_requested.load());
     if (!rl.responses.empty()) e->timeline.MarkCycle();
     if (round_has_ops)
       e->stats.negotiation_us += NowMicros() - (ops_waiting ? waiting_since : round_start);
     for (const auto& resp : rl.responses) {
+      if ((resp.type == OpType::ADD_PROCESS_SET || resp.type == OpType::REMOVE_PROCESS_SET) &&
+          resp.error.empty()) {
+        ApplyProcessSetChange(e, resp);
+        continue;
+      }
       const int64_t start = NowMicros();
       int64_t payload_bytes = 0;
       const Status s = e->ops->Execute(resp, &payload_bytes);
@@ -181,13 +243,14 @@ void BackgroundLoop(Engine* e) {
       if (rl.shutdown_on_every_rank && IsStallShutdown(rl.shutdown_reason))
         EndAfterStall(e, rl.shutdown_reason);
       // Ranks finishing together shut down one round apart; only lost work deserves a warning.
-      if (!e->shutdown_requested.load() && e->queue.InFlight() > 0)
-        HVD_LOG(WARNING, rl.shutdown_reason);
+      if (!e->shutdown_requested.load() && InFlight(e) > 0) HVD_LOG(WARNING, rl.shutdown_reason);
       e->queue.FailAll(Status::ShutDown(rl.shutdown_reason));
+      e->sets.FailAll(Status::ShutDown(rl.shutdown_reason));
       // Only when every rank ends in this round: a rank ending alone would gather by itself.
       if (rl.shutdown_on_every_rank && e->config.summary_level > 0) ReportSummary(e);
       return;
     }
+    RunProcessSetRounds(e);
   }
 }
 
@@ -282,8 +345,10 @@ void Shutdown() {
   g_engine->thread.join();
   GlobalWatchdog().Stop();
   g_engine->queue.FailAll(Status::ShutDown("Horovod has been shut down on this rank"));
+  g_engine->sets.FailAll(Status::ShutDown("Horovod has been shut down on this rank"));
   g_engine->timeline.Shutdown();
   g_engine->ops.reset();
+  g_engine->sets.Clear();  // their communicators, before MPI_Finalize
   g_engine->mpi.Finalize();
   g_running = false;
 }
@@ -357,10 +422,28 @@ std::string Validate(const Request& r, int n) {
 
 }  // namespace
 
-Status Enqueue(std::vector<TensorEntry> entries) {
+Status Enqueue(std::vector<TensorEntry> entries, int32_t process_set) {
   Engine* e = g_engine;
   if (!e || !e->controller)  // never initialized, or init failed
     return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
+  TensorQueue* queue = &e->queue;
+  int set_size = e->topo.size;
+  std::shared_ptr<ProcessSet> set;  // keeps a set removed meanwhile alive until Add refuses
+  if (process_set != 0) {
+    const std::string what = entries.empty() ? std::string("an empty group")
+                                             : "tensor '" + entries[0].request.name + "'";
+    set = e->sets.Find(process_set);
+    if (!set)
+      return Status::InvalidArgument(what + ": there is no process set with id " +
+                                     std::to_string(process_set) + " (never added, or removed)");
+    if (set->rank < 0)
+      return Status::InvalidArgument(what + ": rank " + std::to_string(e->topo.rank) +
+                                     " is not in process set " + std::to_string(process_set) +
+                                     " (ranks " + RankList(set->ranks) +
+                                     "); only its members may submit ops to it");
+    queue = &set->queue;
+    set_size = static_cast<int>(set->ranks.size());
+  }
   // A group is queued in one call (so that its members are negotiated together and a failure
   // can reach all of them): a frontend's contract, checked here.
   for (const auto& en : entries)
@@ -382,12 +465,107 @@ Status Enqueue(std::vector<TensorEntry> entries) {
     // Anything else is negotiated as invalid, so that every rank fails with the reason. A
     // reason the frontend found (arguments it could not even convert, an input dtype it cannot
     // hand over) comes first.
-    if (r.invalid.empty()) r.invalid = Validate(r, e->topo.size);
+    if (set) {
+      r.rank = set->rank;
+      // Upstream's convention: the root is a global rank (hvd.rank()); the set's ops use its
+      // rank in the set.
+      if (r.type == OpType::BROADCAST && r.invalid.empty()) {
+        auto it = std::find(set->ranks.begin(), set->ranks.end(), r.root);
+        if (it == set->ranks.end())
+          r.invalid = "broadcast root rank " + std::to_string(r.root) + " is not in process set " +
+                      std::to_string(set->id) + " (ranks " + RankList(set->ranks) + ")";
+        else
+          r.root = static_cast<int32_t>(it - set->ranks.begin());
+      }
+    }
+    if (r.invalid.empty()) r.invalid = Validate(r, set_size);
     // Ordered after the framework's stream here, on its thread, while that stream's queue still
     // ends with the kernels that produce the input.
     if (r.gpu && r.invalid.empty()) r.invalid = PrepareGpuEntry(&en);
   }
-  return e->queue.Add(std::move(entries));
+  Status s = queue->Add(std::move(entries));
+  if (set) e->queue.Wake();  // the background thread waits on the global queue only
+  return s;
+}
+
+namespace {
+
+// An add or remove, queued on the global set like an op and waited for. Named by a counter
+// that every rank advances alike, so that a rank adding while another removes is a mismatch
+// of operations, named, instead of two tensors waiting for each other.
+Status ChangeProcessSets(OpType type, std::vector<int64_t> ranks, int32_t id, std::string invalid,
+                         int32_t* result) {
+  Engine* e = g_engine;
+  if (!e || !e->controller)
+    return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
+  std::vector<TensorEntry> entries(1);
+  TensorEntry& en = entries[0];
+  Request& r = en.request;
+  r.type = type;
+  r.name = "horovod.process_set_change." + std::to_string(e->set_changes++);
+  r.dtype = DataType::INT32;
+  r.shape = {1};
+  r.splits = std::move(ranks);
+  r.root = id;
+  r.rank = e->topo.rank;
+  r.invalid = std::move(invalid);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  int32_t out = -1;
+  en.output = &out;
+  en.done = [&](const Status& st) {
+    std::lock_guard<std::mutex> lk(mu);
+    status = st;
+    done = true;
+    cv.notify_all();
+  };
+  Status s = e->queue.Add(std::move(entries));
+  if (!s.ok()) return s;
+  // Bounded by the engine itself: every pending op fails at shutdown or a stall shutdown, and
+  // the stall inspector names the ranks that have not made the call.
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return done; });
+  if (result) *result = out;
+  return status;
+}
+
+}  // namespace
+
+Status AddProcessSet(std::vector<int> ranks, int32_t* id) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string invalid;
+  const int n = g_engine ? g_engine->topo.size : 0;
+  if (ranks.empty()) invalid = "a process set needs at least one rank";
+  for (size_t i = 0; i < ranks.size() && invalid.empty(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= n)
+      invalid = "process set rank " + std::to_string(ranks[i]) + " is outside [0, " +
+                std::to_string(n) + ")";
+    else if (i > 0 && ranks[i] == ranks[i - 1])
+      invalid = "process set ranks " + RankList(ranks) + " name rank " + std::to_string(ranks[i]) +
+                " twice";
+  }
+  return ChangeProcessSets(OpType::ADD_PROCESS_SET,
+                           std::vector<int64_t>(ranks.begin(), ranks.end()), 0, invalid, id);
+}
+
+Status RemoveProcessSet(int32_t id) {
+  std::string invalid;
+  if (id == 0) invalid = "the global process set (id 0) cannot be removed";
+  return ChangeProcessSets(OpType::REMOVE_PROCESS_SET, {}, id, invalid, nullptr);
+}
+
+std::vector<ProcessSetInfo> ProcessSets() {
+  std::vector<ProcessSetInfo> out;
+  Engine* e = g_engine;
+  if (!e || !e->controller) return out;
+  ProcessSetInfo global;
+  for (int r = 0; r < e->topo.size; ++r) global.ranks.push_back(r);
+  global.rank = e->topo.rank;
+  out.push_back(std::move(global));
+  for (auto& set : e->sets.All()) out.push_back({set->id, set->ranks, set->rank});
+  return out;
 }
 
 }  // namespace hvd

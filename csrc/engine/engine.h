@@ -36,7 +36,23 @@ const Config& GetConfig();
 // an entry's arguments unusable sets request.invalid to the reason instead of failing alone:
 // the entry is negotiated like any other and fails on every rank with that reason. Its dtype
 // and shape are then not looked at (an input whose dtype the engine lacks: give e.g. UINT8).
-Status Enqueue(std::vector<TensorEntry> entries);
+// `process_set`: the id of the set the ops run in (0: every rank). Its members negotiate and
+// run them among themselves; request.rank is then the rank in the set, and a broadcast's root
+// is a global rank (as upstream), which must be in the set.
+Status Enqueue(std::vector<TensorEntry> entries, int32_t process_set = 0);
+
+// Process sets (process_sets.h). Both calls are collective over every rank, which must make them
+// in the same order with the same arguments (negotiated: a difference is an error naming the
+// ranks on each side); they block until every rank made them. `ranks`: distinct global ranks.
+Status AddProcessSet(std::vector<int> ranks, int32_t* id);
+Status RemoveProcessSet(int32_t id);
+struct ProcessSetInfo {
+  int32_t id = 0;
+  std::vector<int> ranks;  // ascending global ranks
+  int rank = -1;           // this process's rank in the set; -1: not a member
+};
+// Every set, the global one (id 0) first; empty before Init.
+std::vector<ProcessSetInfo> ProcessSets();
 
 // Starts writing a timeline to `path` at run time (upstream's hvd.start_timeline), replacing
 // one being written; `mark_cycles` adds a CYCLE_START instant event for each negotiation round

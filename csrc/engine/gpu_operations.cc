@@ -30,7 +30,9 @@ const char* Activity(OpType t) {
     case OpType::BROADCAST: return "NCCL_BROADCAST";
     case OpType::ALLTOALL: return "NCCL_ALLTOALL";
     case OpType::REDUCESCATTER: return "NCCL_REDUCESCATTER";
-    case OpType::JOIN: break;  // never a GPU op: joins are host requests
+    case OpType::JOIN:
+    case OpType::ADD_PROCESS_SET:
+    case OpType::REMOVE_PROCESS_SET: break;  // never GPU ops: host requests of the engine
   }
   return "NCCL";
 }
@@ -96,7 +98,11 @@ class NcclOperations : public GpuOperations {
       case OpType::BROADCAST: op = Broadcast(r, es[0], d); break;
       case OpType::ALLTOALL: op = Alltoall(r, es[0], d); break;
       case OpType::REDUCESCATTER: op = Reducescatter(r, es[0], d); break;
-      case OpType::JOIN: op = Status::Internal("join is not a GPU op"); break;
+      case OpType::JOIN:
+      case OpType::ADD_PROCESS_SET:
+      case OpType::REMOVE_PROCESS_SET:
+        op = Status::Internal(std::string(OpTypeName(r.type)) + " is not a GPU op");
+        break;
     }
     // Even after an error, wait for what was queued: the buffers belong to the framework.
     Status waited = Wait(d, tensor);

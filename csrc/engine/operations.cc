@@ -37,8 +37,8 @@ WatchSection Operations::Watch(const Response& r, const char* what, bool ring) c
   w.tensor = &r.names[0];
   w.more_tensors = static_cast<int>(r.names.size()) - 1;
   if (ring) {  // the ring blocks only on its two neighbours
-    w.recv_from = (mpi_->rank + mpi_->size - 1) % mpi_->size;
-    w.send_to = (mpi_->rank + 1) % mpi_->size;
+    w.recv_from = mpi_->WorldRank((mpi_->rank + mpi_->size - 1) % mpi_->size);
+    w.send_to = mpi_->WorldRank((mpi_->rank + 1) % mpi_->size);
   }
   return w;
 }
@@ -118,7 +118,11 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
       case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;
       case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
       case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
-      case OpType::JOIN: break;  // handled above
+      case OpType::JOIN:             // handled above
+      case OpType::ADD_PROCESS_SET:  // by the engine's loop (engine.cc)
+      case OpType::REMOVE_PROCESS_SET:
+        s = Status::Internal(std::string(OpTypeName(r.type)) + " reached the collectives");
+        break;
     }
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpEnd(e.request.name);

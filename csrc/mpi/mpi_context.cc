@@ -88,6 +88,20 @@ std::string MpiLibraryVersion() {
   return s;
 }
 
+void MpiContext::DeriveTopology() {
+  HVD_MPI_CHECK(
+      MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
+  MPI_Comm_rank(local_comm_, &local_rank);
+  MPI_Comm_size(local_comm_, &local_size);
+  HVD_MPI_CHECK(MPI_Comm_split(comm_, local_rank, rank, &cross_comm_));
+  MPI_Comm_rank(cross_comm_, &cross_rank);
+  MPI_Comm_size(cross_comm_, &cross_size);
+  int min_local = local_size, max_local = local_size;
+  MPI_Allreduce(MPI_IN_PLACE, &min_local, 1, MPI_INT, MPI_MIN, comm_);
+  MPI_Allreduce(MPI_IN_PLACE, &max_local, 1, MPI_INT, MPI_MAX, comm_);
+  homogeneous = min_local == max_local;
+}
+
 Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -114,17 +128,7 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
                          << provided
                          << " (< MPI_THREAD_SERIALIZED); do not call MPI from other threads");
   }
-  HVD_MPI_CHECK(
-      MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
-  MPI_Comm_rank(local_comm_, &local_rank);
-  MPI_Comm_size(local_comm_, &local_size);
-  HVD_MPI_CHECK(MPI_Comm_split(comm_, local_rank, rank, &cross_comm_));
-  MPI_Comm_rank(cross_comm_, &cross_rank);
-  MPI_Comm_size(cross_comm_, &cross_size);
-  int min_local = local_size, max_local = local_size;
-  MPI_Allreduce(MPI_IN_PLACE, &min_local, 1, MPI_INT, MPI_MIN, comm_);
-  MPI_Allreduce(MPI_IN_PLACE, &max_local, 1, MPI_INT, MPI_MAX, comm_);
-  homogeneous = min_local == max_local;
+  DeriveTopology();
   if (threads_multiple) {
     HVD_MPI_CHECK(MPI_Comm_dup(comm_, &diag_comm_));
     MPI_Comm_set_errhandler(diag_comm_, MPI_ERRORS_RETURN);  // a dead peer must not abort us
@@ -134,6 +138,19 @@ Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {
     CreateHalfOps<DataType::BFLOAT16>(g_half_ops[1]);
     g_half_ops_created = true;
   }
+  return Status();
+}
+
+Status MpiContext::InitSubset(MPI_Comm comm, std::vector<int> world) {
+  comm_ = comm;
+  world_ranks = std::move(world);
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  threads_multiple = provided >= MPI_THREAD_MULTIPLE;
+  HVD_MPI_CHECK(MPI_Comm_dup(comm_, &raw_comm_));
+  MPI_Comm_rank(comm_, &rank);
+  MPI_Comm_size(comm_, &size);
+  DeriveTopology();
   return Status();
 }
 

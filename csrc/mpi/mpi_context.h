@@ -31,8 +31,24 @@ class MpiContext {
  public:
   // comm == MPI_COMM_NULL: use MPI_COMM_WORLD. MPI is initialized here if nobody did yet.
   Status Init(MPI_Comm comm, bool threads_disable);
+  // A process set's context (engine.cc): adopts `comm`, made by MPI_Comm_create over the
+  // parent's communicator, whose members are the parent's ranks `world` in order. No roll call
+  // and no summary communicator: the global set's serve the whole process.
+  Status InitSubset(MPI_Comm comm, std::vector<int> world);
   // Frees communicators; finalizes MPI only if Init initialized it.
   void Finalize();
+  // The global rank of this communicator's rank `r` (the same number for the global set), so
+  // that every message names ranks as hvd.rank() does.
+  int WorldRank(int r) const {
+    return world_ranks.empty() || r < 0 || r >= static_cast<int>(world_ranks.size())
+               ? r
+               : world_ranks[r];
+  }
+  std::vector<int> WorldRanks(std::vector<int> ranks) const {
+    for (int& r : ranks) r = WorldRank(r);
+    return ranks;
+  }
+  std::vector<int> world_ranks;  // empty for the global set
 
   MPI_Comm comm() const { return comm_; }          // control + data, background thread only
   MPI_Comm raw_comm() const { return raw_comm_; }  // for diagnostics/benchmarks of the bare ring
@@ -87,6 +103,8 @@ class MpiContext {
   // collective cannot be cancelled), so they outlive it.
   std::vector<char> summary_send_, summary_recv_;
   bool we_initialized_ = false;
+  // local/cross communicators and ranks, and homogeneity, from comm_ (collective over it).
+  void DeriveTopology();
 };
 
 }  // namespace hvd

@@ -164,7 +164,7 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
 int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const py::list& inputs,
                      const py::object& outputs, int reduce_op, int root, double prescale,
                      double postscale, const std::vector<int64_t>& splits, int device,
-                     const std::string& invalid, const std::string& group) {
+                     const std::string& invalid, const std::string& group, int process_set) {
   auto h = std::make_shared<Handle>();
   const size_t n = names.size();
   if (inputs.size() != n) throw py::value_error("one name per input is needed");
@@ -282,7 +282,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = Enqueue(std::move(entries));
+    s = Enqueue(std::move(entries), process_set);
   }
   if (!s.ok()) {
     std::lock_guard<std::mutex> lk(g_handles_mu);
@@ -491,7 +491,31 @@ PYBIND11_MODULE(_core, m) {
   m.def("enqueue", &EnqueueGroup, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
         py::arg("postscale"), py::arg("splits"), py::arg("device") = -1, py::arg("invalid") = "",
-        py::arg("group") = "");
+        py::arg("group") = "", py::arg("process_set") = 0);
+  // Process sets: collective calls, made by every rank in the same order (engine.h).
+  m.def("add_process_set", [](std::vector<int> ranks) {
+    int32_t id = -1;
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = AddProcessSet(std::move(ranks), &id);
+    }
+    if (!s.ok()) Raise(s);
+    return id;
+  });
+  m.def("remove_process_set", [](int32_t id) {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = RemoveProcessSet(id);
+    }
+    if (!s.ok()) Raise(s);
+  });
+  m.def("process_sets", [] {  // {id: (ranks, rank in the set or -1)}
+    py::dict d;
+    for (const auto& ps : ProcessSets()) d[py::int_(ps.id)] = py::make_tuple(ps.ranks, ps.rank);
+    return d;
+  });
   m.def("poll", &Poll);
   m.def("release", &Release);
   m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet

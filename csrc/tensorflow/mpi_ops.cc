@@ -104,6 +104,8 @@ class HorovodKernel : public tf::AsyncOpKernel {
       OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
     if (c->HasAttr("root_rank")) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
     if (c->HasAttr("grouped")) OP_REQUIRES_OK(c, c->GetAttr("grouped", &grouped_));
+    if (c->HasAttr("process_set_id"))
+      OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_id_));
     gpu_ = c->device_type() == tf::DeviceType(tf::DEVICE_GPU);
   }
 
@@ -185,7 +187,7 @@ class HorovodKernel : public tf::AsyncOpKernel {
         if (before_done) before_done(s);
         completion->Finish(s);
       };
-    Status s = Enqueue(std::move(entries));
+    Status s = Enqueue(std::move(entries), process_set_id_);
     // Not queued: no done() will run, so complete here (every entry counts once).
     if (!s.ok()) {
       c->SetStatus(ToTF(s));
@@ -204,9 +206,18 @@ class HorovodKernel : public tf::AsyncOpKernel {
     return base + "." + std::to_string(i);
   }
 
+  // The number of ranks in this op's process set (a set removed meanwhile: the engine refuses
+  // the op, naming it; 1 keeps the even split defined until then).
+  int SetSize() const {
+    for (const auto& ps : ProcessSets())
+      if (ps.id == process_set_id_) return std::max<int>(1, static_cast<int>(ps.ranks.size()));
+    return 1;
+  }
+
   OpType type_;
-  bool grouped_ = false;  // a grouped op (hvd.grouped_*, gradients, broadcast_variables)
-  bool gpu_ = false;      // registered for DEVICE_GPU: tensors in device memory
+  bool grouped_ = false;    // a grouped op (hvd.grouped_*, gradients, broadcast_variables)
+  int process_set_id_ = 0;  // hvd.ProcessSet's id: 0, every rank
+  bool gpu_ = false;        // registered for DEVICE_GPU: tensors in device memory
   int reduce_op_ = 0, root_ = 0;
   float prescale_ = 1.0f, postscale_ = 1.0f;
 };
@@ -320,7 +331,7 @@ class AlltoallOp : public HorovodKernel {
     if (e.request.invalid.empty()) e.request.invalid = ReadSplits(c->input(1), &e.request.splits);
     // No splits (empty, upstream's convention for splits=None): the rows divided evenly.
     if (e.request.invalid.empty() && e.request.splits.empty() && !e.request.shape.empty())
-      e.request.invalid = EvenSplits(e.request.shape[0], GetTopology().size, &e.request.splits);
+      e.request.invalid = EvenSplits(e.request.shape[0], SetSize(), &e.request.splits);
     if (!e.request.invalid.empty()) e.request.splits.clear();
     e.allocate_output = AllocateOutput(c, 0);
     auto received = std::make_shared<std::vector<int64_t>>();
@@ -406,6 +417,7 @@ tf::Status UnknownFirstDim(InferenceContext* c) {
 REGISTER_OP("HorovodAllreduce")
     .Attr("T: " HVD_REDUCE_LIST)
     .Attr("grouped: bool = false")
+    .Attr("process_set_id: int = 0")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float")
     .Attr("postscale_factor: float")
@@ -419,6 +431,7 @@ REGISTER_OP("HorovodAllreduce")
 REGISTER_OP("HorovodBroadcast")
     .Attr("T: " HVD_MOVE_LIST)
     .Attr("grouped: bool = false")
+    .Attr("process_set_id: int = 0")
     .Attr("root_rank: int")
     .Input("tensors: T")
     .Input("tensor_name: string")
@@ -430,6 +443,7 @@ REGISTER_OP("HorovodBroadcast")
 REGISTER_OP("HorovodAllgather")
     .Attr("T: " HVD_MOVE_LIST)
     .Attr("grouped: bool = false")
+    .Attr("process_set_id: int = 0")
     .Input("tensors: T")
     .Input("tensor_name: string")
     .Output("gathered: T")
@@ -440,6 +454,7 @@ REGISTER_OP("HorovodAllgather")
 REGISTER_OP("HorovodReducescatter")
     .Attr("T: " HVD_REDUCE_LIST)
     .Attr("grouped: bool = false")
+    .Attr("process_set_id: int = 0")
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float")
     .Attr("postscale_factor: float")
@@ -460,6 +475,7 @@ REGISTER_OP("HorovodAlltoall")
         "Tsplits: {int8, uint8, int16, uint16, int32, uint32, int64, uint64, half, bfloat16, "
         "float, double, bool} = DT_INT32")
     .Attr("splits_error: string = ''")
+    .Attr("process_set_id: int = 0")
     .Input("tensor: T")
     .Input("splits: Tsplits")
     .Input("tensor_name: string")
@@ -486,6 +502,7 @@ REGISTER_OP("HorovodAlltoall")
 REGISTER_OP("HorovodInvalid")
     .Attr("T: list(type) >= 1")
     .Attr("grouped: bool = false")
+    .Attr("process_set_id: int = 0")
     .Attr("op_type: int")
     .Attr("reason: string")
     .Input("tensors: T")

@@ -24,11 +24,6 @@ class TopologyOp : public tf::OpKernel {
     OP_REQUIRES(
         c, IsInitialized(),
         tf::errors::FailedPrecondition("Horovod has not been initialized; use hvd.init()."));
-    // Only the global process set exists here (process sets are not implemented).
-    OP_REQUIRES(c, set_id_ == 0,
-                tf::errors::InvalidArgument("process set ", set_id_,
-                                            " does not exist: only the global process set (0) "
-                                            "is implemented in this Horovod"));
     const Topology t = GetTopology();
     int32_t v = 0;
     switch (kField) {
@@ -37,6 +32,17 @@ class TopologyOp : public tf::OpKernel {
       case Field::LOCAL_RANK: v = t.local_rank; break;
       case Field::LOCAL_SIZE: v = t.local_size; break;
       case Field::PROCESS_SET_INCLUDED: v = 1; break;  // every rank is in the global set
+    }
+    if (set_id_ != 0 && (kField == Field::SIZE || kField == Field::PROCESS_SET_INCLUDED)) {
+      bool found = false;
+      for (const auto& ps : ProcessSets())
+        if (ps.id == set_id_) {
+          found = true;
+          v = kField == Field::SIZE ? static_cast<int32_t>(ps.ranks.size()) : ps.rank >= 0;
+        }
+      OP_REQUIRES(c, found,
+                  tf::errors::InvalidArgument("there is no process set with id ", set_id_,
+                                              " (never added, or removed)"));
     }
     tf::Tensor* out = nullptr;
     OP_REQUIRES_OK(c, c->allocate_output(0, tf::TensorShape({}), &out));

@@ -9,12 +9,14 @@ import importlib
 import os
 
 from horovod import __version__
+from horovod.common import process_sets as _ps
+from horovod.common.exceptions import NOT_INITIALIZED as _NOT_INITIALIZED
 
 # Reduce ops: values match csrc/common/common.h.
 Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
 Adasum = -1  # not implemented; accepted names fail with a clear error
 
-_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+
 _core = None
 _topology = None
 
@@ -26,10 +28,18 @@ def _lib():
     return _core
 
 
-def init(comm=None):
+def init(comm=None, process_sets=None):
     """Start the engine. `comm` may be an mpi4py communicator (the job then runs on its
-    ranks) or None for MPI_COMM_WORLD. Calling it again while running is a no-op."""
+    ranks) or None for MPI_COMM_WORLD. `process_sets`: hvd.ProcessSet objects to create (every
+    rank passes the same list), or "dynamic" (upstream's spelling; sets can always be added
+    later). Calling it again while running is a no-op."""
     global _topology
+    running = is_initialized()
+    sets = _ps.init_process_sets(process_sets, comm)
+    if running and sets:
+        raise ValueError(
+            "Horovod is already initialized: add process sets with hvd.add_process_set()"
+        )
     handle = 0
     if comm is not None:
         if isinstance(comm, (list, tuple)):
@@ -44,6 +54,8 @@ def init(comm=None):
         handle = MPI._handleof(comm)
     _lib().init(handle)
     _topology = _lib().topology()
+    if not running:
+        _ps.add_initial_sets(sets)
     # atexit runs handlers last-registered-first: registering again here puts our shutdown
     # before the MPI_Finalize of an mpi4py imported before init().
     atexit.register(shutdown)
@@ -119,18 +131,30 @@ def is_homogeneous():
 _JOIN = 5  # OpType::JOIN in csrc/common/common.h
 
 
-def join(device=-1):
+def join(device=-1, process_set=None):
     """This rank has run out of data: until every rank has joined, it takes part in the other
     ranks' allreduces with zeros (Average divides by the ranks that contributed), and any other
     op they submit fails on every rank naming the joined ranks. Blocks until every rank has
     joined; returns the last rank to join (whose model saw the most data: broadcast from it to
-    make all ranks equal again). `device` is accepted for upstream compatibility (host only)."""
+    make all ranks equal again). `device` is accepted for upstream compatibility (host only).
+    With `process_set`, among its ranks only."""
     import numpy as np  # noqa: PLC0415  (basics stays importable without NumPy)
 
     if not is_initialized():
         raise ValueError(_NOT_INITIALIZED)
     out = np.zeros(1, np.int32)
-    handle = _lib().enqueue(_JOIN, ["horovod.join"], [out], [out], 0, 0, 1.0, 1.0, [])
+    handle = _lib().enqueue(
+        _JOIN,
+        ["horovod.join"],
+        [out],
+        [out],
+        0,
+        0,
+        1.0,
+        1.0,
+        [],
+        process_set=_ps.process_set_id(process_set),
+    )
     _lib().wait(handle, -1.0)
     return int(out[0])
 

@@ -1,5 +1,8 @@
 """Exceptions raised when a collective fails. Every rank involved raises the same message."""
 
+# What every API call before hvd.init() says (a ValueError).
+NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+
 
 class HorovodInternalError(RuntimeError):
     """A collective failed inside the engine."""

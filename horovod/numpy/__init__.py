@@ -43,10 +43,18 @@ from horovod.common.exceptions import (  # noqa: F401
     HorovodMismatchError,
     HorovodShutdownError,
 )
+from horovod.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)
+from horovod.common.process_sets import process_set_id as _process_set_id
+from horovod.common.process_sets import set_size as _set_size
 
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
-_counters = {k: itertools.count() for k in _KIND_NAMES}
+_counters = {}  # (kind, process set id) -> counter of unnamed ops
 _REDUCE_OPS = (Sum, Average, Min, Max, Product)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -77,11 +85,15 @@ class Handle:
         return self._id
 
 
-def _name(kind, name):
+def _name(kind, name, process_set=None):
+    """The op's name; unnamed ops are counted per process set (only its members advance its
+    counter, so the other sets' names stay alike on every rank)."""
     if not is_initialized():
         raise ValueError(_b._NOT_INITIALIZED)
     if name is None:
-        return f"{_KIND_NAMES[kind]}.noname.{next(_counters[_KIND_NAMES[kind]])}"
+        key = (_KIND_NAMES[kind], getattr(process_set, "process_set_id", 0) or 0)
+        counter = _counters.setdefault(key, itertools.count())
+        return f"{_KIND_NAMES[kind]}.noname.{next(counter)}"
     if not isinstance(name, str):
         raise TypeError(f"a tensor name must be a str, got {type(name).__name__} {name!r}")
     return name
@@ -192,6 +204,7 @@ def _submit(
     splits=(),
     group="",
     invalid="",
+    process_set=None,
 ):
     """Checks the arguments and queues the op. `outs`: None (the engine allocates outputs), or
     one output array (or None: a new one) per tensor. A bad argument is not raised here: the op
@@ -219,7 +232,15 @@ def _submit(
             (int(Sum), 0, 1.0, 1.0),
         )
     hid = _b._lib().enqueue(
-        kind, names, arrays, outputs, *args, list(splits), invalid=invalid, group=group
+        kind,
+        names,
+        arrays,
+        outputs,
+        *args,
+        list(splits),
+        invalid=invalid,
+        group=group,
+        process_set=_process_set_id(process_set),
     )
     return Handle(hid, kind, name, bool(group), refused)
 
@@ -263,22 +284,54 @@ def _like(name, t, out):
 
 
 def allreduce_async(
-    tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None
+    tensor,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    out=None,
+    process_set=global_process_set,
 ):
-    name = _name(_ALLREDUCE, name)
-    return _submit(_ALLREDUCE, [name], [tensor], [out], op, 0, prescale_factor, postscale_factor)
+    name = _name(_ALLREDUCE, name, process_set)
+    return _submit(
+        _ALLREDUCE,
+        [name],
+        [tensor],
+        [out],
+        op,
+        0,
+        prescale_factor,
+        postscale_factor,
+        process_set=process_set,
+    )
 
 
-def allreduce(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None):
+def allreduce(
+    tensor,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    out=None,
+    process_set=global_process_set,
+):
     """Reduces `tensor` across ranks (Average by default; Sum, Min, Max, Product). `out` may be
-    a preallocated array, or `tensor` itself for an in-place reduction."""
-    return synchronize(allreduce_async(tensor, op, name, prescale_factor, postscale_factor, out))
+    a preallocated array, or `tensor` itself for an in-place reduction. With `process_set`,
+    among its ranks only (every op takes it)."""
+    return synchronize(
+        allreduce_async(tensor, op, name, prescale_factor, postscale_factor, out, process_set)
+    )
 
 
 def grouped_allreduce_async(
-    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0
+    tensors,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
 ):
-    base = _name(_ALLREDUCE, name)
+    base = _name(_ALLREDUCE, name, process_set)
     tensors = list(tensors)
     names = [f"{base}.{i}" for i in range(len(tensors))]
     return _submit(
@@ -291,40 +344,51 @@ def grouped_allreduce_async(
         prescale_factor,
         postscale_factor,
         group=base,
+        process_set=process_set,
     )
 
 
-def grouped_allreduce(tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce(
+    tensors,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reduces a list of tensors submitted together (one negotiation, fused when they fit)."""
     return synchronize(
-        grouped_allreduce_async(tensors, op, name, prescale_factor, postscale_factor)
+        grouped_allreduce_async(tensors, op, name, prescale_factor, postscale_factor, process_set)
     )
 
 
-def allgather_async(tensor, name=None):
-    name = _name(_ALLGATHER, name)
-    return _submit(_ALLGATHER, [name], [tensor])
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    name = _name(_ALLGATHER, name, process_set)
+    return _submit(_ALLGATHER, [name], [tensor], process_set=process_set)
 
 
-def allgather(tensor, name=None):
-    """Concatenates every rank's tensor along the first dimension, which may differ per rank."""
-    return synchronize(allgather_async(tensor, name))
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's tensor along the first dimension, which may differ per rank
+    (in the order of the ranks in the set)."""
+    return synchronize(allgather_async(tensor, name, process_set))
 
 
-def broadcast_async(tensor, root_rank, name=None, out=None):
-    name = _name(_BROADCAST, name)
-    return _submit(_BROADCAST, [name], [tensor], [out], Sum, root_rank)
+def broadcast_async(tensor, root_rank, name=None, out=None, process_set=global_process_set):
+    name = _name(_BROADCAST, name, process_set)
+    return _submit(_BROADCAST, [name], [tensor], [out], Sum, root_rank, process_set=process_set)
 
 
-def broadcast(tensor, root_rank, name=None, out=None):
-    """Returns root_rank's tensor on every rank."""
-    return synchronize(broadcast_async(tensor, root_rank, name, out))
+def broadcast(tensor, root_rank, name=None, out=None, process_set=global_process_set):
+    """Returns root_rank's tensor on every rank. root_rank is a global rank (hvd.rank()), also
+    with a process set, as upstream."""
+    return synchronize(broadcast_async(tensor, root_rank, name, out, process_set))
 
 
-def alltoall_async(tensor, splits=None, name=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     # Bad splits, or a scalar, are not raised here: the op is submitted with the reason, which
     # the engine negotiates, so every rank fails with it instead of waiting for this one.
-    name = _name(_ALLTOALL, name)
+    name = _name(_ALLTOALL, name, process_set)
+    n = _set_size(process_set)
     t = np.asarray(tensor) if isinstance(tensor, np.ndarray) else _try_array(tensor)
     if splits is not None:
         values, why = _split_values(splits)
@@ -332,32 +396,39 @@ def alltoall_async(tensor, splits=None, name=None):
         values, why = [], ""  # _submit refuses the input itself
     elif t.ndim == 0:
         values, why = [], "alltoall needs at least one dimension"
-    elif t.shape[0] % size():
+    elif t.shape[0] % n:
         # Refused as upstream (and horovod.tensorflow) refuse it, on every rank, rather than
         # split unevenly.
         values, why = (
             [],
             (
                 "alltoall without splits needs a first dimension divisible by the number of ranks "
-                f"({size()}), got {t.shape[0]} rows; pass splits to send uneven rows"
+                f"({n}), got {t.shape[0]} rows; pass splits to send uneven rows"
             ),
         )
     else:
-        values, why = [t.shape[0] // size()] * size(), ""
-    return _submit(_ALLTOALL, [name], [tensor], splits=values, invalid=why)
+        values, why = [t.shape[0] // n] * n, ""
+    return _submit(_ALLTOALL, [name], [tensor], splits=values, invalid=why, process_set=process_set)
 
 
-def alltoall(tensor, splits=None, name=None):
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[r] rows of `tensor` to rank r; returns the rows received, ordered by
     sender, and how many came from each rank (also without `splits`, unlike
     horovod.tensorflow's: one return shape for both forms). Without `splits` the first
     dimension is split evenly; one the number of ranks does not divide is a ValueError on every
     rank."""
-    return synchronize(alltoall_async(tensor, splits, name))
+    return synchronize(alltoall_async(tensor, splits, name, process_set))
 
 
-def reducescatter_async(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    name = _name(_REDUCESCATTER, name)
+def reducescatter_async(
+    tensor,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    name = _name(_REDUCESCATTER, name, process_set)
     return _submit(
         _REDUCESCATTER,
         [name],
@@ -367,13 +438,23 @@ def reducescatter_async(tensor, op=Average, name=None, prescale_factor=1.0, post
         0,
         prescale_factor,
         postscale_factor,
+        process_set=process_set,
     )
 
 
-def reducescatter(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(
+    tensor,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reduces across ranks and returns this rank's block of rows (the first ranks get one
     extra row when the first dimension does not divide evenly)."""
-    return synchronize(reducescatter_async(tensor, op, name, prescale_factor, postscale_factor))
+    return synchronize(
+        reducescatter_async(tensor, op, name, prescale_factor, postscale_factor, process_set)
+    )
 
 
 def ring_allreduce_raw(array):

@@ -48,6 +48,12 @@ from horovod.common.exceptions import (  # noqa: F401
     HorovodMismatchError,
     HorovodShutdownError,
 )
+from horovod.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)
 from horovod.tensorflow.collectives import (  # noqa: F401
     allgather,
     allreduce,

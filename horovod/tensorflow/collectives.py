@@ -7,10 +7,9 @@ package's __init__.
 
 import tensorflow as tf
 
-from horovod.common.basics import size
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Average, Sum, _check_process_set
+from horovod.tensorflow.mpi_ops import Average, Sum, _process_set_id, _set_rank_and_size
 
 # AutoGraph would convert these wrappers' Python on every trace (10-20 ms per op, measured):
 # they hold no tensor-dependent control flow, so tf.function may call them as they are.
@@ -42,24 +41,36 @@ def allreduce(
 ):
     """Reduces `tensor` across ranks (Average by default). A tf.IndexedSlices is reduced by
     gathering its values and indices (Sum or Average, no scale factors), as upstream does."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     op = _op(average, op)
     if isinstance(tensor, tf.IndexedSlices):
         if op not in (Average, Sum):
             raise NotImplementedError("tf.IndexedSlices can be reduced with Sum or Average only")
         if prescale_factor != 1.0 or postscale_factor != 1.0:
             raise NotImplementedError("scale factors are not supported for tf.IndexedSlices")
-        values = allgather(tensor.values, name=None if name is None else name + ".values")
-        indices = allgather(tensor.indices, name=None if name is None else name + ".indices")
+        values = allgather(
+            tensor.values,
+            name=None if name is None else name + ".values",
+            process_set=process_set,
+        )
+        indices = allgather(
+            tensor.indices,
+            name=None if name is None else name + ".indices",
+            process_set=process_set,
+        )
         if op == Average:
-            values = values / tf.cast(size(), values.dtype)
+            values = values / tf.cast(_set_rank_and_size(pid)[1], values.dtype)
         return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     if compression is Compression.none:  # the common case, kept short (eager latency)
-        return _ops._allreduce([tensor], op, name, prescale_factor, postscale_factor)[0]
+        return _ops._allreduce(
+            [tensor], op, name, prescale_factor, postscale_factor, process_set_id=pid
+        )[0]
     compressed, ctx = compression.compress(tensor)
-    reduced = _ops._allreduce([compressed], op, name, prescale_factor, postscale_factor)[0]
+    reduced = _ops._allreduce(
+        [compressed], op, name, prescale_factor, postscale_factor, process_set_id=pid
+    )[0]
     return compression.decompress(reduced, ctx)
 
 
@@ -80,14 +91,20 @@ def grouped_allreduce(
     """Reduces a list of tensors submitted together: one op, one negotiation, fused by dtype.
     Ranks must pass the same number of tensors: otherwise the op fails on every rank, naming
     each rank's count. Returns the results in the input order."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     op = _op(average, op)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
     compressed = [compression.compress(t) for t in tensors]
     reduced = _ops._allreduce(
-        [c for c, _ in compressed], op, name, prescale_factor, postscale_factor, grouped=True
+        [c for c, _ in compressed],
+        op,
+        name,
+        prescale_factor,
+        postscale_factor,
+        grouped=True,
+        process_set_id=pid,
     )
     return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
 
@@ -95,23 +112,26 @@ def grouped_allreduce(
 @_no_autograph
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     """Concatenates every rank's tensor along the first dimension, which may differ."""
-    _check_process_set(process_set)
-    return _ops._allgather([tf.convert_to_tensor(tensor)], name)[0]
+    pid = _process_set_id(process_set)
+    return _ops._allgather([tf.convert_to_tensor(tensor)], name, process_set_id=pid)[0]
 
 
 @_no_autograph
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
     """Allgathers a list of tensors submitted together (one op; ranks must agree on the count)."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    return list(_ops._allgather(tensors, name, grouped=True)) if tensors else []
+    if not tensors:
+        return []
+    return list(_ops._allgather(tensors, name, grouped=True, process_set_id=pid))
 
 
 @_no_autograph
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
-    """Returns root_rank's tensor on every rank."""
-    _check_process_set(process_set)
-    return _ops._broadcast([tf.convert_to_tensor(tensor)], root_rank, name)[0]
+    """Returns root_rank's tensor on every rank. root_rank is a global rank (hvd.rank()), also
+    with a process set, as upstream."""
+    pid = _process_set_id(process_set)
+    return _ops._broadcast([tf.convert_to_tensor(tensor)], root_rank, name, process_set_id=pid)[0]
 
 
 @_no_autograph
@@ -120,12 +140,16 @@ def broadcast_(variables, root_rank, name=None, process_set=None):
     op (ranks must agree on the count), and returns their updated values, as upstream's
     in-place broadcast. The assignment is TensorFlow's own: each variable's buffer is written
     once, after the broadcast."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     variables = list(variables)
     if not variables:
         return []
     values = _ops._broadcast(
-        [tf.convert_to_tensor(v) for v in variables], root_rank, name, grouped=True
+        [tf.convert_to_tensor(v) for v in variables],
+        root_rank,
+        name,
+        grouped=True,
+        process_set_id=pid,
     )
     assigns = [v.assign(b, read_value=False) for v, b in zip(variables, values)]
     with tf.control_dependencies([a for a in assigns if a is not None]):
@@ -139,12 +163,12 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     received are returned; a first dimension that the number of ranks does not divide fails
     with tf.errors.InvalidArgumentError on every rank (the kernel checks it when it runs, so
     also for shapes known only then)."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     tensor = tf.convert_to_tensor(tensor)
     if splits is None:
         # Empty splits: the kernel's even split (upstream's convention).
-        return _ops._alltoall(tensor, tf.zeros([0], tf.int32), name)[0]
-    return _ops._alltoall(tensor, splits, name)
+        return _ops._alltoall(tensor, tf.zeros([0], tf.int32), name, process_set_id=pid)[0]
+    return _ops._alltoall(tensor, splits, name, process_set_id=pid)
 
 
 @_no_autograph
@@ -159,9 +183,14 @@ def reducescatter(
 ):
     """Reduces across ranks; returns this rank's block of rows (the first ranks get one extra
     row when the first dimension does not divide evenly)."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     return _ops._reducescatter(
-        [tf.convert_to_tensor(tensor)], op, name, prescale_factor, postscale_factor
+        [tf.convert_to_tensor(tensor)],
+        op,
+        name,
+        prescale_factor,
+        postscale_factor,
+        process_set_id=pid,
     )[0]
 
 
@@ -180,12 +209,18 @@ def grouped_reducescatter(
     must pass the same number of tensors, or it fails on every rank naming each rank's count.
     Returns this rank's block of rows of each, in the input order. Upstream's signature, plus
     `name` (last), which names the group as in grouped_allreduce."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
     compressed = [compression.compress(t) for t in tensors]
     reduced = _ops._reducescatter(
-        [c for c, _ in compressed], op, name, prescale_factor, postscale_factor, grouped=True
+        [c for c, _ in compressed],
+        op,
+        name,
+        prescale_factor,
+        postscale_factor,
+        grouped=True,
+        process_set_id=pid,
     )
     return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]

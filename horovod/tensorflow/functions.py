@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from horovod.common import basics as _b
 from horovod.tensorflow import mpi_ops
-from horovod.tensorflow.mpi_ops import _check_process_set
+from horovod.tensorflow.mpi_ops import _process_set_id
 
 try:  # lambdas and locally defined classes pickle only with cloudpickle
     import cloudpickle as _pickle
@@ -22,14 +22,18 @@ def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None)
     """Assigns root_rank's values to `variables` on every rank, in one grouped op (one
     negotiation; ranks must agree on the number of variables). Returns the assign ops' group in
     graph mode, None eagerly."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     variables = list(variables)
     if not variables:
         return tf.no_op() if not tf.executing_eagerly() else None
     # Eagerly a stable name, so that repeated calls take the cache's fast path.
     name = "broadcast_variables" if tf.executing_eagerly() else None
     values = mpi_ops._broadcast(
-        [tf.convert_to_tensor(v) for v in variables], root_rank, name=name, grouped=True
+        [tf.convert_to_tensor(v) for v in variables],
+        root_rank,
+        name=name,
+        grouped=True,
+        process_set_id=pid,
     )
     assigns = [v.assign(value) for v, value in zip(variables, values)]
     return None if tf.executing_eagerly() else tf.group(*assigns)
@@ -39,11 +43,15 @@ def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None)
 # object (a broadcast's non-root ranks typically pass None): unnamed calls are numbered per
 # process instead, which every rank advances identically as long as every rank makes the same
 # calls in the same order (as for unnamed ops).
-_object_counters = {"broadcast_object": itertools.count(), "allgather_object": itertools.count()}
+# (Counted per process set: only a set's members advance its counter.)
+_object_counters = {}
 
 
-def _object_op_name(kind, name):
-    return f"{kind}.{name}" if name is not None else f"{kind}.noname.{next(_object_counters[kind])}"
+def _object_op_name(kind, name, process_set_id=0):
+    if name is not None:
+        return f"{kind}.{name}"
+    counter = _object_counters.setdefault((kind, process_set_id), itertools.count())
+    return f"{kind}.noname.{next(counter)}"
 
 
 def _to_bytes(obj):
@@ -57,17 +65,19 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
     then its bytes. Eager mode only (inside a tf.function, broadcast tensors instead). The ops
     are named after `name`, never after the object (the other ranks' may be None); unnamed
     calls are numbered per process, so every rank must make them in the same order."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     if not tf.executing_eagerly():
         raise RuntimeError("broadcast_object runs eagerly; call it outside tf.function")
-    name = _object_op_name("broadcast_object", name)
+    name = _object_op_name("broadcast_object", name, pid)
     data = _to_bytes(obj) if _b.rank() == root_rank else np.zeros(0, np.uint8)
-    size = mpi_ops._broadcast([tf.constant([data.size], tf.int64)], root_rank, name=f"{name}.size")[
-        0
-    ]
+    size = mpi_ops._broadcast(
+        [tf.constant([data.size], tf.int64)], root_rank, name=f"{name}.size", process_set_id=pid
+    )[0]
     if _b.rank() != root_rank:
         data = np.zeros(int(size.numpy()[0]), np.uint8)
-    data = mpi_ops._broadcast([tf.constant(data)], root_rank, name=f"{name}.data")[0]
+    data = mpi_ops._broadcast(
+        [tf.constant(data)], root_rank, name=f"{name}.data", process_set_id=pid
+    )[0]
     if _b.rank() == root_rank:
         return obj
     return pickle.loads(data.numpy().tobytes())
@@ -81,15 +91,15 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
 def allgather_object(obj, session=None, name=None, process_set=None):
     """Every rank's `obj` (each rank's may differ, in type too), as a list indexed by rank.
     Eager mode only. Named like broadcast_object's ops."""
-    _check_process_set(process_set)
+    pid = _process_set_id(process_set)
     if not tf.executing_eagerly():
         raise RuntimeError("allgather_object runs eagerly; call it outside tf.function")
-    name = _object_op_name("allgather_object", name)
+    name = _object_op_name("allgather_object", name, pid)
     data = _to_bytes(obj)
-    sizes = mpi_ops._allgather([tf.constant([data.size], tf.int64)], name=f"{name}.sizes")[
-        0
-    ].numpy()
-    gathered = mpi_ops._allgather([tf.constant(data)], name=f"{name}.data")[0]
+    sizes = mpi_ops._allgather(
+        [tf.constant([data.size], tf.int64)], name=f"{name}.sizes", process_set_id=pid
+    )[0].numpy()
+    gathered = mpi_ops._allgather([tf.constant(data)], name=f"{name}.data", process_set_id=pid)[0]
     raw = gathered.numpy().tobytes()
     out, offset = [], 0
     for s in sizes:

@@ -17,6 +17,7 @@ import weakref
 import tensorflow as tf
 
 from horovod.common import basics as _b
+from horovod.common import process_sets as _ps
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
 _LIB_PATH = os.path.join(_DIR, "mpi_lib.so")
@@ -143,12 +144,14 @@ def _key_tensor(key):
     return t
 
 
-def _names(kind, name, tensor):
+def _names(kind, name, tensor, process_set_id=0):
     """(node name, negotiation-name tensor) of an op: the kernel uses the node name when the
-    second is empty, which is the stable choice inside a tf.function."""
+    second is empty, which is the stable choice inside a tf.function. Unnamed eager ops are
+    counted per process set: only a set's members advance its counter, so the global set's
+    names stay the same on every rank."""
     if tf.executing_eagerly():
         if name is None:  # unique per call: not worth caching
-            counter = _counters.setdefault(kind, itertools.count())
+            counter = _counters.setdefault((kind, process_set_id), itertools.count())
             return None, tf.constant(f"{kind}.noname.{next(counter)}")
         return None, _key_tensor(name)
     if name is None:
@@ -177,14 +180,20 @@ def _check_dtypes(kind, tensors):
     )
 
 
-def _invalid(kind, tensors, node, key, reason, grouped=False):
+def _invalid(kind, tensors, node, key, reason, grouped=False, process_set_id=0):
     """Submits the op with `reason` as its invalid marker (the HorovodInvalid kernel), under the
     name its kernel would have used: the engine fails it on every rank with the reason, named by
     rank, instead of the other ranks waiting for a rank whose op TensorFlow refused to build.
     Eagerly this raises tf.errors.InvalidArgumentError; in a graph the outputs (the inputs,
     passed through) fail when run."""
     return _lib.horovod_invalid(
-        tensors, key, op_type=_KINDS[kind][0], reason=reason, grouped=grouped, name=node
+        tensors,
+        key,
+        op_type=_KINDS[kind][0],
+        reason=reason,
+        grouped=grouped,
+        process_set_id=process_set_id,
+        name=node,
     )
 
 
@@ -196,12 +205,18 @@ def _check_not_adasum(op, what=None):
         )
 
 
-def _check_process_set(process_set):
-    if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
-        raise NotImplementedError(
-            "process sets are not implemented in this Horovod; use the "
-            "global set (process_set=None)"
-        )
+def _process_set_id(process_set):
+    """The kernels' process_set_id attr of `process_set` (None: the global set); a set that does
+    not exist in the engine (never added, removed) is a ValueError here."""
+    return _ps.process_set_id(process_set)
+
+
+def _set_rank_and_size(process_set_id):
+    """(this rank's rank in the set, the set's size), for gradients and even splits."""
+    if process_set_id == 0:
+        return _b.rank(), _b.size()
+    ranks, rank = _b._lib().process_sets()[process_set_id]
+    return rank, len(ranks)
 
 
 def _op_reason(op):
@@ -238,10 +253,12 @@ def _first_reason(*reasons):
 # op): the op is submitted through _invalid with the reason, and fails on every rank.
 
 
-def _reduction(kind, kernel, tensors, op, name, prescale_factor, postscale_factor, grouped):
+def _reduction(
+    kind, kernel, tensors, op, name, prescale_factor, postscale_factor, grouped, process_set_id
+):
     """Allreduce and reducescatter: the same arguments, checks and attrs."""
     _check_initialized()
-    node, key = _names(kind, name, tensors[0])
+    node, key = _names(kind, name, tensors[0], process_set_id)
     bad = _first_reason(
         _op_reason(op),
         _factor_reason("prescale_factor", prescale_factor),
@@ -249,7 +266,7 @@ def _reduction(kind, kernel, tensors, op, name, prescale_factor, postscale_facto
         _check_dtypes(kind, tensors),
     )
     if bad:
-        return _invalid(kind, tensors, node, key, bad, grouped)
+        return _invalid(kind, tensors, node, key, bad, grouped, process_set_id)
     return kernel(
         tensors,
         key,
@@ -257,13 +274,20 @@ def _reduction(kind, kernel, tensors, op, name, prescale_factor, postscale_facto
         prescale_factor=float(prescale_factor),
         postscale_factor=float(postscale_factor),
         grouped=grouped,
+        process_set_id=process_set_id,
         name=node,
     )
 
 
 @tf.autograph.experimental.do_not_convert
 def _allreduce(
-    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, grouped=False
+    tensors,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    grouped=False,
+    process_set_id=0,
 ):
     """Allreduces a list of tensors in one op (one negotiation, fused by dtype)."""
     return _reduction(
@@ -275,34 +299,48 @@ def _allreduce(
         prescale_factor,
         postscale_factor,
         grouped,
+        process_set_id,
     )
 
 
 @tf.autograph.experimental.do_not_convert
-def _allgather(tensors, name=None, grouped=False):
+def _allgather(tensors, name=None, grouped=False, process_set_id=0):
     _check_initialized()
-    node, key = _names("Allgather", name, tensors[0])
+    node, key = _names("Allgather", name, tensors[0], process_set_id)
     bad = _check_dtypes("Allgather", tensors)
     if bad:
-        return _invalid("Allgather", tensors, node, key, bad, grouped)
-    return _lib.horovod_allgather(tensors, key, grouped=grouped, name=node)
+        return _invalid("Allgather", tensors, node, key, bad, grouped, process_set_id)
+    return _lib.horovod_allgather(
+        tensors, key, grouped=grouped, process_set_id=process_set_id, name=node
+    )
 
 
 @tf.autograph.experimental.do_not_convert
-def _broadcast(tensors, root_rank, name=None, grouped=False):
+def _broadcast(tensors, root_rank, name=None, grouped=False, process_set_id=0):
     _check_initialized()
-    node, key = _names("Broadcast", name, tensors[0])
+    node, key = _names("Broadcast", name, tensors[0], process_set_id)
     bad = _first_reason(_root_reason(root_rank), _check_dtypes("Broadcast", tensors))
     if bad:
-        return _invalid("Broadcast", tensors, node, key, bad, grouped)
+        return _invalid("Broadcast", tensors, node, key, bad, grouped, process_set_id)
     return _lib.horovod_broadcast(
-        tensors, key, root_rank=operator.index(root_rank), grouped=grouped, name=node
+        tensors,
+        key,
+        root_rank=operator.index(root_rank),
+        grouped=grouped,
+        process_set_id=process_set_id,
+        name=node,
     )
 
 
 @tf.autograph.experimental.do_not_convert
 def _reducescatter(
-    tensors, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, grouped=False
+    tensors,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    grouped=False,
+    process_set_id=0,
 ):
     return _reduction(
         "Reducescatter",
@@ -313,6 +351,7 @@ def _reducescatter(
         prescale_factor,
         postscale_factor,
         grouped,
+        process_set_id,
     )
 
 
@@ -352,16 +391,18 @@ def _splits_input(splits):
 
 
 @tf.autograph.experimental.do_not_convert
-def _alltoall(tensor, splits, name=None):
+def _alltoall(tensor, splits, name=None, process_set_id=0):
     _check_initialized()
-    node, key = _names("Alltoall", name, tensor)
+    node, key = _names("Alltoall", name, tensor, process_set_id)
     bad = _check_dtypes("Alltoall", [tensor])
     if bad:
-        out = _invalid("Alltoall", [tensor], node, key, bad)[0]
+        out = _invalid("Alltoall", [tensor], node, key, bad, process_set_id=process_set_id)[0]
         with tf.control_dependencies([out]):  # never produced: the op fails on every rank
-            return out, tf.zeros([_b.size()], tf.int32)
+            return out, tf.zeros([_set_rank_and_size(process_set_id)[1]], tf.int32)
     splits, why = _splits_input(splits)
-    return _lib.horovod_alltoall(tensor, splits, key, splits_error=why, name=node)
+    return _lib.horovod_alltoall(
+        tensor, splits, key, splits_error=why, process_set_id=process_set_id, name=node
+    )
 
 
 # ---- topology as ops: evaluated when the graph runs, not when it is built (upstream's names)
@@ -378,8 +419,8 @@ def local_rank_op(name=None):
 
 
 def size_op(process_set_id=0, name=None):
-    """The number of ranks, as an int32 scalar computed when the op runs. Only the global
-    process set (0) exists here: another id fails when the op runs."""
+    """The number of ranks (of the process set), as an int32 scalar computed when the op runs;
+    a set that does not exist then fails the op."""
     return _lib.horovod_size(process_set_id=process_set_id, name=name)
 
 
@@ -389,8 +430,8 @@ def local_size_op(name=None):
 
 
 def process_set_included_op(process_set_id=0, name=None):
-    """1 if this process is in the process set: always, for the global set (0), the only one
-    here; another id fails when the op runs."""
+    """1 if this process is in the process set (0 if not), as an int32 scalar computed when
+    the op runs; a set that does not exist then fails the op."""
     return _lib.horovod_process_set_included(process_set_id=process_set_id, name=name)
 
 
@@ -411,6 +452,7 @@ def _allreduce_grad(op, *grads):
             op=op.get_attr("reduce_op"),
             prescale_factor=op.get_attr("prescale_factor"),
             postscale_factor=op.get_attr("postscale_factor"),
+            process_set_id=op.get_attr("process_set_id"),
         )
     ) + [None]
 
@@ -420,11 +462,13 @@ def _allgather_grad(op, *grads):
     # Each rank's loss depends on every rank's rows: average the gradients (as optimizers
     # average), then keep this rank's rows.
     out = []
+    pid = op.get_attr("process_set_id")
+    set_rank = _set_rank_and_size(pid)[0]
     for x, grad in zip(op.inputs[:-1], grads):
-        grad = _allreduce([grad], op=Average)[0]
+        grad = _allreduce([grad], op=Average, process_set_id=pid)[0]
         rows = tf.reshape(tf.shape(x, out_type=tf.int64)[0], [1])
-        all_rows = _allgather([rows])[0]
-        start = tf.reduce_sum(all_rows[: _b.rank()])
+        all_rows = _allgather([rows], process_set_id=pid)[0]
+        start = tf.reduce_sum(all_rows[:set_rank])
         begin = tf.concat([[start], tf.zeros([tf.rank(grad) - 1], tf.int64)], 0)
         out.append(tf.slice(grad, begin, tf.shape(x, out_type=tf.int64)))
     return out + [None]
@@ -433,7 +477,7 @@ def _allgather_grad(op, *grads):
 @tf.RegisterGradient("HorovodBroadcast")
 def _broadcast_grad(op, *grads):
     # Only the root's input reaches the outputs: it gets the averaged gradient, others zero.
-    reduced = _allreduce(list(grads), op=Average)
+    reduced = _allreduce(list(grads), op=Average, process_set_id=op.get_attr("process_set_id"))
     if _b.rank() != op.get_attr("root_rank"):
         reduced = [g * 0 for g in reduced]
     return list(reduced) + [None]
@@ -442,10 +486,11 @@ def _broadcast_grad(op, *grads):
 @tf.RegisterGradient("HorovodReducescatter")
 def _reducescatter_grad(op, *grads):
     # Each input row reaches one rank's output through the reduction: gather the rows' grads.
-    gathered = _allgather(list(grads))
+    pid = op.get_attr("process_set_id")
+    gathered = _allgather(list(grads), process_set_id=pid)
     scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     if op.get_attr("reduce_op") == int(Average):
-        scale /= _b.size()
+        scale /= _set_rank_and_size(pid)[1]
     # tf.constant, not tf.cast: casting a Python float goes through float32 first, which
     # rounded 1/size (e.g. 1/3) in float64 gradients.
     return [g * tf.constant(scale, g.dtype) if scale != 1.0 else g for g in gathered] + [None]
@@ -454,5 +499,5 @@ def _reducescatter_grad(op, *grads):
 @tf.RegisterGradient("HorovodAlltoall")
 def _alltoall_grad(op, grad, _splits_grad):
     # The rows go back where they came from.
-    back, _ = _alltoall(grad, op.outputs[1])
+    back, _ = _alltoall(grad, op.outputs[1], process_set_id=op.get_attr("process_set_id"))
     return [back, None, None]

@@ -235,7 +235,7 @@ def DistributedOptimizer(
     applies their sum (their mean with average_aggregated_gradients=True) once; for a
     tf.compat.v1 optimizer see _DistributedOptimizerV1 (the aggregation is in
     apply_gradients(); compute_gradients() then returns local gradients)."""
-    _ops._check_process_set(process_set)
+    _ops._process_set_id(process_set)  # a set that does not exist: ValueError here
     _ops._check_not_adasum(op)
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         if int(backward_passes_per_step) < 1:
@@ -249,6 +249,7 @@ def DistributedOptimizer(
             gradient_predivide_factor=gradient_predivide_factor,
             groups=groups or num_groups,
             name=name or "DistributedOptimizer",
+            process_set=process_set,
         )
         return _DistributedOptimizerV1(
             optimizer,
@@ -273,4 +274,5 @@ def DistributedOptimizer(
         average_aggregated_gradients=average_aggregated_gradients,
         num_groups=num_groups,
         groups=groups,
+        process_set=process_set,
     )

@@ -8,20 +8,19 @@ agree on the number of gradients (a variable created on one rank only fails ever
 
 import tensorflow as tf
 
-from horovod.common import basics as _b
 from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import Average, Sum
 
 
-def _scale_factors(op, gradient_predivide_factor):
+def _scale_factors(op, gradient_predivide_factor, size):
     """(op, prescale, postscale): Average with a predivide factor f divides by f before the
     sum and by size/f after it (upstream's semantics, for fp16 range)."""
     if gradient_predivide_factor != 1.0:
         if op != Average:
             raise ValueError("gradient_predivide_factor needs op=Average")
-        return Sum, 1.0 / gradient_predivide_factor, gradient_predivide_factor / _b.size()
+        return Sum, 1.0 / gradient_predivide_factor, gradient_predivide_factor / size
     return op, 1.0, 1.0
 
 
@@ -57,15 +56,19 @@ def reduce_gradients(
     gradient_predivide_factor=1.0,
     groups=None,
     name="DistributedGradients",
+    process_set=None,
 ):
-    """Allreduces a list of gradients (None entries stay None) across ranks."""
+    """Allreduces a list of gradients (None entries stay None) across ranks (of
+    `process_set`, if given)."""
     _ops._check_not_adasum(op)
-    if _b.size() == 1:
+    pid = _ops._process_set_id(process_set)
+    size = _ops._set_rank_and_size(pid)[1]
+    if size == 1:
         return list(grads)
     # Sparse gradients are gathered and divided by the size for Average, whatever the predivide
     # factor (as upstream): decide before Average-with-predivide becomes a scaled Sum below.
     sparse_op = Average if op == Average else Sum
-    op, prescale, postscale = _scale_factors(op, gradient_predivide_factor)
+    op, prescale, postscale = _scale_factors(op, gradient_predivide_factor, size)
     grads = list(grads)
     out = list(grads)
     dense = []
@@ -77,7 +80,7 @@ def reduce_gradients(
                 grads[i] = tf.convert_to_tensor(g)
             else:  # gathered values and indices, as upstream
                 key = f"{name}.sparse.{i}" if tf.executing_eagerly() else None
-                out[i] = _collectives.allreduce(g, op=sparse_op, name=key)
+                out[i] = _collectives.allreduce(g, op=sparse_op, name=key, process_set=process_set)
                 continue
         dense.append(i)
     # Eagerly, stable names let the engine's cached fast path take every step after the first;
@@ -88,7 +91,13 @@ def reduce_gradients(
         compressed = [compression.compress(grads[i]) for i in members]
         key = f"{name}.{gi}" if eager else None
         reduced = _ops._allreduce(
-            [c for c, _ in compressed], op, key, prescale, postscale, grouped=True
+            [c for c, _ in compressed],
+            op,
+            key,
+            prescale,
+            postscale,
+            grouped=True,
+            process_set_id=pid,
         )
         for i, r, (_, ctx) in zip(members, reduced, compressed):
             out[i] = compression.decompress(r, ctx)

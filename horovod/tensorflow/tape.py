@@ -41,7 +41,7 @@ def DistributedGradientTape(
 ):
     """Wraps a tf.GradientTape so that tape.gradient() averages (op) the gradients across
     ranks, in one grouped allreduce."""
-    _ops._check_process_set(process_set)
+    _ops._process_set_id(process_set)  # a set that does not exist: ValueError here
     cls = type(gradtape.__class__.__name__, (_DistributedGradientTape, gradtape.__class__), {})
     tape = cls.__new__(cls)
     tape.__dict__.update(gradtape.__dict__)
@@ -52,5 +52,6 @@ def DistributedGradientTape(
         gradient_predivide_factor=gradient_predivide_factor,
         groups=groups or num_groups,
         name="DistributedGradientTape",
+        process_set=process_set,
     )
     return tape

@@ -19,6 +19,7 @@ from tests.engine import (
     scenarios_join,
     scenarios_lifecycle,
     scenarios_observability,
+    scenarios_process_sets,
     scenarios_summary,
 )
 from tests.support import scenario
@@ -33,6 +34,7 @@ SCENARIOS = scenario.collect(
     scenarios_join,
     scenarios_lifecycle,
     scenarios_observability,
+    scenarios_process_sets,
     scenarios_summary,
 )
 

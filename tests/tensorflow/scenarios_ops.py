@@ -28,6 +28,7 @@ from tests.tensorflow import (
     scenarios_ops_errors,
     scenarios_ops_extras,
     scenarios_ops_gradients,
+    scenarios_ops_process_sets,
     scenarios_ops_runtime,
     scenarios_ops_tape,
     scenarios_ops_v1,
@@ -48,6 +49,7 @@ SCENARIOS = scenario.collect(
     scenarios_ops_dtypes,
     scenarios_ops_agreement,
     scenarios_ops_api,
+    scenarios_ops_process_sets,
 )
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ Keras' own `gradient_accumulation_steps` still communicates every step; use
 `backward_passes_per_step` to reduce once per k steps.
 
 Limitations: CPU collectives only (`device_dense`/`device_sparse` are accepted and ignored);
-no process sets other than the global one; no Adasum. On a machine with a GPU, compile with
+no Adasum. On a machine with a GPU, compile with
 `jit_compile=False`: Keras picks XLA there by default, and XLA cannot compile Horovod ops.
 """
 
@@ -56,6 +56,12 @@ from horovod.common.exceptions import (  # noqa: F401
     HorovodInternalError,
     HorovodMismatchError,
     HorovodShutdownError,
+)
+from horovod.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
 )
 from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow.compression import Compression  # noqa: F401

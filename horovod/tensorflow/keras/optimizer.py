@@ -34,6 +34,7 @@ class _Horovod:
         backward_passes_per_step,
         average_aggregated_gradients,
         groups,
+        process_set=None,
     ):
         _ops._check_not_adasum(op)
         if int(backward_passes_per_step) < 1:
@@ -47,6 +48,7 @@ class _Horovod:
             gradient_predivide_factor=gradient_predivide_factor,
             groups=groups,
             name=name,
+            process_set=process_set,
         )
         self.backward_passes_per_step = int(backward_passes_per_step)
         self.average_aggregated_gradients = average_aggregated_gradients
@@ -253,7 +255,7 @@ def DistributedOptimizer(
             f"optimizer, got {type(optimizer).__name__}; for tf.compat.v1 "
             "optimizers use horovod.tensorflow.DistributedOptimizer"
         )
-    _ops._check_process_set(process_set)
+    _ops._process_set_id(process_set)  # a set that does not exist: ValueError here
     base = _plain_class(type(optimizer))
     state = _Horovod(
         name or "Distributed" + base.__name__,
@@ -264,6 +266,7 @@ def DistributedOptimizer(
         backward_passes_per_step,
         average_aggregated_gradients,
         groups or num_groups or None,
+        process_set,
     )
     # A shallow copy: the user's object keeps its class; the copy shares its state, so a
     # built (e.g. loaded) optimizer keeps its slots, and callable learning rates survive

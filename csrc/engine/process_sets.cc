@@ -1,0 +1,100 @@
+#include "engine/process_sets.h"
+
+#include "common/logging.h"
+
+namespace hvd {
+
+std::shared_ptr<ProcessSet> ProcessSetTable::Find(int32_t id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = sets_.find(id);
+  return it == sets_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<ProcessSet>> ProcessSetTable::All() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<std::shared_ptr<ProcessSet>> out;
+  for (const auto& kv : sets_) out.push_back(kv.second);
+  return out;
+}
+
+std::vector<std::shared_ptr<ProcessSet>> ProcessSetTable::Memberships() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<std::shared_ptr<ProcessSet>> out;
+  for (const auto& kv : sets_)
+    if (kv.second->rank >= 0) out.push_back(kv.second);
+  return out;
+}
+
+Status ProcessSetTable::Add(const std::vector<int>& ranks, MpiContext* global, const Config& config,
+                            Timeline* timeline, int32_t* id) {
+  // The frontend checked the ranks (engine.cc, AddProcessSet); the negotiation that every rank
+  // names the same ones. What is left depends on the table, the same on every rank.
+  if (static_cast<int>(ranks.size()) == global->size)
+    return Status::InvalidArgument("process set " + RankList(ranks) +
+                                   " holds every rank: that is the global process set (id 0)");
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& kv : sets_)
+      if (kv.second->ranks == ranks)
+        return Status::InvalidArgument("a process set of ranks " + RankList(ranks) +
+                                       " already exists (id " + std::to_string(kv.first) + ")");
+  }
+  auto set = std::make_shared<ProcessSet>();
+  set->ranks = ranks;
+  MPI_Group world_group, group;
+  HVD_MPI_CHECK(MPI_Comm_group(global->comm(), &world_group));
+  HVD_MPI_CHECK(MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group));
+  MPI_Comm comm = MPI_COMM_NULL;
+  // Collective over every rank of the global communicator; members get the new one.
+  HVD_MPI_CHECK(MPI_Comm_create(global->comm(), group, &comm));
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  if (comm != MPI_COMM_NULL) {
+    Status s = set->mpi.InitSubset(comm, ranks);
+    if (!s.ok()) return s;
+    set->rank = set->mpi.rank;
+    set->controller = std::make_unique<Controller>(&set->mpi, config, timeline, &set->queue);
+    set->ops = std::make_unique<Operations>(&set->mpi, config, timeline, &set->queue);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  set->id = *id = next_id_++;
+  sets_[set->id] = std::move(set);
+  return Status();
+}
+
+Status ProcessSetTable::Remove(int32_t id, const std::string& why) {
+  std::shared_ptr<ProcessSet> set;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = sets_.find(id);
+    if (it == sets_.end())
+      return Status::InvalidArgument("there is no process set with id " + std::to_string(id) +
+                                     " (never added, or already removed)");
+    set = std::move(it->second);
+    sets_.erase(it);
+  }
+  set->queue.FailAll(Status::InvalidArgument(why));
+  set->ops.reset();
+  set->controller.reset();
+  if (set->rank >= 0) set->mpi.Finalize();  // frees its communicators only
+  return Status();
+}
+
+void ProcessSetTable::FailAll(const Status& status) {
+  for (auto& set : All()) set->queue.FailAll(status);
+}
+
+void ProcessSetTable::Clear() {
+  std::map<int32_t, std::shared_ptr<ProcessSet>> sets;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    sets.swap(sets_);
+  }
+  for (auto& kv : sets) {
+    kv.second->ops.reset();
+    kv.second->controller.reset();
+    if (kv.second->rank >= 0) kv.second->mpi.Finalize();
+  }
+}
+
+}  // namespace hvd
