@@ -28,12 +28,13 @@ enum class DataType : uint8_t {
   UINT16,
   INT16
 };
-enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
+// ADASUM: upstream's adaptive summation (ops/adasum.cc); appended, values are on the wire.
+enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT, ADASUM };
 // JOIN: a rank that ran out of data (hvd.join()); see Controller. Appended: values are on the wire.
 enum class OpType : uint8_t { ALLREDUCE = 0, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, JOIN };
 
 constexpr int kNumDataTypes = 11;
-constexpr int kNumReduceOps = 5;
+constexpr int kNumReduceOps = 6;
 constexpr int kNumOpTypes = 6;
 
 size_t DataTypeSize(DataType t);
