@@ -13,6 +13,7 @@ import numpy as np
 
 from horovod.common import basics as _b
 from horovod.common.basics import (  # noqa: F401  (re-exported API)
+    Adasum,
     Average,
     Max,
     Min,
@@ -47,7 +48,6 @@ from horovod.common.exceptions import (  # noqa: F401
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
 _counters = {k: itertools.count() for k in _KIND_NAMES}
-_REDUCE_OPS = (Sum, Average, Min, Max, Product)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -173,10 +173,8 @@ def _local_check(fn, *args):
 
 
 def _reduce_op(name, op):
-    if op in _REDUCE_OPS:
+    if op in _b.REDUCE_OPS:
         return op
-    if op == _b.Adasum:
-        raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
     raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
 
 
@@ -270,8 +268,9 @@ def allreduce_async(
 
 
 def allreduce(tensor, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0, out=None):
-    """Reduces `tensor` across ranks (Average by default; Sum, Min, Max, Product). `out` may be
-    a preallocated array, or `tensor` itself for an in-place reduction."""
+    """Reduces `tensor` across ranks (Average by default; Sum, Min, Max, Product, Adasum). `out`
+    may be a preallocated array, or `tensor` itself for an in-place reduction. Adasum (floating
+    dtypes, a power-of-two number of ranks) returns its combination as it is: no division."""
     return synchronize(allreduce_async(tensor, op, name, prescale_factor, postscale_factor, out))
 
 
