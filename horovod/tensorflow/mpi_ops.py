@@ -89,7 +89,6 @@ _run_unordered_in_functions()
 _b._lib()  # the pybind11 module: init() and topology live there, on the same engine
 
 Sum, Average, Min, Max, Product, Adasum = _b.Sum, _b.Average, _b.Min, _b.Max, _b.Product, _b.Adasum
-_REDUCE_OPS = (Sum, Average, Min, Max, Product)
 _counters = {}
 
 # The dtypes each op's kernel takes: HVD_REDUCE_TYPES and HVD_MOVE_TYPES in
@@ -188,14 +187,6 @@ def _invalid(kind, tensors, node, key, reason, grouped=False):
     )
 
 
-def _check_not_adasum(op, what=None):
-    if op == Adasum:
-        raise NotImplementedError(
-            (f"{what}: " if what else "") + "Adasum is not implemented in "
-            "this Horovod; use op=hvd.Average"
-        )
-
-
 def _check_process_set(process_set):
     if process_set is not None and getattr(process_set, "process_set_id", 0) != 0:
         raise NotImplementedError(
@@ -205,9 +196,9 @@ def _check_process_set(process_set):
 
 
 def _op_reason(op):
-    """Why `op` cannot reduce, or None. Adasum is refused locally (not implemented at all)."""
-    _check_not_adasum(op)
-    return None if op in _REDUCE_OPS else f"unknown reduce op {op!r}"
+    """Why `op` cannot reduce, or None. Whether the op suits the tensors (Adasum: floating
+    dtypes in host memory, a power-of-two number of ranks) is the engine's negotiated check."""
+    return None if op in _b.REDUCE_OPS else f"unknown reduce op {op!r}"
 
 
 def _factor_reason(what, value):
@@ -405,6 +396,7 @@ for _op_name in ("Rank", "LocalRank", "Size", "LocalSize", "ProcessSetIncluded")
 @tf.RegisterGradient("HorovodAllreduce")
 def _allreduce_grad(op, *grads):
     # d(allreduce)/dx is the same reduction of the incoming gradients (Sum, Average, scaled).
+    # Adasum, as upstream: the same op on the gradients (not its exact derivative).
     return list(
         _allreduce(
             list(grads),

@@ -12,7 +12,7 @@ from horovod.common import basics as _b
 from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Average, Sum
+from horovod.tensorflow.mpi_ops import Adasum, Average, Sum
 
 
 def _scale_factors(op, gradient_predivide_factor):
@@ -58,8 +58,10 @@ def reduce_gradients(
     groups=None,
     name="DistributedGradients",
 ):
-    """Allreduces a list of gradients (None entries stay None) across ranks."""
-    _ops._check_not_adasum(op)
+    """Allreduces a list of gradients (None entries stay None) across ranks. Adasum combines
+    each gradient as upstream does (ops/adasum.cc); it has no sparse form."""
+    if op == Adasum and not sparse_as_dense and any(isinstance(g, tf.IndexedSlices) for g in grads):
+        raise NotImplementedError(_collectives.ADASUM_SPARSE)
     if _b.size() == 1:
         return list(grads)
     # Sparse gradients are gathered and divided by the size for Average, whatever the predivide
