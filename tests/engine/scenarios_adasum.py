@@ -125,3 +125,18 @@ def sc_adasum_not_power_of_two():
             fn, ValueError, f"tensor '{nm}", f"power-of-two number of ranks, this job has {n}"
         )
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="adp/after") == n).all()
+
+
+def sc_adasum_join():
+    """While rank 0 has joined, the others' Adasum allreduce takes its zeros, which the
+    combination leaves out (a zero vector's coefficient is 1): the result is the Adasum tree
+    with a zero vector in rank 0's place."""
+    r, n = hvd.rank(), hvd.size()
+    if r == 0:
+        assert hvd.join() == n - 1
+        return
+    for dt in (np.dtype(np.float32), np.dtype(np.float64)):
+        got = hvd.allreduce(make(r, (9,), dt), op=hvd.Adasum, name=f"adj/{dt.name}")
+        inputs = [np.zeros(9, dt)] + [make(q, (9,), dt) for q in range(1, n)]
+        check(got, adasum(inputs, dt), dt, f"join {dt}")
+    assert hvd.join() == n - 1

@@ -1,12 +1,13 @@
 """Adasum (op=hvd.Adasum) under real mpirun: against the NumPy reference of its tree on 2 and 4
 ranks (float16/bfloat16/float32/float64, sizes the rank count does not divide, 1 element, fused
-tensors each combined on its own), its refusals on every rank, and 3 ranks refused by name."""
+tensors each combined on its own, a joined rank's zeros), its refusals on every rank, and 3 ranks
+refused by name."""
 
 import pytest
 
 from tests.support.mpi import ENGINE
 
-SCENARIOS = ["adasum", "adasum_fused", "adasum_scaled", "adasum_refused"]
+SCENARIOS = ["adasum", "adasum_fused", "adasum_scaled", "adasum_refused", "adasum_join"]
 
 
 @pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"np{n}")
