@@ -31,7 +31,7 @@ const char* DataTypeName(DataType t) {
 }
 
 const char* ReduceOpName(ReduceOp op) {
-  static const char* names[] = {"Sum", "Average", "Min", "Max", "Product"};
+  static const char* names[] = {"Sum", "Average", "Min", "Max", "Product", "Adasum"};
   static_assert(sizeof(names) / sizeof(names[0]) == kNumReduceOps, "a name per ReduceOp");
   auto i = static_cast<unsigned>(op);
   return i < kNumReduceOps ? names[i] : "unknown";

@@ -28,7 +28,8 @@ enum class DataType : uint8_t {
   UINT16,
   INT16
 };
-enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT };
+// ADASUM: upstream's adaptive summation (ops/adasum.cc); appended, values are on the wire.
+enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT, ADASUM };
 // JOIN: a rank that ran out of data (hvd.join()); see Controller. ADD_PROCESS_SET and
 // REMOVE_PROCESS_SET: hvd.add_process_set/remove_process_set, negotiated on the global set so that
 // every rank changes its sets at the same point (engine.cc). Appended: values are on the wire.
@@ -48,7 +49,7 @@ inline bool IsControlOp(OpType t) {
 }
 
 constexpr int kNumDataTypes = 11;
-constexpr int kNumReduceOps = 5;
+constexpr int kNumReduceOps = 6;
 constexpr int kNumOpTypes = 8;
 
 size_t DataTypeSize(DataType t);

@@ -105,10 +105,26 @@ class Reader {
 
 }  // namespace
 
-std::string UnsupportedReduction(const OpSpec& spec) {
+std::string UnsupportedReduction(const OpSpec& spec, int ranks) {
   if (!IsReduction(spec.type)) return "";
   const char* op = spec.type == OpType::ALLREDUCE ? "allreduce" : "reducescatter";
   std::ostringstream os;
+  if (spec.reduce_op == ReduceOp::ADASUM) {
+    // Upstream's limits, less its GPU path (NCCL within a node, Adasum across nodes).
+    if (spec.type != OpType::ALLREDUCE)
+      os << "reducescatter with Adasum is not supported: Adasum combines whole vectors; use "
+         << "allreduce(op=Adasum)";
+    else if (spec.gpu)
+      os << "allreduce with Adasum on GPU is not supported: Adasum runs on host memory only; "
+         << "reduce a CPU copy of the tensor";
+    else if (!IsFloating(spec.dtype))
+      os << "allreduce with Adasum of " << DataTypeName(spec.dtype) << " is not supported: "
+         << "Adasum needs a floating-point dtype (float16, bfloat16, float32, float64)";
+    else if (ranks > 0 && (ranks & (ranks - 1)) != 0)
+      os << "allreduce with Adasum needs a power-of-two number of ranks, this job has " << ranks
+         << " (its pairwise tree, as upstream's, has no place for the others)";
+    return os.str();
+  }
   if (spec.dtype == DataType::BOOL) {
     os << op << " of bool is not supported: bool tensors are moved (allgather, broadcast, "
        << "alltoall), never reduced; cast to an integer type to reduce them";

@@ -43,10 +43,11 @@ struct OpSpec {
 // Why a spec that every rank agrees on still cannot run, or "": a reduction (allreduce,
 // reducescatter) of bool, or scale factors other than 1 on an integer dtype (the prescale would
 // truncate each rank's share before the sum), or a GPU reduction of a 16-bit integer (NCCL has
-// no such type). The controller checks it at negotiation, so every
-// rank fails alike; the GPU operations check it again before building an NCCL reduction.
+// no such type), or Adasum other than a host-memory allreduce of a floating dtype over a
+// power-of-two number of `ranks` (0: not checked). The controller checks it at negotiation, so
+// every rank fails alike; the GPU operations check it again before building an NCCL reduction.
 // The text names the op, the dtype and the factors; the caller names the tensor.
-std::string UnsupportedReduction(const OpSpec& spec);
+std::string UnsupportedReduction(const OpSpec& spec, int ranks = 0);
 
 // Request and Response are an OpSpec plus what belongs to one rank or one tensor, so r.dtype
 // reads as before and r.spec() is the whole spec.

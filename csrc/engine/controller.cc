@@ -406,7 +406,7 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   // The ranks agree on the op, dtype and factors: whether the engine can run that at all is
   // decided here, once, so that every rank fails alike (a bool reduction, integer scaling).
   if (err.empty()) {
-    const std::string why = UnsupportedReduction(first.spec());
+    const std::string why = UnsupportedReduction(first.spec(), mpi_->size);
     if (!why.empty()) {
       resp.error = "tensor '" + name + "': " + why;
       resp.error_is_invalid_argument = true;
@@ -547,7 +547,7 @@ Response Controller::JoinedResponse(const std::string& name, const TableEntry& e
     resp.error_is_invalid_argument = true;
     return resp;
   }
-  const std::string unsupported = UnsupportedReduction(first.spec());
+  const std::string unsupported = UnsupportedReduction(first.spec(), mpi_->size);
   if (!unsupported.empty()) {
     resp.error = "tensor '" + name + "': " + unsupported;
     resp.error_is_invalid_argument = true;

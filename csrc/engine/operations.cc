@@ -11,7 +11,8 @@ namespace hvd {
 namespace {
 
 // Timeline and watchdog name of each AllreduceAlgorithm, in its order.
-const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE"};
+const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE",
+                                          "ADASUM_ALLREDUCE"};
 
 }  // namespace
 
@@ -162,8 +163,12 @@ void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const
       RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
                     mpi_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
       return;
+    case AllreduceAlgorithm::ADASUM:
+      if (src != dst) CopyWithProgress(dst, src, count * DataTypeSize(r.dtype));
+      AdasumAllreduce(dst, r.num_elements, r.dtype, &scratch_, mpi_->comm());
+      break;
   }
-  Average(dst, count, r);
+  Average(dst, count, r);  // Adasum: postscale only
 }
 
 Operations::AllreduceAlgorithm Operations::ChooseAllreduce(size_t count, DataType dtype) const {
@@ -198,8 +203,11 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   const size_t esize = DataTypeSize(r.dtype);
   size_t total = 0;
   for (auto n : r.num_elements) total += static_cast<size_t>(n);
-  // One decision per response: the timeline label and the dispatch cannot disagree.
-  const AllreduceAlgorithm algo = ChooseAllreduce(total, r.dtype);
+  // One decision per response: the timeline label and the dispatch cannot disagree. Adasum
+  // responses fuse (with each other only: the op is part of fusion's key), and the tensor
+  // boundaries go along (r.num_elements): each tensor is combined as a vector of its own.
+  const AllreduceAlgorithm algo = r.reduce_op == ReduceOp::ADASUM ? AllreduceAlgorithm::ADASUM
+                                                                  : ChooseAllreduce(total, r.dtype);
   const char* activity = kAllreduceActivity[static_cast<int>(algo)];
   WatchScope watch(Watch(r, activity, algo == AllreduceAlgorithm::RING));
   if (es.size() == 1) {

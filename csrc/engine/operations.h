@@ -32,8 +32,8 @@ class Operations {
   Status Reducescatter(const Response& r, TensorEntry& e);
   void Average(void* buf, size_t count, const Response& r);  // postscale and /n for Average
   // MPI: HOROVOD_CPU_OPERATIONS=mpi; DIRECT: one-step exchange up to
-  // HOROVOD_SMALL_ALLREDUCE_BYTES; RING: everything else.
-  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING };
+  // HOROVOD_SMALL_ALLREDUCE_BYTES; RING: everything else; ADASUM: op=Adasum (ops/adasum.cc).
+  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING, ADASUM };
   AllreduceAlgorithm ChooseAllreduce(size_t count, DataType dtype) const;
   void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
                        AllreduceAlgorithm algo);

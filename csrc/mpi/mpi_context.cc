@@ -66,6 +66,8 @@ void SleepMicros(long us) {
 }  // namespace
 
 MPI_Op MpiReduceOp(DataType t, ReduceOp op) {
+  // Adasum is no MPI_Op: it runs its own schedule (ops/adasum.cc) and never comes here.
+  if (op == ReduceOp::ADASUM) return MPI_OP_NULL;
   if (t == DataType::FLOAT16 || t == DataType::BFLOAT16) {
     return g_half_ops[t == DataType::BFLOAT16][static_cast<int>(op)];
   }
@@ -75,6 +77,7 @@ MPI_Op MpiReduceOp(DataType t, ReduceOp op) {
     case ReduceOp::MIN: return MPI_MIN;
     case ReduceOp::MAX: return MPI_MAX;
     case ReduceOp::PRODUCT: return MPI_PROD;
+    case ReduceOp::ADASUM: break;
   }
   return MPI_SUM;
 }

@@ -68,6 +68,27 @@ void DirectAllreduce(const void* src, void* dst, size_t count, DataType dtype, R
 // allreduce_mpi.cc: the MPI_Allreduce baseline (HOROVOD_CPU_OPERATIONS=mpi); src may equal dst.
 void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                   MPI_Comm comm);
+// adasum.cc: Adasum (op=hvd.Adasum) of every rank's `buf`, in place: the tensors of `counts`
+// back to back, each combined as a vector of its own; a floating dtype; a power-of-two number
+// of ranks (both checked at negotiation, UnsupportedReduction).
+void AdasumAllreduce(void* buf, const std::vector<int64_t>& counts, DataType dtype,
+                     RingScratch* scratch, MPI_Comm comm);
+// Its parts, apart from MPI so that a unit test can run the schedule on threads.
+// Sends `send_bytes` to `peer` and receives `recv_bytes` from it (both must call it).
+using PeerExchange = std::function<void(int peer, const void* send, size_t send_bytes, void* recv,
+                                        size_t recv_bytes)>;
+// The schedule on rank `rank` of `size` (a power of two); `scratch` holds half the buffer
+// rounded up.
+void AdasumVhdd(void* buf, const std::vector<int64_t>& counts, DataType dtype, int rank, int size,
+                void* scratch, const PeerExchange& exchange);
+struct AdasumDots {
+  double ab = 0, aa = 0, bb = 0;  // a.b, |a|^2, |b|^2
+};
+AdasumDots AdasumDot(const void* a, const void* b, size_t count, DataType dtype);
+// adasum(a, b) = ca a + cb b; a coefficient is 1 where its vector is (numerically) zero.
+void AdasumCoefficients(const AdasumDots& d, double* ca, double* cb);
+// a[i] = ca a[i] + cb b[i], in double.
+void AdasumScaledAdd(void* a, double ca, const void* b, double cb, size_t count, DataType dtype);
 // allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
 void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
                MPI_Comm comm);

@@ -116,6 +116,9 @@ Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, Ncc
   if (!NcclType(dtype, &out->type))
     return Status::InvalidArgument("tensor '" + tensor + "': no NCCL type");
   const bool avg = op == ReduceOp::AVERAGE;
+  // Refused at negotiation already (UnsupportedReduction): Adasum runs on host memory only.
+  if (op == ReduceOp::ADASUM)
+    return Status::InvalidArgument("tensor '" + tensor + "': Adasum is not supported on GPU");
   if (scale == 1.0) {
     switch (op) {
       case ReduceOp::SUM: out->op = ncclSum; return Status();
@@ -124,6 +127,7 @@ Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, Ncc
       case ReduceOp::MIN: out->op = ncclMin; return Status();
       case ReduceOp::MAX: out->op = ncclMax; return Status();
       case ReduceOp::PRODUCT: out->op = ncclProd; return Status();
+      case ReduceOp::ADASUM: break;  // below
     }
   }
   // Integers with factors never get here (UnsupportedReduction, checked at negotiation and in

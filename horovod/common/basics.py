@@ -12,9 +12,11 @@ from horovod import __version__
 from horovod.common import process_sets as _ps
 from horovod.common.exceptions import NOT_INITIALIZED as _NOT_INITIALIZED
 
-# Reduce ops: values match csrc/common/common.h.
-Sum, Average, Min, Max, Product = 0, 1, 2, 3, 4
-Adasum = -1  # not implemented; accepted names fail with a clear error
+# Reduce ops: values match ReduceOp in csrc/common/common.h. The frontends accept these and no
+# others (REDUCE_OPS); what each op can reduce (dtypes, devices, rank counts) the engine decides
+# at negotiation, so that every rank fails alike.
+Sum, Average, Min, Max, Product, Adasum = 0, 1, 2, 3, 4, 5
+REDUCE_OPS = (Sum, Average, Min, Max, Product, Adasum)
 
 
 _core = None

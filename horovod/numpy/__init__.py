@@ -13,6 +13,7 @@ import numpy as np
 
 from horovod.common import basics as _b
 from horovod.common.basics import (  # noqa: F401  (re-exported API)
+    Adasum,
     Average,
     Max,
     Min,
@@ -55,7 +56,6 @@ from horovod.common.process_sets import set_size as _set_size
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
 _counters = {}  # (kind, process set id) -> counter of unnamed ops
-_REDUCE_OPS = (Sum, Average, Min, Max, Product)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -185,10 +185,8 @@ def _local_check(fn, *args):
 
 
 def _reduce_op(name, op):
-    if op in _REDUCE_OPS:
+    if op in _b.REDUCE_OPS:
         return op
-    if op == _b.Adasum:
-        raise ValueError(f"tensor '{name}': Adasum is not implemented in this Horovod")
     raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
 
 
@@ -315,9 +313,10 @@ def allreduce(
     out=None,
     process_set=global_process_set,
 ):
-    """Reduces `tensor` across ranks (Average by default; Sum, Min, Max, Product). `out` may be
-    a preallocated array, or `tensor` itself for an in-place reduction. With `process_set`,
-    among its ranks only (every op takes it)."""
+    """Reduces `tensor` across ranks (Average by default; Sum, Min, Max, Product, Adasum). `out`
+    may be a preallocated array, or `tensor` itself for an in-place reduction. Adasum (floating
+    dtypes, a power-of-two number of ranks) returns its combination as it is: no division.
+    With `process_set`, among its ranks only (every op takes it)."""
     return synchronize(
         allreduce_async(tensor, op, name, prescale_factor, postscale_factor, out, process_set)
     )

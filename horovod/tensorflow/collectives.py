@@ -9,7 +9,18 @@ import tensorflow as tf
 
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Average, Sum, _process_set_id, _set_rank_and_size
+from horovod.tensorflow.mpi_ops import (
+    Adasum,
+    Average,
+    Sum,
+    _process_set_id,
+    _set_rank_and_size,
+)
+
+ADASUM_SPARSE = (
+    "Adasum does not reduce tf.IndexedSlices (as upstream); pass sparse_as_dense=True to "
+    "DistributedGradientTape/DistributedOptimizer, or densify with tf.convert_to_tensor"
+)
 
 # AutoGraph would convert these wrappers' Python on every trace (10-20 ms per op, measured):
 # they hold no tensor-dependent control flow, so tf.function may call them as they are.
@@ -40,10 +51,14 @@ def allreduce(
     ignore_name_scope=False,
 ):
     """Reduces `tensor` across ranks (Average by default). A tf.IndexedSlices is reduced by
-    gathering its values and indices (Sum or Average, no scale factors), as upstream does."""
+    gathering its values and indices (Sum or Average, no scale factors), as upstream does.
+    op=Adasum returns the Adasum combination as it is (no division by the number of ranks):
+    floating dtypes on the CPU, a power-of-two number of ranks, else an error on every rank."""
     pid = _process_set_id(process_set)
     op = _op(average, op)
     if isinstance(tensor, tf.IndexedSlices):
+        if op == Adasum:
+            raise NotImplementedError(ADASUM_SPARSE)
         if op not in (Average, Sum):
             raise NotImplementedError("tf.IndexedSlices can be reduced with Sum or Average only")
         if prescale_factor != 1.0 or postscale_factor != 1.0:

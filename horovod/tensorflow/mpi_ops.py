@@ -90,7 +90,6 @@ _run_unordered_in_functions()
 _b._lib()  # the pybind11 module: init() and topology live there, on the same engine
 
 Sum, Average, Min, Max, Product, Adasum = _b.Sum, _b.Average, _b.Min, _b.Max, _b.Product, _b.Adasum
-_REDUCE_OPS = (Sum, Average, Min, Max, Product)
 _counters = {}
 
 # The dtypes each op's kernel takes: HVD_REDUCE_TYPES and HVD_MOVE_TYPES in
@@ -197,14 +196,6 @@ def _invalid(kind, tensors, node, key, reason, grouped=False, process_set_id=0):
     )
 
 
-def _check_not_adasum(op, what=None):
-    if op == Adasum:
-        raise NotImplementedError(
-            (f"{what}: " if what else "") + "Adasum is not implemented in "
-            "this Horovod; use op=hvd.Average"
-        )
-
-
 def _process_set_id(process_set):
     """The kernels' process_set_id attr of `process_set` (None: the global set); a set that does
     not exist in the engine (never added, removed) is a ValueError here."""
@@ -220,9 +211,9 @@ def _set_rank_and_size(process_set_id):
 
 
 def _op_reason(op):
-    """Why `op` cannot reduce, or None. Adasum is refused locally (not implemented at all)."""
-    _check_not_adasum(op)
-    return None if op in _REDUCE_OPS else f"unknown reduce op {op!r}"
+    """Why `op` cannot reduce, or None. Whether the op suits the tensors (Adasum: floating
+    dtypes in host memory, a power-of-two number of ranks) is the engine's negotiated check."""
+    return None if op in _b.REDUCE_OPS else f"unknown reduce op {op!r}"
 
 
 def _factor_reason(what, value):
@@ -446,6 +437,7 @@ for _op_name in ("Rank", "LocalRank", "Size", "LocalSize", "ProcessSetIncluded")
 @tf.RegisterGradient("HorovodAllreduce")
 def _allreduce_grad(op, *grads):
     # d(allreduce)/dx is the same reduction of the incoming gradients (Sum, Average, scaled).
+    # Adasum, as upstream: the same op on the gradients (not its exact derivative).
     return list(
         _allreduce(
             list(grads),

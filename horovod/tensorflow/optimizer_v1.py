@@ -1,5 +1,6 @@
 """hvd.DistributedOptimizer for tf.compat.v1.train.Optimizer (graph mode, MonitoredTrainingSession):
-gradients reduced in compute_gradients(), or accumulated over k passes in apply_gradients().
+gradients reduced in compute_gradients(), or accumulated over k passes in apply_gradients();
+with op=hvd.Adasum, model deltas combined in apply_gradients() (_DistributedAdasumOptimizerV1).
 Keras optimizers passed to hvd.DistributedOptimizer go to horovod.tensorflow.keras's.
 """
 
@@ -10,7 +11,7 @@ import tensorflow as tf
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow import reduction as _reduction
 from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Average
+from horovod.tensorflow.mpi_ops import Adasum, Average
 
 
 class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
@@ -210,6 +211,68 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
         return self._optimizer.variables(*args, **kwargs)
 
 
+class _DistributedAdasumOptimizerV1(_DistributedOptimizerV1):
+    """op=hvd.Adasum around a tf.compat.v1 optimizer, as upstream's: the ranks' model *deltas*
+    are combined, not their gradients (Adasum needs whole updates; upstream's guide).
+
+    compute_gradients() returns the local gradients. Each run of apply_gradients()'s op
+    applies them with the wrapped optimizer on this rank alone; every k-th pass
+    (backward_passes_per_step) each variable's change since the last combination, var - start,
+    is combined across ranks with Adasum, and start and the variable both become start plus
+    the combined change. `start` is one copy per variable (the base class's accumulators,
+    LOCAL_VARIABLES), taken from the variable on the first pass. global_step, if given, is the
+    wrapped optimizer's: incremented on every pass."""
+
+    def compute_gradients(self, *args, **kwargs):
+        return self._optimizer.compute_gradients(*args, **kwargs)
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        k = self._backward_passes_per_step
+        grads_and_vars = list(grads_and_vars)
+        grads = [g for g, _ in grads_and_vars]
+        variables = [v for _, v in grads_and_vars]
+        counter, starts = self._aggregation_variables(grads, variables)
+        pairs = [(v, s) for v, s in zip(variables, starts) if s is not None]
+        eager = tf.executing_eagerly()
+        with tf.compat.v1.name_scope(name, self.get_name() + "_Adasum") as scope:
+
+            def take_starts():
+                taken = [s.assign(v.read_value(), read_value=False) for v, s in pairs]
+                with tf.control_dependencies(taken):
+                    return tf.constant(True)
+
+            first = tf.equal(counter.read_value(), 0)
+            started = tf.cond(first, take_starts, lambda: tf.constant(False))
+            with tf.control_dependencies([started]):
+                local = self._optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+            with tf.control_dependencies([local]):
+                counted = counter.assign_add(1, read_value=False)
+            with tf.control_dependencies([counted]):
+                count = counter.read_value()
+            # Names of the branch's ops of their own, as in _accumulate_and_apply.
+            prefix = None if eager else tf.compat.v1.get_default_graph().unique_name("adasum")
+
+            def combine():
+                with tf.compat.v1.name_scope(None if eager else prefix + "/"):
+                    deltas = [v.read_value() - s.read_value() for v, s in pairs]
+                    combined = _reduction.reduce_gradients(
+                        deltas, [v for v, _ in pairs], **self._hvd_options
+                    )
+                    moved = []
+                    for (v, s), d in zip(pairs, combined):
+                        moved.append(v.assign(s.assign_add(d), read_value=False))
+                with tf.control_dependencies(moved):
+                    return tf.constant(True)
+
+            applied = tf.cond(tf.equal(count % k, 0), combine, lambda: tf.constant(False))
+            train_op = tf.group(applied, name=scope)
+        if not eager:
+            train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
+            if train_op not in train_ops:
+                train_ops.append(train_op)
+        return train_op
+
+
 def DistributedOptimizer(
     optimizer,
     name=None,
@@ -234,9 +297,14 @@ def DistributedOptimizer(
     backward_passes_per_step=k > 1 accumulates k passes' local gradients, then reduces and
     applies their sum (their mean with average_aggregated_gradients=True) once; for a
     tf.compat.v1 optimizer see _DistributedOptimizerV1 (the aggregation is in
-    apply_gradients(); compute_gradients() then returns local gradients)."""
+    apply_gradients(); compute_gradients() then returns local gradients).
+
+    op=hvd.Adasum: for a tf.compat.v1 optimizer, upstream's delta optimizer (each rank steps
+    alone, the steps are combined with Adasum: _DistributedAdasumOptimizerV1); for a Keras
+    optimizer a ValueError, as upstream."""
     _ops._process_set_id(process_set)  # a set that does not exist: ValueError here
-    _ops._check_not_adasum(op)
+    if op == Adasum and average_aggregated_gradients:
+        raise ValueError("Adasum does not support average_aggregated_gradients=True (as upstream)")
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         if int(backward_passes_per_step) < 1:
             raise ValueError(
@@ -251,7 +319,8 @@ def DistributedOptimizer(
             name=name or "DistributedOptimizer",
             process_set=process_set,
         )
-        return _DistributedOptimizerV1(
+        cls = _DistributedAdasumOptimizerV1 if op == Adasum else _DistributedOptimizerV1
+        return cls(
             optimizer,
             name,
             use_locking,

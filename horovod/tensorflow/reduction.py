@@ -11,7 +11,7 @@ import tensorflow as tf
 from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
-from horovod.tensorflow.mpi_ops import Average, Sum
+from horovod.tensorflow.mpi_ops import Adasum, Average, Sum
 
 
 def _scale_factors(op, gradient_predivide_factor, size):
@@ -59,8 +59,10 @@ def reduce_gradients(
     process_set=None,
 ):
     """Allreduces a list of gradients (None entries stay None) across ranks (of
-    `process_set`, if given)."""
-    _ops._check_not_adasum(op)
+    `process_set`, if given). Adasum combines each gradient as upstream does (ops/adasum.cc);
+    it has no sparse form."""
+    if op == Adasum and not sparse_as_dense and any(isinstance(g, tf.IndexedSlices) for g in grads):
+        raise NotImplementedError(_collectives.ADASUM_SPARSE)
     pid = _ops._process_set_id(process_set)
     size = _ops._set_rank_and_size(pid)[1]
     if size == 1:

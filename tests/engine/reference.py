@@ -75,3 +75,24 @@ def check(got, want, dt, what):
         f"{what}: max abs error {np.max(np.abs(g - want))}\n"
         f" got {got.ravel()[:8]}\n want {want.ravel()[:8]}"
     )
+
+
+def adasum(arrays, dt):
+    """Upstream's Adasum of one tensor from every rank (a power of two of them): adjacent
+    groups' results combined pairwise, level by level, a.b and the norms in float64, each
+    level's result rounded to `dt` as the engine keeps it in the tensor's own dtype."""
+    level = [a.astype(np.float64) for a in arrays]
+    tiny = np.sqrt(np.finfo(np.float64).tiny)
+    while len(level) > 1:
+        nxt = []
+        for a, b in zip(level[0::2], level[1::2]):
+            ab, aa, bb = (
+                float(np.dot(a.ravel(), b.ravel())),
+                float(np.sum(a * a)),
+                float(np.sum(b * b)),
+            )
+            ca = 1.0 - ab / (2.0 * aa) if aa >= tiny else 1.0
+            cb = 1.0 - ab / (2.0 * bb) if bb >= tiny else 1.0
+            nxt.append((ca * a + cb * b).astype(dt).astype(np.float64))
+        level = nxt
+    return level[0]

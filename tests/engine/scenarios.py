@@ -10,6 +10,7 @@ import sys
 
 import horovod.numpy as hvd
 from tests.engine import (
+    scenarios_adasum,
     scenarios_agreement,
     scenarios_collectives,
     scenarios_errors,
@@ -25,6 +26,7 @@ from tests.engine import (
 from tests.support import scenario
 
 SCENARIOS = scenario.collect(
+    scenarios_adasum,
     scenarios_agreement,
     scenarios_collectives,
     scenarios_errors,

@@ -19,6 +19,7 @@ import tensorflow as tf  # noqa: E402
 import horovod.tensorflow as hvd  # noqa: E402
 from tests.support import scenario  # noqa: E402
 from tests.tensorflow import (
+    scenarios_ops_adasum,
     scenarios_ops_agreement,
     scenarios_ops_allgather_broadcast,
     scenarios_ops_allreduce,  # noqa: E402
@@ -37,6 +38,7 @@ from tests.tensorflow import (
 tf.get_logger().setLevel("ERROR")  # retracing notices: scenarios build many small functions
 
 SCENARIOS = scenario.collect(
+    scenarios_ops_adasum,
     scenarios_ops_allreduce,
     scenarios_ops_allgather_broadcast,
     scenarios_ops_alltoall_reducescatter,

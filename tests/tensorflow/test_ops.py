@@ -201,7 +201,7 @@ def test_errors(ops):
     (ours eagerly, the node name in a tf.function) and the ranks on each side, within 10 s;
     also after the name was cached, and for a tf.function retraced on one rank. A bad root
     (on every rank, or on one) and bad alltoall splits raise InvalidArgumentError everywhere.
-    The next op works after each. Adasum raises NotImplementedError from every entry point."""
+    The next op works after each. (Adasum: test_adasum.py.)"""
     ops.check("errors")
 
 

@@ -18,9 +18,12 @@ around a DistributedOptimizer, a rank whose local gradients overflow skips the c
 Keras' own `gradient_accumulation_steps` still communicates every step; use
 `backward_passes_per_step` to reduce once per k steps.
 
-Limitations: CPU collectives only (`device_dense`/`device_sparse` are accepted and ignored);
-no Adasum. On a machine with a GPU, compile with
-`jit_compile=False`: Keras picks XLA there by default, and XLA cannot compile Horovod ops.
+Limitations: CPU collectives only (`device_dense`/`device_sparse` are accepted and ignored).
+
+`hvd.allreduce(op=hvd.Adasum)` works (CPU, a power-of-two number of ranks);
+`DistributedOptimizer(op=hvd.Adasum)` is a ValueError, as upstream (its Adasum optimizer is for
+tf.compat.v1 optimizers). On a machine with a GPU, compile with `jit_compile=False`: Keras picks
+XLA there by default, and XLA cannot compile Horovod ops.
 """
 
 import keras  # noqa: F401  (hvd.keras, as before the split)

@@ -36,7 +36,13 @@ class _Horovod:
         groups,
         process_set=None,
     ):
-        _ops._check_not_adasum(op)
+        if op == _ops.Adasum:  # upstream's refusal, for the same reason
+            raise ValueError(
+                "op == Adasum is not supported with Keras optimizers (as upstream: its Adasum "
+                "optimizer reduces model deltas and exists for tf.compat.v1 optimizers only); "
+                "use hvd.DistributedGradientTape(op=hvd.Adasum) in a custom loop, or a "
+                "tf.compat.v1.train optimizer"
+            )
         if int(backward_passes_per_step) < 1:
             raise ValueError(
                 f"backward_passes_per_step must be >= 1, got {backward_passes_per_step}"

@@ -187,6 +187,39 @@ TEST(UnsupportedReduction, ScaleFactorsNeedAFloatingType) {
   }
 }
 
+// Adasum: a host-memory allreduce of a floating dtype over a power-of-two number of ranks, with
+// any scale factors; everything else is refused with the reason.
+TEST(UnsupportedReduction, AdasumLimits) {
+  OpSpec s;
+  s.reduce_op = ReduceOp::ADASUM;
+  for (int i = 0; i < kNumDataTypes; ++i) {
+    s.dtype = static_cast<DataType>(i);
+    const std::string why = UnsupportedReduction(s, 4);
+    if (IsFloating(s.dtype)) {
+      EXPECT_EQ(why, "") << DataTypeName(s.dtype);
+    } else {
+      EXPECT_NE(why.find("Adasum needs a floating-point dtype"), std::string::npos) << why;
+      EXPECT_NE(why.find(DataTypeName(s.dtype)), std::string::npos) << why;
+    }
+  }
+  s.dtype = DataType::FLOAT32;
+  s.prescale = 0.5;
+  s.postscale = 3.0;
+  for (int ranks : {0, 1, 2, 4, 8, 64}) EXPECT_EQ(UnsupportedReduction(s, ranks), "") << ranks;
+  for (int ranks : {3, 5, 6, 12}) {
+    const std::string why = UnsupportedReduction(s, ranks);
+    EXPECT_NE(why.find("power-of-two number of ranks, this job has " + std::to_string(ranks)),
+              std::string::npos)
+        << why;
+  }
+  s.gpu = true;
+  EXPECT_NE(UnsupportedReduction(s, 2).find("Adasum on GPU is not supported"), std::string::npos);
+  s.gpu = false;
+  s.type = OpType::REDUCESCATTER;
+  EXPECT_NE(UnsupportedReduction(s, 2).find("reducescatter with Adasum is not supported"),
+            std::string::npos);
+}
+
 TEST(OpSpec, RequestAndResponseShareIt) {
   Request req = SomeRequest("t");
   Response resp;
