@@ -11,6 +11,7 @@ import sys
 import horovod.numpy as hvd
 from tests.engine import (
     scenarios_agreement,
+    scenarios_autotune,
     scenarios_collectives,
     scenarios_errors,
     scenarios_faults,
@@ -25,6 +26,7 @@ from tests.support import scenario
 
 SCENARIOS = scenario.collect(
     scenarios_agreement,
+    scenarios_autotune,
     scenarios_collectives,
     scenarios_errors,
     scenarios_faults,
