@@ -317,6 +317,11 @@ void Shutdown() {
   g_engine->exit_cv.notify_all();  // after a stall shutdown: the background thread aborts now
   g_engine->queue.Wake();
   g_engine->thread.join();
+  if (g_engine->autotuner) {  // the job ended first: say so, and close the trial log
+    HVD_LOG(INFO, "autotune: the job ended after " << g_engine->autotuner->scored_samples()
+                                                   << " samples, before tuning finished");
+    g_engine->autotuner.reset();
+  }
   GlobalWatchdog().Stop();
   g_engine->queue.FailAll(Status::ShutDown("Horovod has been shut down on this rank"));
   g_engine->timeline.Shutdown();
