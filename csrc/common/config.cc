@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -125,7 +126,10 @@ Config Config::FromEnvironment(std::string* error) {
     if (error->empty()) *error = msg;
   };
 #define HVD_READ_FIELD(field, env, type, def, lo, hi, scope, doc) \
-  if (const char* v = std::getenv(env)) fail(ParseKnob(env, v, &c.field, lo, hi));
+  if (const char* v = std::getenv(env)) {                         \
+    fail(ParseKnob(env, v, &c.field, lo, hi));                    \
+    c.set_in_environment.push_back(env);                          \
+  }
   HVD_CONFIG_KNOBS(HVD_READ_FIELD)
 #undef HVD_READ_FIELD
   // A stall is first seen at the check time, so an earlier shutdown could never happen as set.
@@ -134,6 +138,11 @@ Config Config::FromEnvironment(std::string* error) {
          " is below HOROVOD_STALL_CHECK_TIME_SECONDS=" + ToString(c.stall_check_time_s) +
          ": set it to 0 (never) or at least the check time");
   return c;
+}
+
+bool Config::IsSet(const std::string& env) const {
+  return std::find(set_in_environment.begin(), set_in_environment.end(), env) !=
+         set_in_environment.end();
 }
 
 std::string Config::AgreedValues() const {

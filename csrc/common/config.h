@@ -33,6 +33,19 @@ enum class Scope { LOCAL, AGREE };
     AGREE, "allreduces up to this size exchange whole buffers in one step instead of the ring") \
   X(timeline, "HOROVOD_TIMELINE", std::string, "", 0, 0, LOCAL,                                 \
     "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")          \
+  X(timeline_mark_cycles, "HOROVOD_TIMELINE_MARK_CYCLES", bool, false, 0, 0, LOCAL,             \
+    "a CYCLE_START event in the timeline for each negotiation round that ran ops")              \
+  X(autotune, "HOROVOD_AUTOTUNE", bool, false, 0, 0, LOCAL,                                     \
+    "rank 0 tunes the fusion threshold and cycle time while the job runs, then keeps the best " \
+    "(a knob set explicitly is held at its value)")                                             \
+  X(autotune_log, "HOROVOD_AUTOTUNE_LOG", std::string, "", 0, 0, LOCAL,                         \
+    "CSV file rank 0 writes autotune's trials to: one row per sample, the chosen one last")     \
+  X(autotune_warmup_samples, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", int64_t, 3, 0, 1000, LOCAL,     \
+    "autotune: samples discarded at the start, before settings are compared")                   \
+  X(autotune_steps_per_sample, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", int64_t, 10, 1, 1000000,    \
+    LOCAL, "autotune: negotiation rounds that ran ops per sample (one setting's score)")        \
+  X(autotune_bayes_opt_max_samples, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", int64_t, 20, 1,   \
+    1000, LOCAL, "autotune: at most this many scored samples (settings tried) before it stops") \
   X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false, 0, 0, AGREE,               \
     "turn off the stall inspector and the watchdog of blocked rounds and collectives")          \
   X(stall_check_time_s, "HOROVOD_STALL_CHECK_TIME_SECONDS", double, 60.0, 0.1, 1e6, AGREE,      \
@@ -54,10 +67,13 @@ struct Config {
 #define HVD_DECLARE_FIELD(field, env, type, def, lo, hi, scope, doc) type field = def;
   HVD_CONFIG_KNOBS(HVD_DECLARE_FIELD)
 #undef HVD_DECLARE_FIELD
+  std::vector<std::string> set_in_environment;  // the knobs FromEnvironment found set
 
   // Reads every knob from the environment. A malformed or out-of-range value is an error naming
   // the variable, its value and what is accepted; the first such error is returned.
   static Config FromEnvironment(std::string* error);
+  // Whether FromEnvironment found the knob `env` set (autotune holds such knobs fixed).
+  bool IsSet(const std::string& env) const;
   // "ENV=value" lines of the AGREE knobs, as parsed (so "1048576" and "1048576 " compare equal).
   std::string AgreedValues() const;
 

@@ -217,6 +217,12 @@ std::string Encode(const ResponseList& l) {
     w.Pod(r.contributors);
   }
   w.Vec(l.joined);
+  w.Pod<uint8_t>(l.has_params);
+  if (l.has_params) {
+    w.Pod(l.params.fusion_threshold);
+    w.Pod(l.params.cycle_time_ms);
+    w.Pod<uint8_t>(l.params.final);
+  }
   return w.Take();
 }
 
@@ -240,7 +246,19 @@ bool Decode(const char* data, size_t size, ResponseList* l) {
       return false;
     r.error_is_invalid_argument = invalid_argument != 0;
   }
-  return rd.Vec(&l->joined) && rd.Done();
+  uint8_t has_params = 0;
+  if (!rd.Vec(&l->joined) || !rd.Pod(&has_params) || has_params > 1) return false;
+  l->has_params = has_params != 0;
+  if (l->has_params) {
+    uint8_t final = 0;
+    TunedParams& p = l->params;
+    // Values no knob could hold are a garbled message, not a setting to apply.
+    if (!(rd.Pod(&p.fusion_threshold) && rd.Pod(&p.cycle_time_ms) && rd.Pod(&final)) ||
+        p.fusion_threshold < 0 || !(p.cycle_time_ms >= 0 && p.cycle_time_ms <= 1000) || final > 1)
+      return false;
+    p.final = final != 0;
+  }
+  return rd.Done();
 }
 
 }  // namespace hvd

@@ -90,9 +90,19 @@ struct RequestList {
   bool shutdown = false;
 };
 
+// Settings chosen by rank 0's autotuner (HOROVOD_AUTOTUNE), sent in a response list so that
+// every rank switches to them after the same round.
+struct TunedParams {
+  int64_t fusion_threshold = 0;  // bytes
+  double cycle_time_ms = 0;
+  bool final = false;  // tuning is over: these stay for the rest of the job
+};
+
 struct ResponseList {
   std::vector<Response> responses;
   std::vector<int32_t> joined;  // the ranks that have joined and wait for the others (hvd.join)
+  bool has_params = false;      // `params` take effect on every rank after this round
+  TunedParams params;
   bool shutdown = false;
   std::string shutdown_reason;
   // Not encoded: the shutdown came in rank 0's response list, which every rank received in this

@@ -12,7 +12,8 @@
 namespace hvd {
 namespace {
 
-constexpr uint64_t kHasUncached = 1, kWantsShutdown = 2, kHasInvalid = 4;
+// kNewParams: rank 0 sends autotuned settings this round, which needs the slow path.
+constexpr uint64_t kHasUncached = 1, kWantsShutdown = 2, kHasInvalid = 4, kNewParams = 8;
 
 inline void SetBit(std::vector<uint64_t>* v, size_t base, int slot) {
   (*v)[base + slot / 64] |= uint64_t(1) << (slot % 64);
@@ -115,12 +116,16 @@ Response GroupMemberFailure(const Request& member, const Response& cause) {
 
 Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline,
                        TensorQueue* queue)
-    : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {
+    : mpi_(mpi),
+      config_(config),
+      timeline_(timeline),
+      queue_(queue),
+      fusion_threshold_(config.fusion_threshold) {
   cache_.SetCapacity(static_cast<size_t>(config.cache_capacity));
   words_ = 1 + (cache_.capacity() + 63) / 64;
 }
 
-ResponseList Controller::RunRound(bool want_shutdown) {
+ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposal) {
   int64_t now = NowMicros();
   for (auto& r : queue_->PopNewRequests()) {
     if (IsControlOp(r.type)) {  // never cached: rank 0 must see every join and set change
@@ -148,6 +153,7 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   if (!to_send_.empty()) flags |= kHasUncached;
   if (want_shutdown || !stall_shutdown_reason_.empty()) flags |= kWantsShutdown;
   if (!invalid_slots_.empty()) flags |= kHasInvalid;
+  if (proposal) flags |= kNewParams;
   std::vector<uint64_t> bits(words_, 0);
   bits[0] = ~flags;
   // A joined rank takes part in every cached allreduce the others are ready for (with zeros).
@@ -215,14 +221,21 @@ ResponseList Controller::RunRound(bool want_shutdown) {
   if (!joined_.empty())
     for (auto& r : fast) r.contributors = mpi_->size - static_cast<int32_t>(joined_.size());
   ResponseList out;
-  out.responses = FuseResponses(std::move(fast), config_.fusion_threshold);
-  if (flags & (kHasUncached | kWantsShutdown)) {
+  out.responses = FuseResponses(std::move(fast), fusion_threshold_);
+  if (flags & (kHasUncached | kWantsShutdown | kNewParams)) {
     RequestList mine;
     mine.requests.swap(to_send_);
     mine.shutdown = want_shutdown;
     auto blobs = mpi_->GatherToRoot(Encode(mine));
     std::string blob;
-    if (mpi_->rank == 0) blob = Encode(Coordinate(blobs));
+    if (mpi_->rank == 0) {
+      ResponseList root = Coordinate(blobs);
+      if (proposal) {
+        root.has_params = true;
+        root.params = *proposal;
+      }
+      blob = Encode(root);
+    }
     mpi_->BroadcastFromRoot(&blob);
     ResponseList slow;
     const bool decoded = Decode(blob.data(), blob.size(), &slow);
@@ -231,6 +244,13 @@ ResponseList Controller::RunRound(bool want_shutdown) {
       slow.shutdown_reason = "internal error: undecodable response list from rank 0";
     }
     joined_ = slow.joined;
+    if (slow.has_params) {
+      // Rank 0 fused this round's responses with the old threshold, as every rank fused the
+      // fast path's: the new one applies from the next round on, everywhere alike.
+      fusion_threshold_ = slow.params.fusion_threshold;
+      out.has_params = true;
+      out.params = slow.params;
+    }
     // Cache what was negotiated, identically everywhere, before it runs. Not what ran while
     // ranks had joined: those lack the entry, and every rank's cache must stay the same.
     for (const auto& resp : slow.responses) {
@@ -324,7 +344,7 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
   for (const auto& r : responses)
     if (r.type == OpType::JOIN && r.error.empty()) root_joined_.clear();
   out.joined = root_joined_;
-  out.responses = FuseResponses(std::move(responses), config_.fusion_threshold);
+  out.responses = FuseResponses(std::move(responses), fusion_threshold_);
   if (!shutdown_ranks.empty()) {
     out.shutdown = true;
     out.shutdown_reason = "Horovod has been shut down: rank" +

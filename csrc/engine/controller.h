@@ -31,8 +31,10 @@ inline constexpr char kStallShutdownPrefix[] = "Horovod stall shutdown";
 class Controller {
  public:
   Controller(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue);
-  // One round; every rank must call it the same number of times.
-  ResponseList RunRound(bool want_shutdown);
+  // One round; every rank must call it the same number of times. `proposal` (rank 0's
+  // autotuner, or null): settings this round carries to every rank (ResponseList::params); the
+  // new fusion threshold applies from the next round on, on every rank.
+  ResponseList RunRound(bool want_shutdown, const TunedParams* proposal = nullptr);
 
  private:
   struct PendingHit {
@@ -68,7 +70,8 @@ class Controller {
   Timeline* timeline_;
   TensorQueue* queue_;
   ResponseCache cache_;
-  size_t words_;  // bit-vector length: 1 status word + one bit per cache slot
+  size_t words_;              // bit-vector length: 1 status word + one bit per cache slot
+  int64_t fusion_threshold_;  // the knob's value until the autotuner sends another
   std::vector<Request> to_send_;
   std::map<int, PendingHit> pending_hits_;  // ordered: fast-path responses run in slot order
   std::set<int> invalid_slots_;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "engine/autotuner.h"
 #include "engine/controller.h"
 #include "engine/gpu_context.h"
 #include "engine/job_stats.h"
@@ -34,9 +35,10 @@ struct Engine {
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Operations> ops;
   ProcessSetTable sets;  // the others than the global one (which is the members above)
-  std::atomic<int64_t> set_changes{
-      0};          // names hvd.add/remove_process_set calls, alike on all ranks
-  JobStats stats;  // background thread only, once it runs
+  // Names hvd.add/remove_process_set calls, alike on all ranks.
+  std::atomic<int64_t> set_changes{0};
+  std::unique_ptr<Autotuner> autotuner;  // rank 0 with HOROVOD_AUTOTUNE, until it is done
+  JobStats stats;                        // background thread only, once it runs
   std::thread thread;
   std::atomic<bool> shutdown_requested{false};
   // After a stall shutdown the background thread waits on these for Shutdown() (EndAfterStall).
@@ -182,13 +184,9 @@ void ApplyProcessSetChange(Engine* e, const Response& r) {
 // One round of every process set this rank is in (process_sets.h says why in this order).
 void RunProcessSetRounds(Engine* e) {
   for (auto& set : e->sets.Memberships()) {
+    // Autotuning (rank 0's proposals) applies to the global set only.
     ResponseList rl = set->controller->RunRound(false);
     for (const auto& resp : rl.responses) {
-      if ((resp.type == OpType::ADD_PROCESS_SET || resp.type == OpType::REMOVE_PROCESS_SET) &&
-          resp.error.empty()) {
-        ApplyProcessSetChange(e, resp);
-        continue;
-      }
       const int64_t start = NowMicros();
       int64_t payload_bytes = 0;
       const Status s = set->ops->Execute(resp, &payload_bytes);
@@ -204,11 +202,25 @@ void RunProcessSetRounds(Engine* e) {
   }
 }
 
+// Autotuned settings arrived in this round's response list, on every rank alike: the controller
+// already switched its fusion threshold; the cycle time is the loop's.
+void ApplyTunedParams(Engine* e, const TunedParams& p, int64_t* cycle_us) {
+  *cycle_us = static_cast<int64_t>(p.cycle_time_ms * 1000);
+  if (e->autotuner) {
+    e->autotuner->Applied(p, NowMicros());
+    if (!e->autotuner->tuning()) e->autotuner.reset();  // closes the trial log
+  }
+  if (p.final)
+    HVD_LOG(INFO, "autotune: this rank now runs with " << DescribeParams(p) << " (final)");
+  else
+    HVD_LOG(DEBUG, "autotune: this rank now tries " << DescribeParams(p));
+}
+
 void BackgroundLoop(Engine* e) {
   // Short sleeps while polling peers must be short: the default 50 us timer slack would
   // stretch every 10 us nap.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  const int64_t cycle_us = static_cast<int64_t>(e->config.cycle_time_ms * 1000);
+  int64_t cycle_us = static_cast<int64_t>(e->config.cycle_time_ms * 1000);
   int64_t round_start = 0;
   while (true) {
     // Ops already submitted wait for the other ranks from here on, through the sleep between
@@ -220,10 +232,14 @@ void BackgroundLoop(Engine* e) {
     round_start = NowMicros();
     const bool round_has_ops = ops_waiting || InFlight(e) > 0;
     ApplyTimelineRequest(e);
-    ResponseList rl = e->controller->RunRound(e->shutdown_requested.load());
+    TunedParams proposal;
+    const bool propose = e->autotuner && e->autotuner->TakeProposal(&proposal);
+    ResponseList rl =
+        e->controller->RunRound(e->shutdown_requested.load(), propose ? &proposal : nullptr);
     if (!rl.responses.empty()) e->timeline.MarkCycle();
     if (round_has_ops)
       e->stats.negotiation_us += NowMicros() - (ops_waiting ? waiting_since : round_start);
+    int64_t round_bytes = 0;
     for (const auto& resp : rl.responses) {
       if ((resp.type == OpType::ADD_PROCESS_SET || resp.type == OpType::REMOVE_PROCESS_SET) &&
           resp.error.empty()) {
@@ -234,7 +250,12 @@ void BackgroundLoop(Engine* e) {
       int64_t payload_bytes = 0;
       const Status s = e->ops->Execute(resp, &payload_bytes);
       e->stats.RecordCollective(resp, s.ok(), payload_bytes, NowMicros() - start);
+      if (s.ok()) round_bytes += payload_bytes;
     }
+    if (rl.has_params)
+      ApplyTunedParams(e, rl.params, &cycle_us);
+    else if (e->autotuner && !rl.responses.empty())
+      e->autotuner->RecordRound(round_bytes, NowMicros());
     // After running ops, the next idle round is a full cycle away: otherwise every op longer
     // than the cycle is followed by an empty round that all ranks must join, and the next
     // op's negotiation queues behind it (measured: 300-400 us per op over TCP).
@@ -302,11 +323,23 @@ Status Init(MPI_Comm comm) {
              e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
   // HOROVOD_TIMELINE=DYNAMIC (upstream's value): no file until start_timeline().
   if (!e->config.timeline.empty() && e->config.timeline != "DYNAMIC" && e->mpi.rank == 0) {
-    s = e->timeline.Init(e->config.timeline);
+    s = e->timeline.Init(e->config.timeline, e->config.timeline_mark_cycles);
     if (!s.ok()) HVD_LOG(WARNING, s.message() << "; continuing without a timeline");
   }
   e->controller = std::make_unique<Controller>(&e->mpi, e->config, &e->timeline, &e->queue);
   e->ops = std::make_unique<Operations>(&e->mpi, e->config, &e->timeline, &e->queue);
+  // Rank 0 decides for every rank (the others apply what its response lists carry). As
+  // upstream, a knob set explicitly is held at its value.
+  if (e->config.autotune && e->mpi.rank == 0) {
+    const bool fusion_fixed = e->config.IsSet("HOROVOD_FUSION_THRESHOLD");
+    const bool cycle_fixed = e->config.IsSet("HOROVOD_CYCLE_TIME");
+    if (fusion_fixed && cycle_fixed)
+      HVD_LOG(WARNING,
+              "HOROVOD_AUTOTUNE has nothing to tune: HOROVOD_FUSION_THRESHOLD and "
+              "HOROVOD_CYCLE_TIME are both set, and autotune holds set knobs fixed");
+    else
+      e->autotuner = std::make_unique<Autotuner>(e->config, fusion_fixed, cycle_fixed);
+  }
   if (!e->config.stall_check_disable) {
     const bool can_abort = e->mpi.threads_multiple;  // MPI_Abort from the watchdog's thread
     RollCall roll_call;
@@ -343,6 +376,11 @@ void Shutdown() {
   g_engine->exit_cv.notify_all();  // after a stall shutdown: the background thread aborts now
   g_engine->queue.Wake();
   g_engine->thread.join();
+  if (g_engine->autotuner) {  // the job ended first: say so, and close the trial log
+    HVD_LOG(INFO, "autotune: the job ended after " << g_engine->autotuner->scored_samples()
+                                                   << " samples, before tuning finished");
+    g_engine->autotuner.reset();
+  }
   GlobalWatchdog().Stop();
   g_engine->queue.FailAll(Status::ShutDown("Horovod has been shut down on this rank"));
   g_engine->sets.FailAll(Status::ShutDown("Horovod has been shut down on this rank"));

@@ -5,6 +5,11 @@
 namespace hvd {
 namespace {
 
+// How often the writer thread appends what was queued and flushes: a file read while the job
+// runs holds every op that ran more than this long ago (a complete event list, so appending
+// "]" makes it valid JSON).
+constexpr int kFlushEveryMs = 100;
+
 std::string JsonEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -111,7 +116,7 @@ void Timeline::MarkCycle() {
 void Timeline::WriterLoop() {
   std::unique_lock<std::mutex> lk(mu_);
   while (true) {
-    cv_.wait_for(lk, std::chrono::milliseconds(200), [this] { return stop_; });
+    cv_.wait_for(lk, std::chrono::milliseconds(kFlushEveryMs), [this] { return stop_; });
     std::string chunk;
     chunk.swap(pending_);
     bool stop = stop_;

@@ -2,7 +2,9 @@
 // gets its own row (pid): a NEGOTIATE_<OP> span with one tick per rank as it reports ready,
 // then the <OP> span with nested activities (MEMCPY_IN_FUSION_BUFFER, RING_ALLREDUCE, ...).
 // Events are queued under a mutex and written by a writer thread, so the background loop never
-// waits on the file. The file is a valid JSON array after Shutdown().
+// waits on the file; it appends and flushes every 100 ms, so a file read while the job runs
+// holds the ops that ran (complete events: add "]" to parse it). The file is a valid JSON array
+// after Shutdown().
 #pragma once
 
 #include <condition_variable>

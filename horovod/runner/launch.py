@@ -41,6 +41,25 @@ KNOB_FLAGS = [
     ("--stall-check-warning-time-seconds", "HOROVOD_STALL_CHECK_TIME_SECONDS", None),
     ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", None),
     ("--log-level", "HOROVOD_LOG_LEVEL", None),
+    ("--autotune-log-file", "HOROVOD_AUTOTUNE_LOG", None),
+    ("--autotune-warmup-samples", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", None),
+    ("--autotune-steps-per-sample", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", None),
+    ("--autotune-bayes-opt-max-samples", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", None),
+]
+# Flags without a value that turn a boolean knob on: (flag, HOROVOD_* variable, help).
+SWITCH_FLAGS = [
+    ("--no-stall-check", "HOROVOD_STALL_CHECK_DISABLE", "turn the stall check off"),
+    (
+        "--autotune",
+        "HOROVOD_AUTOTUNE",
+        "tune the fusion threshold and cycle time while the job runs (a knob set "
+        "explicitly is held at its value)",
+    ),
+    (
+        "--timeline-mark-cycles",
+        "HOROVOD_TIMELINE_MARK_CYCLES",
+        "mark each negotiation round that ran ops in the timeline",
+    ),
 ]
 DEFAULT_START_TIMEOUT = 30.0
 
@@ -146,9 +165,8 @@ def parse_args(argv, env=os.environ):
     )
     for flag, var, _ in KNOB_FLAGS:
         p.add_argument(flag, dest=var, help=f"sets {var}")
-    p.add_argument(
-        "--no-stall-check", action="store_true", help="sets HOROVOD_STALL_CHECK_DISABLE=1"
-    )
+    for flag, var, what in SWITCH_FLAGS:
+        p.add_argument(flag, dest=var, action="store_true", help=f"{what}: sets {var}=1")
     p.add_argument(
         "--mpi",
         action="store_true",
@@ -286,8 +304,9 @@ def knob_env(args, env):
         value = getattr(args, var)
         if value is not None:
             out[var] = value
-    if args.no_stall_check:
-        out["HOROVOD_STALL_CHECK_DISABLE"] = "1"
+    for _, var, _ in SWITCH_FLAGS:
+        if getattr(args, var):
+            out[var] = "1"
     return out
 
 

@@ -12,6 +12,7 @@ import horovod.numpy as hvd
 from tests.engine import (
     scenarios_adasum,
     scenarios_agreement,
+    scenarios_autotune,
     scenarios_collectives,
     scenarios_errors,
     scenarios_faults,
@@ -28,6 +29,7 @@ from tests.support import scenario
 SCENARIOS = scenario.collect(
     scenarios_adasum,
     scenarios_agreement,
+    scenarios_autotune,
     scenarios_collectives,
     scenarios_errors,
     scenarios_faults,

@@ -1,5 +1,7 @@
 """The timeline and the stall inspector (test_observability.py)."""
 
+import json
+import os
 import time
 
 import numpy as np
@@ -17,6 +19,31 @@ def sc_timeline():
     hvd.broadcast(np.ones(4), root_rank=0, name="tl/bcast")
     if r == 0:
         time.sleep(0.3)
+
+
+def sc_timeline_short():
+    """A job of one allreduce: it ends within about 0.1 s of init."""
+    hvd.allreduce(np.ones(10), name="tl/short")
+
+
+def read_timeline_while_running(path):
+    """The events of a timeline that is still being written: the file holds whole events and
+    lacks only the closing bracket."""
+    text = open(path).read().rstrip()
+    return json.loads(text if text.endswith("]") else text + "\n]")
+
+
+def sc_timeline_live():
+    """Rank 0 reads its timeline while the job runs: an op that ran 0.3 s ago is in the file."""
+    hvd.allreduce(np.ones(10), name="tl/live")
+    if hvd.rank() == 0:
+        time.sleep(0.3)  # the writer flushes every 100 ms
+        events = read_timeline_while_running(os.environ["HOROVOD_TIMELINE"])
+        rows = {e["pid"] for e in events if e.get("args", {}).get("name") == "tl/live"}
+        assert rows, events
+        spans = [e["name"] for e in events if e.get("pid") in rows and e["ph"] == "B"]
+        assert "ALLREDUCE" in spans, spans
+    hvd.allreduce(np.ones(10), name="tl/after")  # the others wait for rank 0's check
 
 
 def sc_stall_warning():

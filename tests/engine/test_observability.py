@@ -33,6 +33,38 @@ def test_timeline_is_valid_chrome_trace(tmp_path, world):
         assert phases.count("B") == phases.count("E"), rows[pid]
 
 
+def test_timeline_of_a_short_job_holds_its_op(tmp_path, world):
+    # The job ends about 0.1 s after init: the file is still complete and valid JSON.
+    path = tmp_path / "timeline.json"
+    ENGINE.run_ok(world, "timeline_short", env={"HOROVOD_TIMELINE": str(path)})
+    events = json.loads(path.read_text())
+    rows = {e["pid"] for e in events if e.get("args", {}).get("name") == "tl/short"}
+    assert rows, events
+    names = [e["name"] for e in events if e.get("pid") in rows]
+    assert "NEGOTIATE_ALLREDUCE" in names and "ALLREDUCE" in names, names
+    assert not [e for e in events if e["name"] == "CYCLE_START"], "cycles marked unasked"
+
+
+def test_timeline_holds_an_op_while_the_job_runs(tmp_path, world):
+    # Rank 0 reads the file 0.3 s after the op, before shutdown (scenarios_observability.py).
+    path = tmp_path / "timeline.json"
+    ENGINE.run_ok(world, "timeline_live", env={"HOROVOD_TIMELINE": str(path)})
+    json.loads(path.read_text())  # and complete after shutdown
+
+
+def test_timeline_mark_cycles(tmp_path, world):
+    path = tmp_path / "timeline.json"
+    env = {"HOROVOD_TIMELINE": str(path), "HOROVOD_TIMELINE_MARK_CYCLES": "1"}
+    ENGINE.run_ok(world, "timeline_short", env=env)
+    events = json.loads(path.read_text())
+    cycles = [e for e in events if e["name"] == "CYCLE_START"]
+    assert cycles and all(e["ph"] == "i" for e in cycles), events
+    op = next(
+        e["ts"] for e in events if e["name"] == "ALLREDUCE" and e["ph"] == "B"
+    )  # the round that ran the op is marked before it
+    assert any(e["ts"] <= op for e in cycles), (cycles, op)
+
+
 def test_stall_warning_names_missing_rank(world):
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1"}
     _, err = ENGINE.run_ok(world, "stall_warning", env=env, timeout=90)

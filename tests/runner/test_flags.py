@@ -57,6 +57,9 @@ def test_fusion_threshold_mb_past_the_bound_quotes_the_engine(capsys):
         ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "-3"),
         ("--stall-check-shutdown-time-seconds", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "2e6"),
         ("--log-level", "HOROVOD_LOG_LEVEL", "bogus"),
+        ("--autotune-warmup-samples", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "-1"),
+        ("--autotune-steps-per-sample", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "0"),
+        ("--autotune-bayes-opt-max-samples", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "2.5"),
     ],
 )
 def test_knob_flags_are_checked_by_the_engine(flag, var, value, capsys):
@@ -74,6 +77,17 @@ def test_knob_flags_are_checked_by_the_engine(flag, var, value, capsys):
         (["--cycle-time-ms", "1000"], "HOROVOD_CYCLE_TIME", "1000"),
         (["--log-level", "DEBUG"], "HOROVOD_LOG_LEVEL", "DEBUG"),  # the engine ignores case
         (["--timeline-filename", "/tmp/t.json"], "HOROVOD_TIMELINE", "/tmp/t.json"),
+        (["--autotune-log-file", "/tmp/a.csv"], "HOROVOD_AUTOTUNE_LOG", "/tmp/a.csv"),
+        (["--autotune-warmup-samples", "0"], "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "0"),
+        (["--autotune-steps-per-sample", "1"], "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "1"),
+        (
+            ["--autotune-bayes-opt-max-samples", "1000"],
+            "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+            "1000",
+        ),
+        (["--autotune"], "HOROVOD_AUTOTUNE", "1"),
+        (["--timeline-mark-cycles"], "HOROVOD_TIMELINE_MARK_CYCLES", "1"),
+        (["--no-stall-check"], "HOROVOD_STALL_CHECK_DISABLE", "1"),
     ],
 )
 def test_knob_flags_at_their_bounds_pass(argv, var, want):
@@ -82,8 +96,16 @@ def test_knob_flags_at_their_bounds_pass(argv, var, want):
 
 
 def test_every_knob_flag_sets_an_engine_knob():
-    knobs = {k.env for k in basics.config_knobs()}
-    assert {var for _, var, _ in launch.KNOB_FLAGS} <= knobs
+    knobs = {k.env: k for k in basics.config_knobs()}
+    assert {var for _, var, _ in launch.KNOB_FLAGS} <= set(knobs)
+    for _, var, _ in launch.SWITCH_FLAGS:
+        assert knobs[var].type == "bool", var
+
+
+def test_switch_flags_leave_unset_knobs_alone():
+    env = launch.knob_env(launch.parse_args(["true"], env={}), {"HOROVOD_AUTOTUNE": "0"})
+    assert env["HOROVOD_AUTOTUNE"] == "0"
+    assert "HOROVOD_TIMELINE_MARK_CYCLES" not in env and "HOROVOD_STALL_CHECK_DISABLE" not in env
 
 
 @pytest.mark.parametrize(

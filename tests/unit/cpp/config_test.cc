@@ -48,6 +48,23 @@ TEST_F(ConfigEnv, DefaultsWithoutEnvironment) {
   EXPECT_EQ(c.log_level, "warning");
   EXPECT_FALSE(c.mpi_threads_disable);
   EXPECT_EQ(c.summary_level, 1);
+  EXPECT_FALSE(c.timeline_mark_cycles);
+  EXPECT_FALSE(c.autotune);
+  EXPECT_EQ(c.autotune_log, "");
+  EXPECT_EQ(c.autotune_warmup_samples, 3);
+  EXPECT_EQ(c.autotune_steps_per_sample, 10);
+  EXPECT_EQ(c.autotune_bayes_opt_max_samples, 20);
+  EXPECT_TRUE(c.set_in_environment.empty());
+}
+
+TEST_F(ConfigEnv, IsSetSaysWhichKnobsTheEnvironmentSet) {
+  // Autotune holds a knob set explicitly at its value, even when set to its default.
+  Set("HOROVOD_FUSION_THRESHOLD", "134217728");
+  std::string error;
+  const Config c = Config::FromEnvironment(&error);
+  EXPECT_EQ(error, "");
+  EXPECT_TRUE(c.IsSet("HOROVOD_FUSION_THRESHOLD"));
+  EXPECT_FALSE(c.IsSet("HOROVOD_CYCLE_TIME"));
 }
 
 TEST_F(ConfigEnv, ValidValuesAreRead) {
@@ -180,7 +197,7 @@ TEST_F(ConfigEnv, AgreedValuesListOnlyTheKnobsRanksMustShare) {
 
 TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
   const auto knobs = Config::Describe();
-  ASSERT_EQ(knobs.size(), 13u);
+  ASSERT_EQ(knobs.size(), 19u);
   EXPECT_EQ(knobs[0].env, "HOROVOD_FUSION_THRESHOLD");
   EXPECT_EQ(knobs[0].default_value, "134217728");
   EXPECT_EQ(knobs[0].type, "int");

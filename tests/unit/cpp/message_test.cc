@@ -2,6 +2,7 @@
 // trips with every field set, and truncated or garbled input refused (never a throw).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -394,6 +395,43 @@ TEST(ResponseList, TruncatedOrTrailingBytesAreRefused) {
   in.shutdown_reason = "why";
   in.responses = {SomeResponse(), SomeResponse()};
   ExpectOnlyTheExactLengthDecodes<ResponseList>(Encode(in));
+}
+
+TEST(ResponseList, TunedParamsRoundTripOnlyWhenPresent) {
+  ResponseList in;
+  in.responses = {SomeResponse()};
+  const std::string without = Encode(in);
+  in.has_params = true;
+  in.params = {4 << 20, 2.5, true};
+  const std::string with = Encode(in);
+  EXPECT_EQ(with.size(), without.size() + 8 + 8 + 1);
+  ResponseList out;
+  ASSERT_TRUE(Decode(with.data(), with.size(), &out));
+  EXPECT_TRUE(out.has_params);
+  EXPECT_EQ(out.params.fusion_threshold, 4 << 20);
+  EXPECT_EQ(out.params.cycle_time_ms, 2.5);
+  EXPECT_TRUE(out.params.final);
+  ResponseList plain;
+  ASSERT_TRUE(Decode(without.data(), without.size(), &plain));
+  EXPECT_FALSE(plain.has_params);
+  ExpectOnlyTheExactLengthDecodes<ResponseList>(with);
+}
+
+TEST(ResponseList, TunedParamsNoKnobCouldHoldAreRefused) {
+  ResponseList in;
+  in.has_params = true;
+  for (TunedParams bad : {TunedParams{-1, 1.0, false}, TunedParams{0, -0.5, false},
+                          TunedParams{0, 1e9, false}, TunedParams{0, std::nan(""), false}}) {
+    in.params = bad;
+    const std::string blob = Encode(in);
+    ResponseList out;
+    EXPECT_FALSE(Decode(blob.data(), blob.size(), &out)) << bad.fusion_threshold;
+  }
+  in.params = {0, 1.0, false};
+  std::string blob = Encode(in);
+  blob.back() = 2;  // the final flag is a bool byte
+  ResponseList out;
+  EXPECT_FALSE(Decode(blob.data(), blob.size(), &out));
 }
 
 void Poke(std::string* blob, size_t at, uint64_t value) { std::memcpy(&(*blob)[at], &value, 8); }
