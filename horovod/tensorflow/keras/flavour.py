@@ -28,9 +28,9 @@ def _resolve():
 LEGACY = _resolve()  # True: tf.keras is tf_keras (Keras 2)
 
 if LEGACY:
-    pass
+    import tf_keras as keras  # noqa: F401  (the module's API)
 else:
-    pass
+    import keras  # noqa: F401
 
 
 def is_keras2_optimizer(optimizer):
