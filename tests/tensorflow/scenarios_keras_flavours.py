@@ -131,6 +131,43 @@ def scenario_load_model():
         report(f"load_model_{kind}", weights=digest(loaded.get_weights()))
 
 
+def scenario_accumulate():
+    """backward_passes_per_step=2 (average_aggregated_gradients=True) in model.fit, for each
+    optimizer family (plain SGD: the update is lr times the gradient): a linear model without
+    bias under MSE ends where a NumPy reference does (every 2 batches, the mean over ranks of
+    each rank's mean of its 2 gradients, taken at the window's starting weights) and
+    `iterations` counts applied updates."""
+    n, r, lr, batch, steps = hvd.size(), hvd.rank(), 0.05, 4, 4
+    w0 = np.random.default_rng(3).normal(size=(3, 1)).astype("float32")
+
+    def shard(q):
+        x = np.random.default_rng(60 + q).normal(size=(batch * steps, 3)).astype("float32")
+        return x, x @ np.array([[1.0], [-2.0], [0.5]], "float32")
+
+    shards = [shard(q) for q in range(n)]
+    w = w0.astype("float64")
+    for start in range(0, steps, 2):
+        g = np.zeros_like(w)
+        for x, y in shards:
+            for s in range(start, start + 2):
+                xb, yb = x[s * batch : (s + 1) * batch], y[s * batch : (s + 1) * batch]
+                g += 2.0 / batch * xb.T @ (xb @ w - yb) / 2
+        w -= lr * g / n
+    families = [("sgd", K.optimizers.SGD)] + ([("legacy_sgd", K.optimizers.legacy.SGD)] * LEGACY)
+    for kind, make in families:
+        model = K.Sequential([K.Input((3,)), K.layers.Dense(1, use_bias=False)])
+        model.set_weights([w0])
+        opt = hvd.DistributedOptimizer(
+            make(lr), backward_passes_per_step=2, average_aggregated_gradients=True
+        )
+        model.compile(opt, "mse")
+        model.fit(*shards[r], batch_size=batch, shuffle=False, epochs=1, verbose=0)
+        check(int(opt.iterations.numpy()) == steps // 2, f"{kind}: {opt.iterations.numpy()}")
+        got = model.get_weights()[0]
+        check(np.allclose(got, w, atol=1e-5), f"{kind}: {got.ravel()} != {w.ravel()}")
+        report(f"accumulate_{kind}", weights=digest([got]))
+
+
 def scenario_partial_optimizer():
     """PartialDistributedOptimizer with the head as local layer in model.fit (the broadcast
     callback leaves the head out via register_local_var): after training on rank-specific data
@@ -204,6 +241,7 @@ SCENARIOS = {
     "flavour": scenario_flavour,
     "fit": scenario_fit,
     "load_model": scenario_load_model,
+    "accumulate": scenario_accumulate,
     "partial_optimizer": scenario_partial_optimizer,
     "partial_tape": scenario_partial_tape,
 }
