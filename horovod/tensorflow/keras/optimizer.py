@@ -65,7 +65,7 @@ class _Horovod:
         )
         self.backward_passes_per_step = int(backward_passes_per_step)
         self.average_aggregated_gradients = average_aggregated_gradients
-        self.accumulators = {}  # id(variable) -> tf.Variable holding the local sum
+        self.accumulators = {}  # id(variable) -> (variable, tf.Variable holding the local sum)
         self.counter = None  # local backward passes seen (tf.Variable, created lazily)
         self.local = _reduction.LocalVariables()
         self.scale_local_gradients = scale_local_gradients
@@ -122,15 +122,14 @@ class _Common:
 
 
 def _accumulator(variable, state):
-    acc = state.accumulators.get(id(variable))
-    if acc is None:
+    entry = state.accumulators.get(id(variable))
+    if entry is None or entry[0] is not variable:  # (an id can be reused after a variable dies)
         with tf.init_scope():
             acc = tf.Variable(
                 tf.zeros(variable.shape, variable.dtype), trainable=False, name="hvd_accumulator"
             )
-        # Keyed by identity; the variable is kept alive by the model that trains it.
-        state.accumulators[id(variable)] = acc
-    return acc
+        entry = state.accumulators[id(variable)] = (variable, acc)
+    return entry[1]
 
 
 class _DistributedOptimizer(_Common):
