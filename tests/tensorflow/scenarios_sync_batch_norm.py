@@ -89,6 +89,35 @@ def scenario_sync_bn_empty_rank():
     )
 
 
+def scenario_sync_bn_gradients():
+    """Gradients through the global statistics: with rank r's loss sum(out_r * c_r), the
+    gradient of this rank's loss with respect to its own inputs (the allreduce's gradient
+    carries the other ranks' losses' dependence on the statistics) equals the gradient of the
+    total loss over the global batch norm with respect to these rows; the sum over ranks of
+    the gamma and beta gradients equals the reference's."""
+    n, r, shape = hvd.size(), hvd.rank(), (5,)
+    parts = [batch(q, 7, rows_of(q), shape) for q in range(n)]
+    weights = [
+        np.random.default_rng(40 + q).normal(size=p.shape).astype("float32")
+        for q, p in enumerate(parts)
+    ]
+    sync, ref = hvd.SyncBatchNormalization(), reference()
+    x = tf.constant(parts[r])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(sync(x, training=True) * weights[r])
+    gx, gg, gb = tape.gradient(loss, [x, sync.gamma, sync.beta])
+    xs = tf.constant(np.concatenate(parts))
+    with tf.GradientTape() as tape:
+        tape.watch(xs)
+        total = tf.reduce_sum(ref(xs, training=True) * np.concatenate(weights))
+    rx, rg, rb = tape.gradient(total, [xs, ref.gamma, ref.beta])
+    start = sum(rows_of(q) for q in range(r))
+    close(gx, rx.numpy()[start : start + rows_of(r)], "input gradient")
+    summed = hvd.allreduce(tf.stack([gg, gb]), op=hvd.Sum, name="sync_bn_gradients.params")
+    close(summed, np.stack([rg, rb]), "gamma and beta gradients")
+
+
 def scenario_sync_bn_fit():
     """model.fit of Sequential([SyncBatchNormalization]) with learning rate 0 and unequal
     batch sizes per rank: the moving statistics after 3 steps equal those of Keras'
@@ -125,5 +154,6 @@ SCENARIOS = {
     "sync_bn_eager": scenario_sync_bn_eager,
     "sync_bn_function": scenario_sync_bn_function,
     "sync_bn_empty_rank": scenario_sync_bn_empty_rank,
+    "sync_bn_gradients": scenario_sync_bn_gradients,
     "sync_bn_fit": scenario_sync_bn_fit,
 }

@@ -29,6 +29,7 @@ BATCH = [
     "sync_bn_eager",
     "sync_bn_function",
     "sync_bn_empty_rank",
+    "sync_bn_gradients",
     "sync_bn_fit",
 ]
 HAVE_TF_KERAS = importlib.util.find_spec("tf_keras") is not None
@@ -115,13 +116,15 @@ def test_partial_distribution(flavour_run, scenario):
 
 
 @pytest.mark.parametrize(
-    "scenario", ["sync_bn_eager", "sync_bn_function", "sync_bn_empty_rank", "sync_bn_fit"]
+    "scenario",
+    ["sync_bn_eager", "sync_bn_function", "sync_bn_empty_rank", "sync_bn_gradients", "sync_bn_fit"],
 )
 def test_sync_batch_normalization(flavour_run, scenario):
     """SyncBatchNormalization with a different batch size on every rank (an empty one in
     sync_bn_empty_rank) equals Keras' BatchNormalization of the concatenated global batch
     within 1e-5: outputs, moving mean and variance, inference; eagerly, in a tf.function and
-    in model.fit (where weights stay equal across ranks)."""
+    in model.fit (where weights stay equal across ranks); and its gradients (inputs: those of
+    the total loss over the global batch; gamma, beta: summed over ranks, the reference's)."""
     flavour_run.check(scenario)
 
 
