@@ -108,8 +108,9 @@ def reduce_gradients(
 
 def reduce_all_but_local(grads, variables, local, scale_local_gradients=True, **options):
     """reduce_gradients() for the gradients of variables not in `local` (a LocalVariables);
-    the others stay this rank's own, divided by the number of ranks (of the process set) if scale_local_gradients
-    (upstream's default since 0.26, kept so that a local layer trains as it does there)."""
+    the others stay this rank's own, divided by the number of ranks (of the process set) if
+    scale_local_gradients (upstream's default since 0.26, kept so that a local layer trains as
+    it does there)."""
     if not local:
         return reduce_gradients(grads, variables, **options)
     grads, out = list(grads), list(grads)
