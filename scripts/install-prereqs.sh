@@ -60,6 +60,9 @@ venv=build/venv
 # examples' data set, at the versions the images pin.
 "$venv/bin/pip" install -q --disable-pip-version-check "tensorflow-cpu==$TENSORFLOW_VERSION" \
   "scikit-learn==$SCIKIT_LEARN_VERSION"
+# Keras 2 (TF_USE_LEGACY_KERAS=1 runs): without its `tensorflow` requirement, which
+# tensorflow-cpu fills under another name (as in images/tensorflow/Dockerfile).
+"$venv/bin/pip" install -q --disable-pip-version-check --no-deps "tf-keras==$TF_KERAS_VERSION"
 # The CUDA runtime and NCCL headers and libraries (PyPI wheels, no GPU or toolkit needed), so
 # `make build/engine-gpu` compiles and links the GPU engine here (370 MB, mostly libnccl).
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "nvidia-nccl-cu12==$NCCL_VERSION" \

@@ -39,13 +39,16 @@ case $flavour in
     done ;;
   *) echo "stage: FLAVOUR=$flavour: expected cpu or gpu" >&2; exit 2 ;;
 esac
+# Downloaded without their dependencies: tf-keras requires the `tensorflow` distribution, which
+# the CPU flavour's tensorflow-cpu provides under another name (images/tensorflow/Dockerfile).
+nodeps=("tf-keras==$TF_KERAS_VERSION")
 if [[ ${PIP_SOURCE:-stage} == stage ]]; then
   # One stamp per flavour, one shared wheel directory: switching flavours never re-resolves or
   # re-downloads (pip download keeps files already in --dest, and nothing here deletes any), so a
   # CPU stage leaves the GPU wheels in place and a GPU stage re-fetches none of the CPU ones.
-  key="${wheels[*]}"
+  key="${wheels[*]} ${nodeps[*]}"
   if [[ $(cat "$stage/wheels/.stamp-$flavour" 2>/dev/null) != "$key" ]]; then
-    echo "stage: pip download ${wheels[*]}" >&2
+    echo "stage: pip download ${wheels[*]} ${nodeps[*]}" >&2
     # Wheels for the image's interpreter and glibc (2.36), whatever the host runs; pip does not
     # expand --platform to older manylinux tags, so list them all.
     arch=$(uname -m) platforms=()
@@ -54,6 +57,7 @@ if [[ ${PIP_SOURCE:-stage} == stage ]]; then
     # shellcheck disable=SC2086
     $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
       --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" "${wheels[@]}"
+    $pip download --quiet --dest "$stage/wheels" --only-binary=:all: --no-deps "${nodeps[@]}"
     echo "$key" >"$stage/wheels/.stamp-$flavour"
   fi
   args+=(--build-arg PIP_NO_INDEX=1 --build-arg "PIP_FIND_LINKS=$url/wheels/" --build-arg PIP_TRUSTED_HOST=127.0.0.1)

@@ -10,7 +10,8 @@ the ranks on each side; a rank that left raises tf.errors.AbortedError naming it
 This file only re-exports. One job per module: mpi_ops (the compiled ops, their names and
 gradients), collectives (hvd.allreduce, ...), reduction (reduce_gradients, the one place
 gradients are reduced, used by the tape, both optimizers and Keras), tape
-(DistributedGradientTape), optimizer_v1 (DistributedOptimizer for tf.compat.v1 optimizers;
+(DistributedGradientTape, PartialDistributedGradientTape), sync_batch_norm
+(SyncBatchNormalization), optimizer_v1 (DistributedOptimizer for tf.compat.v1 optimizers;
 Keras optimizers go to horovod.tensorflow.keras), functions (broadcasts of variables and
 objects), compression.
 """
@@ -88,4 +89,8 @@ from horovod.tensorflow.mpi_ops import (  # noqa: F401
     size_op,
 )
 from horovod.tensorflow.optimizer_v1 import DistributedOptimizer  # noqa: F401
-from horovod.tensorflow.tape import DistributedGradientTape  # noqa: F401
+from horovod.tensorflow.sync_batch_norm import SyncBatchNormalization  # noqa: F401
+from horovod.tensorflow.tape import (  # noqa: F401
+    DistributedGradientTape,
+    PartialDistributedGradientTape,
+)

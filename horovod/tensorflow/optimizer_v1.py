@@ -344,4 +344,5 @@ def DistributedOptimizer(
         num_groups=num_groups,
         groups=groups,
         process_set=process_set,
+        scale_local_gradients=scale_local_gradients,
     )

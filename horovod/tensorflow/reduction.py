@@ -104,3 +104,48 @@ def reduce_gradients(
         for i, r, (_, ctx) in zip(members, reduced, compressed):
             out[i] = compression.decompress(r, ctx)
     return out
+
+
+def reduce_all_but_local(grads, variables, local, scale_local_gradients=True, **options):
+    """reduce_gradients() for the gradients of variables not in `local` (a LocalVariables);
+    the others stay this rank's own, divided by the number of ranks (of the process set) if
+    scale_local_gradients (upstream's default since 0.26, kept so that a local layer trains as
+    it does there)."""
+    if not local:
+        return reduce_gradients(grads, variables, **options)
+    grads, out = list(grads), list(grads)
+    shared = [i for i, v in enumerate(variables) if v not in local]
+    reduced = reduce_gradients(
+        [grads[i] for i in shared], [variables[i] for i in shared], **options
+    )
+    for i, g in zip(shared, reduced):
+        out[i] = g
+    size = _ops._set_rank_and_size(_ops._process_set_id(options.get("process_set")))[1]
+    if scale_local_gradients and size > 1:
+        for i, v in enumerate(variables):
+            if v in local and out[i] is not None:
+                out[i] = _divide(out[i], size)
+    return out
+
+
+def _divide(grad, n):
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values / n, grad.indices, grad.dense_shape)
+    return grad / n
+
+
+class LocalVariables:
+    """Variables whose gradients stay local (register_local_var / register_local_source),
+    compared by identity: Keras 3 variables define no hash, tf.Variables hash by reference."""
+
+    def __init__(self):
+        self._by_id = {}  # id -> the variable (kept alive, so the id stays its own)
+
+    def add(self, variable):
+        self._by_id[id(variable)] = variable
+
+    def __contains__(self, variable):
+        return id(variable) in self._by_id
+
+    def __len__(self):
+        return len(self._by_id)

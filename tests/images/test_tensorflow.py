@@ -33,6 +33,7 @@ def test_tensorflow_package(host, pins, tf_package):
     # One TensorFlow wheel only: the CPU flavour never gets the CUDA one, nor the GPU one both.
     assert {"tensorflow", "tensorflow-cpu"} & set(packages) == {tf_package}
     assert packages["scikit-learn"]["version"] == pins["SCIKIT_LEARN_VERSION"]
+    assert packages["tf-keras"]["version"] == pins["TF_KERAS_VERSION"]
 
 
 def test_import_tensorflow(host, pins, run_ok, flavour):
@@ -43,6 +44,18 @@ def test_import_tensorflow(host, pins, run_ok, flavour):
         "int(tf.reduce_sum(tf.ones([4, 4]))))'",
     )
     assert out.split()[-3:] == [pins["TENSORFLOW_VERSION"], str(flavour == "gpu"), "16"]
+
+
+def test_keras2_through_tf_keras(host, pins, run_ok):
+    """TF_USE_LEGACY_KERAS=1 makes tf.keras the installed tf_keras (Keras 2), and it trains."""
+    out = run_ok(
+        host,
+        "TF_CPP_MIN_LOG_LEVEL=2 TF_USE_LEGACY_KERAS=1 python -c 'import tensorflow as tf, "
+        "tf_keras; m = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,))]); "
+        'm.compile("sgd", "mse"); m.fit(tf.ones((4, 2)), tf.ones((4, 1)), verbose=0); '
+        'print(tf.keras.__name__.split(".")[0], tf_keras.__version__)\'',
+    )
+    assert out.split()[-2:] == ["tf_keras", pins["TF_KERAS_VERSION"]]
 
 
 @pytest.mark.flavour("gpu")

@@ -149,8 +149,6 @@ UPSTREAM_NOT_API = {
 # as a stub: the test fails once one of them exists, so the list stays exact.
 KNOWN_MISSING = {
     "horovod.tensorflow": {
-        "SyncBatchNormalization": "issue 21, SyncBatchNormalization",
-        "PartialDistributedGradientTape": "issue 21, partial distributed tape/optimizer",
         "elastic": "issue 21, elastic (needs a launcher that changes the world)",
     },
     "horovod.tensorflow.keras": {

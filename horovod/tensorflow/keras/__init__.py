@@ -1,15 +1,17 @@
-"""Horovod for Keras 3 on TensorFlow (`import horovod.tensorflow.keras as hvd`; `horovod.keras`
-is the same module).
+"""Horovod for Keras on TensorFlow (`import horovod.tensorflow.keras as hvd`; `horovod.keras` is
+the same module). It follows whichever Keras `tf.keras` is (flavour.py): Keras 3 by default,
+Keras 2 (tf_keras) when TF_USE_LEGACY_KERAS=1 and tf-keras are set up.
 
 The four changes to a `model.fit` script: `hvd.init()`; scale the learning rate by
 `hvd.size()`; `opt = hvd.DistributedOptimizer(opt)`; and
 `callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), ...]`. Give every rank its
 shard of the data with the same number of batches per epoch (every step is a collective).
 
-DistributedOptimizer (in optimizer.py) overrides the Keras 3 optimizer's `apply()`, the entry
-point that both `model.fit` (through `apply_gradients`) and custom loops reach, and reduces the
-gradients with `horovod.tensorflow.reduction.reduce_gradients` (one grouped allreduce)
-first. callbacks.py holds hvd.callbacks.*; this file, the API and the helpers on values.
+DistributedOptimizer (in optimizer.py) overrides the optimizer's `apply()` (Keras 3) or
+`apply_gradients()` (Keras 2), which `model.fit` and custom loops reach, and reduces the
+gradients with `horovod.tensorflow.reduction` (one grouped allreduce) first.
+PartialDistributedOptimizer leaves given layers' gradients local. callbacks.py holds
+hvd.callbacks.*; this file, the API and the helpers on values.
 
 Mixed precision: wrap the LossScaleOptimizer, `hvd.DistributedOptimizer(
 keras.optimizers.LossScaleOptimizer(opt))`, so the finiteness check sees the reduced
@@ -74,7 +76,12 @@ from horovod.tensorflow.functions import (  # noqa: F401
     broadcast_variables,
 )
 from horovod.tensorflow.keras import callbacks  # noqa: F401  (hvd.callbacks.*)
-from horovod.tensorflow.keras.optimizer import DistributedOptimizer, load_model  # noqa: F401
+from horovod.tensorflow.keras import flavour as _flavour
+from horovod.tensorflow.keras.optimizer import (  # noqa: F401
+    DistributedOptimizer,
+    PartialDistributedOptimizer,
+    load_model,
+)
 from horovod.tensorflow.mpi_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
 # ---- collectives on values (upstream's Keras helpers) ----------------------------------------
@@ -142,5 +149,6 @@ def broadcast_global_variables(root_rank, model=None):
 def _broadcast_model(model, root_rank):
     broadcast_variables(model.weights, root_rank)
     optimizer = getattr(model, "optimizer", None)
-    if optimizer is not None and optimizer.variables:
-        broadcast_variables(optimizer.variables, root_rank)
+    variables = _flavour.optimizer_variables(optimizer) if optimizer is not None else []
+    if variables:
+        broadcast_variables(variables, root_rank)

@@ -1,5 +1,6 @@
-"""Keras 3 callbacks for data-parallel model.fit (`hvd.callbacks.*`), with upstream's names and
-semantics. Every rank must run the same callbacks: most of them issue collectives.
+"""Keras callbacks for data-parallel model.fit (`hvd.callbacks.*`), with upstream's names and
+semantics, derived from the Keras that tf.keras is (Keras 3, or tf_keras: flavour.py). Every
+rank must run the same callbacks: most of them issue collectives.
 
 Momentum correction: upstream scales an SGD optimizer's momentum by new_lr/old_lr for the one
 batch where the learning rate changes. Keras 3 optimizers read `momentum` as a Python float
@@ -8,13 +9,13 @@ first trace would stick for the whole run). `momentum_correction` is therefore a
 is a no-op here.
 """
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from horovod.common import basics as _b
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.functions import allgather_object, broadcast_variables
+from horovod.tensorflow.keras.flavour import keras, optimizer_variables, to_float
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
@@ -23,14 +24,19 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     then the optimizer's slots exist), so all ranks continue from identical state. The first
     batch itself starts from each rank's own initialization. Random seed state (Keras 3's
     SeedGenerator variables, e.g. of Dropout) stays rank-local, so ranks keep drawing
-    independent noise. local_variables: weights to leave out as well."""
+    independent noise. local_variables (or register_local_var): weights to leave out as well,
+    e.g. those of PartialDistributedOptimizer's local layers."""
 
     def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
         self.device = device
-        self.local_variables = {id(v) for v in (local_variables or [])}
+        self.local_variables = {id(v): v for v in (local_variables or [])}
         self.broadcast_done = False
+
+    def register_local_var(self, var):
+        """Leaves `var` out of the broadcast (upstream's API)."""
+        self.local_variables[id(var)] = var
 
     def on_train_batch_end(self, batch, logs=None):
         if self.broadcast_done:
@@ -39,8 +45,9 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         with tf.device(self.device):
             broadcast_variables(variables, self.root_rank)
             optimizer = self.model.optimizer
-            if optimizer is not None and optimizer.variables:
-                broadcast_variables(optimizer.variables, self.root_rank)
+            slots = optimizer_variables(optimizer) if optimizer is not None else []
+            if slots:
+                broadcast_variables(slots, self.root_rank)
         self.broadcast_done = True
 
 
@@ -167,9 +174,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            logs["learning_rate"] = float(
-                keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
-            )
+            logs["learning_rate"] = to_float(self.model.optimizer.learning_rate)
 
 
 class LearningRateWarmupCallback(LearningRateScheduleCallback):
@@ -212,7 +217,7 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
         if epoch == self.end_epoch - 1 and self.verbose > 0:
-            lr = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+            lr = to_float(self.model.optimizer.learning_rate)
             print(f"\nEpoch {epoch + 1}: finished gradual learning rate warmup to {lr:g}.")
 
 
