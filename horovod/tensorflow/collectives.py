@@ -36,6 +36,46 @@ def _op(average, op):
     return Average if op is None else op
 
 
+def _check_slices_args(op, prescale_factor, postscale_factor):
+    """Raised alike on every rank (the same arguments), before any op is submitted."""
+    if op == Adasum:
+        raise NotImplementedError(ADASUM_SPARSE)
+    if op not in (Average, Sum):
+        raise NotImplementedError(
+            "tf.IndexedSlices can be reduced with Sum or Average only (or densify them: "
+            "sparse_as_dense=True)"
+        )
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        raise NotImplementedError("scale factors are not supported for tf.IndexedSlices")
+
+
+def _allreduce_slices(slices, op, name, prescale_factor, postscale_factor, process_set_id):
+    """tf.IndexedSlices reduced as upstream does: their values and their indices gathered from
+    every rank (one grouped allgather each, named `name`.values and `name`.indices); Average
+    then divides the values by the number of ranks. Only Sum and Average, without scale
+    factors, as upstream."""
+    _check_slices_args(op, prescale_factor, postscale_factor)
+    values = _ops._allgather(
+        [s.values for s in slices],
+        None if name is None else name + ".values",
+        grouped=True,
+        process_set_id=process_set_id,
+    )
+    indices = _ops._allgather(
+        [s.indices for s in slices],
+        None if name is None else name + ".indices",
+        grouped=True,
+        process_set_id=process_set_id,
+    )
+    if op == Average:
+        size = _set_rank_and_size(process_set_id)[1]
+        values = [v / tf.cast(size, v.dtype) for v in values]
+    return [
+        tf.IndexedSlices(v, i, dense_shape=s.dense_shape)
+        for v, i, s in zip(values, indices, slices)
+    ]
+
+
 @_no_autograph
 def allreduce(
     tensor,
@@ -57,25 +97,7 @@ def allreduce(
     pid = _process_set_id(process_set)
     op = _op(average, op)
     if isinstance(tensor, tf.IndexedSlices):
-        if op == Adasum:
-            raise NotImplementedError(ADASUM_SPARSE)
-        if op not in (Average, Sum):
-            raise NotImplementedError("tf.IndexedSlices can be reduced with Sum or Average only")
-        if prescale_factor != 1.0 or postscale_factor != 1.0:
-            raise NotImplementedError("scale factors are not supported for tf.IndexedSlices")
-        values = allgather(
-            tensor.values,
-            name=None if name is None else name + ".values",
-            process_set=process_set,
-        )
-        indices = allgather(
-            tensor.indices,
-            name=None if name is None else name + ".indices",
-            process_set=process_set,
-        )
-        if op == Average:
-            values = values / tf.cast(_set_rank_and_size(pid)[1], values.dtype)
-        return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
+        return _allreduce_slices([tensor], op, name, prescale_factor, postscale_factor, pid)[0]
     if not isinstance(tensor, tf.Tensor):
         tensor = tf.convert_to_tensor(tensor)
     if compression is Compression.none:  # the common case, kept short (eager latency)
@@ -105,23 +127,41 @@ def grouped_allreduce(
 ):
     """Reduces a list of tensors submitted together: one op, one negotiation, fused by dtype.
     Ranks must pass the same number of tensors: otherwise the op fails on every rank, naming
-    each rank's count. Returns the results in the input order."""
+    each rank's count. Returns the results in the input order. tf.IndexedSlices members (Sum or
+    Average, no scale factors) are gathered, as allreduce gathers one, in one grouped allgather
+    of their values and one of their indices, after the dense members' op."""
     pid = _process_set_id(process_set)
     op = _op(average, op)
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    tensors = [t if isinstance(t, tf.IndexedSlices) else tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
-    compressed = [compression.compress(t) for t in tensors]
-    reduced = _ops._allreduce(
-        [c for c, _ in compressed],
-        op,
-        name,
-        prescale_factor,
-        postscale_factor,
-        grouped=True,
-        process_set_id=pid,
-    )
-    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
+    out = list(tensors)
+    dense = [i for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
+    sparse = [i for i, t in enumerate(tensors) if isinstance(t, tf.IndexedSlices)]
+    if sparse:
+        _check_slices_args(op, prescale_factor, postscale_factor)
+    # Dense first: ranks that disagree on which members are sparse then fail on the dense op's
+    # group size (named on every rank) instead of waiting in the gathers.
+    if dense:
+        compressed = [compression.compress(tensors[i]) for i in dense]
+        reduced = _ops._allreduce(
+            [c for c, _ in compressed],
+            op,
+            name,
+            prescale_factor,
+            postscale_factor,
+            grouped=True,
+            process_set_id=pid,
+        )
+        for i, r, (_, ctx) in zip(dense, reduced, compressed):
+            out[i] = compression.decompress(r, ctx)
+    if sparse:
+        gathered = _allreduce_slices(
+            [tensors[i] for i in sparse], op, name, prescale_factor, postscale_factor, pid
+        )
+        for i, g in zip(sparse, gathered):
+            out[i] = g
+    return out
 
 
 @_no_autograph

@@ -60,27 +60,56 @@ def _to_bytes(obj):
     return np.frombuffer(buf.getvalue(), dtype=np.uint8)
 
 
+def _in_object_context(fn, session):
+    """Runs fn(fetch) where `fetch` turns an op's output into a NumPy array: eagerly, its
+    value; in tf.compat.v1 graph mode, through `session` or the default session, as upstream
+    (the object ops return Python objects there too). Inside a tf.function, objects exist only
+    while the function is traced: the exchange runs then, eagerly (tf.init_scope), and its
+    result is what the trace sees; every rank must trace the function alike (they do when they
+    call it with the same input signatures)."""
+    if tf.executing_eagerly():
+        return fn(lambda t: t.numpy())
+    if tf.inside_function():
+        with tf.init_scope():
+            return _in_object_context(fn, session)
+    sess = session or tf.compat.v1.get_default_session()
+    if sess is None:
+        raise RuntimeError(
+            "the object collectives need a session in graph mode: pass session=, or call them "
+            "inside `with session.as_default():`"
+        )
+    return fn(sess.run)
+
+
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
     """Returns root_rank's `obj` (anything picklable) on every rank: its size is broadcast,
-    then its bytes. Eager mode only (inside a tf.function, broadcast tensors instead). The ops
-    are named after `name`, never after the object (the other ranks' may be None); unnamed
-    calls are numbered per process, so every rank must make them in the same order."""
+    then its bytes. Eagerly, in tf.compat.v1 graph mode (run with `session` or the default
+    session) and inside a tf.function (exchanged when the function is traced: see
+    _in_object_context). The ops are named after `name`, never after the object (the other
+    ranks' may be None); unnamed calls are numbered per process, so every rank must make them
+    in the same order."""
     pid = _process_set_id(process_set)
-    if not tf.executing_eagerly():
-        raise RuntimeError("broadcast_object runs eagerly; call it outside tf.function")
-    name = _object_op_name("broadcast_object", name, pid)
-    data = _to_bytes(obj) if _b.rank() == root_rank else np.zeros(0, np.uint8)
-    size = mpi_ops._broadcast(
-        [tf.constant([data.size], tf.int64)], root_rank, name=f"{name}.size", process_set_id=pid
-    )[0]
-    if _b.rank() != root_rank:
-        data = np.zeros(int(size.numpy()[0]), np.uint8)
-    data = mpi_ops._broadcast(
-        [tf.constant(data)], root_rank, name=f"{name}.data", process_set_id=pid
-    )[0]
-    if _b.rank() == root_rank:
-        return obj
-    return pickle.loads(data.numpy().tobytes())
+    is_root = _b.rank() == root_rank
+
+    def exchange(fetch):
+        op_name = _object_op_name("broadcast_object", name, pid)
+        data = _to_bytes(obj) if is_root else np.zeros(0, np.uint8)
+        size = mpi_ops._broadcast(
+            [tf.constant([data.size], tf.int64)],
+            root_rank,
+            name=f"{op_name}.size",
+            process_set_id=pid,
+        )[0]
+        size = int(fetch(size)[0])
+        if not is_root:
+            data = np.zeros(size, np.uint8)
+        data = mpi_ops._broadcast(
+            [tf.constant(data)], root_rank, name=f"{op_name}.data", process_set_id=pid
+        )[0]
+        data = fetch(data)
+        return obj if is_root else pickle.loads(data.tobytes())
+
+    return _in_object_context(exchange, session)
 
 
 def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
@@ -89,23 +118,28 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=None):
 
 
 def allgather_object(obj, session=None, name=None, process_set=None):
-    """Every rank's `obj` (each rank's may differ, in type too), as a list indexed by rank.
-    Eager mode only. Named like broadcast_object's ops."""
+    """Every rank's `obj` (each rank's may differ, in type too), as a list indexed by rank (of
+    the process set). Where it runs and how its ops are named: as broadcast_object."""
     pid = _process_set_id(process_set)
-    if not tf.executing_eagerly():
-        raise RuntimeError("allgather_object runs eagerly; call it outside tf.function")
-    name = _object_op_name("allgather_object", name, pid)
-    data = _to_bytes(obj)
-    sizes = mpi_ops._allgather(
-        [tf.constant([data.size], tf.int64)], name=f"{name}.sizes", process_set_id=pid
-    )[0].numpy()
-    gathered = mpi_ops._allgather([tf.constant(data)], name=f"{name}.data", process_set_id=pid)[0]
-    raw = gathered.numpy().tobytes()
-    out, offset = [], 0
-    for s in sizes:
-        out.append(pickle.loads(raw[offset : offset + int(s)]))
-        offset += int(s)
-    return out
+
+    def exchange(fetch):
+        op_name = _object_op_name("allgather_object", name, pid)
+        data = _to_bytes(obj)
+        sizes = mpi_ops._allgather(
+            [tf.constant([data.size], tf.int64)], name=f"{op_name}.sizes", process_set_id=pid
+        )[0]
+        sizes = fetch(sizes)
+        gathered = mpi_ops._allgather(
+            [tf.constant(data)], name=f"{op_name}.data", process_set_id=pid
+        )[0]
+        raw = fetch(gathered).tobytes()
+        out, offset = [], 0
+        for s in sizes:
+            out.append(pickle.loads(raw[offset : offset + int(s)]))
+            offset += int(s)
+        return out
+
+    return _in_object_context(exchange, session)
 
 
 def broadcast_global_variables(root_rank):

@@ -2,8 +2,9 @@
 op for negotiation, and registers the gradients.
 
 Naming: ops are matched across ranks by name. In a tf.function (graph) the kernel uses its node
-name, "Horovod<Op>_<input tensor name>", unless `name` is given ("name#1" the second time in one
-graph), which is stable across steps;
+name, "Horovod<Op>_<function>_<k>" for the k-th unnamed op of its kind traced in the graph
+(created at the top name scope: see _unnamed_node), unless `name` is given ("name#1" the
+second time in one graph); either is stable across steps;
 eagerly, an unnamed op gets a per-process counter name, which matches across ranks only if
 every rank issues unnamed ops in the same order (as with the NumPy frontend).
 """
@@ -143,6 +144,39 @@ def _key_tensor(key):
     return t
 
 
+_graph_counts = weakref.WeakKeyDictionary()  # graph -> {(kind, set): unnamed ops traced}
+
+
+def _unnamed_node(kind, process_set_id):
+    """The node name of an unnamed op in a graph: "Horovod<kind>_<function>_<k>" for the k-th
+    unnamed op of its kind (and process set) traced in the graph of tf.function <function>, at
+    the graph's top name scope. Its
+    input's name and the enclosing name scopes would not do: they carry process-wide counters
+    (Keras layer and optimizer names: "dense_1" on a rank that built one more layer before), so
+    ranks would name one op differently and each wait for the others' (a hang). The order of
+    tracing is the program's order, the same on every rank. Counted per process set, as eager
+    names are: only a set's members trace its ops."""
+    graph = tf.compat.v1.get_default_graph()
+    counts = _graph_counts.setdefault(graph, {})
+    k = counts[kind, process_set_id] = counts.get((kind, process_set_id), -1) + 1
+    suffix = f"{k}" if process_set_id == 0 else f"set{process_set_id}_{k}"
+    # The tf.function's Python name, for the reader and so that two functions' ops rarely
+    # share a name; control flow's graphs end in a process-wide number ("cond_true_42"),
+    # dropped.
+    where = re.sub(r"_\d+$", "", _normalize_name(getattr(graph, "name", "") or "")).strip("_")
+    return f"Horovod{kind}_{where}_{suffix}" if where else f"Horovod{kind}_{suffix}"
+
+
+def _create(op_fn, *args, **kwargs):
+    """Calls a collective's op function; in a graph, at the top name scope, so that the node
+    name (the negotiation name of an unnamed op) does not take in the caller's name scopes,
+    which differ between ranks when they carry process-wide counters (see _unnamed_node)."""
+    if tf.executing_eagerly():
+        return op_fn(*args, **kwargs)
+    with tf.compat.v1.get_default_graph().name_scope(None):
+        return op_fn(*args, **kwargs)
+
+
 def _names(kind, name, tensor, process_set_id=0):
     """(node name, negotiation-name tensor) of an op: the kernel uses the node name when the
     second is empty, which is the stable choice inside a tf.function. Unnamed eager ops are
@@ -154,8 +188,7 @@ def _names(kind, name, tensor, process_set_id=0):
             return None, tf.constant(f"{kind}.noname.{next(counter)}")
         return None, _key_tensor(name)
     if name is None:
-        tname = getattr(tensor, "name", None)
-        return f"Horovod{kind}_{_normalize_name(tname)}" if tname else None, tf.constant("")
+        return _unnamed_node(kind, process_set_id), tf.constant("")
     # Ops given one `name` twice in a graph would both claim it: one refused on each rank, the
     # other paired with the peer's other tensor, depending on which one each rank ran first.
     # The second is "name#1", and so on, in the order they were traced, alike on every rank.
@@ -185,7 +218,8 @@ def _invalid(kind, tensors, node, key, reason, grouped=False, process_set_id=0):
     rank, instead of the other ranks waiting for a rank whose op TensorFlow refused to build.
     Eagerly this raises tf.errors.InvalidArgumentError; in a graph the outputs (the inputs,
     passed through) fail when run."""
-    return _lib.horovod_invalid(
+    return _create(
+        _lib.horovod_invalid,
         tensors,
         key,
         op_type=_KINDS[kind][0],
@@ -258,7 +292,8 @@ def _reduction(
     )
     if bad:
         return _invalid(kind, tensors, node, key, bad, grouped, process_set_id)
-    return kernel(
+    return _create(
+        kernel,
         tensors,
         key,
         reduce_op=int(op),
@@ -301,8 +336,13 @@ def _allgather(tensors, name=None, grouped=False, process_set_id=0):
     bad = _check_dtypes("Allgather", tensors)
     if bad:
         return _invalid("Allgather", tensors, node, key, bad, grouped, process_set_id)
-    return _lib.horovod_allgather(
-        tensors, key, grouped=grouped, process_set_id=process_set_id, name=node
+    return _create(
+        _lib.horovod_allgather,
+        tensors,
+        key,
+        grouped=grouped,
+        process_set_id=process_set_id,
+        name=node,
     )
 
 
@@ -313,7 +353,8 @@ def _broadcast(tensors, root_rank, name=None, grouped=False, process_set_id=0):
     bad = _first_reason(_root_reason(root_rank), _check_dtypes("Broadcast", tensors))
     if bad:
         return _invalid("Broadcast", tensors, node, key, bad, grouped, process_set_id)
-    return _lib.horovod_broadcast(
+    return _create(
+        _lib.horovod_broadcast,
         tensors,
         key,
         root_rank=operator.index(root_rank),
@@ -391,8 +432,14 @@ def _alltoall(tensor, splits, name=None, process_set_id=0):
         with tf.control_dependencies([out]):  # never produced: the op fails on every rank
             return out, tf.zeros([_set_rank_and_size(process_set_id)[1]], tf.int32)
     splits, why = _splits_input(splits)
-    return _lib.horovod_alltoall(
-        tensor, splits, key, splits_error=why, process_set_id=process_set_id, name=node
+    return _create(
+        _lib.horovod_alltoall,
+        tensor,
+        splits,
+        key,
+        splits_error=why,
+        process_set_id=process_set_id,
+        name=node,
     )
 
 

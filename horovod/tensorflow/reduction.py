@@ -2,8 +2,10 @@
 both DistributedOptimizers (tf.compat.v1 and Keras) call it, and nothing else reduces gradients.
 
 A step's dense gradients go out as one grouped allreduce (one per group, if `groups` is given):
-one negotiation and one fused collective per dtype instead of one op per gradient. Ranks must
-agree on the number of gradients (a variable created on one rank only fails every rank).
+one negotiation and one fused collective per dtype instead of one op per gradient. Sparse ones
+(tf.IndexedSlices, e.g. of tf.gather on an embedding) are gathered, as upstream, in one grouped
+allgather of values and one of indices per group, unless sparse_as_dense densifies them. Ranks
+must agree on the number of gradients (a variable created on one rank only fails every rank).
 """
 
 import tensorflow as tf
@@ -73,36 +75,40 @@ def reduce_gradients(
     op, prescale, postscale = _scale_factors(op, gradient_predivide_factor, size)
     grads = list(grads)
     out = list(grads)
-    dense = []
+    present = []
     for i, g in enumerate(grads):
         if g is None:
             continue
-        if isinstance(g, tf.IndexedSlices):
-            if sparse_as_dense:
-                grads[i] = tf.convert_to_tensor(g)
-            else:  # gathered values and indices, as upstream
-                key = f"{name}.sparse.{i}" if tf.executing_eagerly() else None
-                out[i] = _collectives.allreduce(g, op=sparse_op, name=key, process_set=process_set)
-                continue
-        dense.append(i)
+        if isinstance(g, tf.IndexedSlices) and sparse_as_dense:
+            grads[i] = tf.convert_to_tensor(g)
+        present.append(i)
     # Eagerly, stable names let the engine's cached fast path take every step after the first;
     # in a tf.function the node names are stable by themselves.
     eager = tf.executing_eagerly()
-    for gi, idx in enumerate(_groups_of([variables[i] for i in dense], groups)):
-        members = [dense[j] for j in idx]
-        compressed = [compression.compress(grads[i]) for i in members]
+    for gi, idx in enumerate(_groups_of([variables[i] for i in present], groups)):
+        members = [present[j] for j in idx]
+        dense = [i for i in members if not isinstance(grads[i], tf.IndexedSlices)]
+        sparse = [i for i in members if isinstance(grads[i], tf.IndexedSlices)]
         key = f"{name}.{gi}" if eager else None
-        reduced = _ops._allreduce(
-            [c for c, _ in compressed],
-            op,
-            key,
-            prescale,
-            postscale,
-            grouped=True,
-            process_set_id=pid,
-        )
-        for i, r, (_, ctx) in zip(members, reduced, compressed):
-            out[i] = compression.decompress(r, ctx)
+        if dense:
+            compressed = [compression.compress(grads[i]) for i in dense]
+            reduced = _ops._allreduce(
+                [c for c, _ in compressed],
+                op,
+                key,
+                prescale,
+                postscale,
+                grouped=True,
+                process_set_id=pid,
+            )
+            for i, r, (_, ctx) in zip(dense, reduced, compressed):
+                out[i] = compression.decompress(r, ctx)
+        if sparse:  # gathered values and indices, as upstream (one grouped op each)
+            gathered = _collectives._allreduce_slices(
+                [grads[i] for i in sparse], sparse_op, key, 1.0, 1.0, pid
+            )
+            for i, g in zip(sparse, gathered):
+                out[i] = g
     return out
 
 

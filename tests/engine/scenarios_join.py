@@ -50,3 +50,26 @@ def sc_join_other_ops():
     got = hvd.allreduce(np.full(2, float(r)), op=hvd.Average, name="jo/ar")
     assert np.allclose(got, sum(range(1, n)) / (n - 1)), got
     assert hvd.join() == n - 1
+
+
+def sc_join_gpu_tensor():
+    """While rank 0 has joined, an allreduce of a GPU tensor (host memory claimed as GPU memory
+    through the engine's `device` argument: the refusal path needs no GPU) fails on every rank
+    that submitted it, saying it is a GPU allreduce and naming the joined rank; host-memory
+    allreduces then still work, and every rank joins."""
+    from horovod import _core
+
+    r, n = hvd.rank(), hvd.size()
+    if r == 0:
+        assert hvd.join() == n - 1
+        return
+    x = np.ones(4, np.float32)
+
+    def submit():
+        h = _core.enqueue(0, ["jg/gpu"], [x], None, int(hvd.Sum), 0, 1.0, 1.0, [], device=0)
+        _core.wait(h, 60.0)
+
+    expect_error(submit, ValueError, "jg/gpu", "GPU ALLREDUCE cannot run while rank [0] has joined")
+    got = hvd.allreduce(np.full(2, float(r)), op=hvd.Sum, name="jg/host")
+    assert (got == sum(range(1, n))).all(), got
+    assert hvd.join() == n - 1

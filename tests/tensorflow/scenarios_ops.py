@@ -29,8 +29,10 @@ from tests.tensorflow import (
     scenarios_ops_errors,
     scenarios_ops_extras,
     scenarios_ops_gradients,
+    scenarios_ops_naming,
     scenarios_ops_process_sets,
     scenarios_ops_runtime,
+    scenarios_ops_sparse,
     scenarios_ops_tape,
     scenarios_ops_v1,
 )
@@ -52,6 +54,8 @@ SCENARIOS = scenario.collect(
     scenarios_ops_agreement,
     scenarios_ops_api,
     scenarios_ops_process_sets,
+    scenarios_ops_sparse,
+    scenarios_ops_naming,
 )
 
 if __name__ == "__main__":

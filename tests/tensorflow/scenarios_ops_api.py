@@ -37,7 +37,7 @@ def sc_topology_ops():
     graph = tf.function(lambda: hvd.size_op(name="sz")).get_concrete_function().graph
     assert [o.type for o in graph.get_operations() if o.name == "sz"] == ["HorovodSize"]
     for fn in (lambda: hvd.size_op(process_set_id=1), lambda: hvd.process_set_included_op(2)):
-        expect_error(fn, tf.errors.InvalidArgumentError, "only the global process set")
+        expect_error(fn, tf.errors.InvalidArgumentError, "no process set with id")
 
 
 def sc_broadcast_inplace():

@@ -110,7 +110,7 @@ def sc_dtypes():
             )
             _quick(lambda: fn(x, None), invalid, *needles)  # unnamed: per-process counter names
             traced = tf.function(lambda: fn(tf.identity(x, name="dtin"), None))
-            _quick(traced, invalid, f"Horovod{op.capitalize()}_dtin_0", *needles)
+            _quick(traced, invalid, f"Horovod{op.capitalize()}_lambda_0", *needles)
 
     # The bad dtype on one rank only: every rank fails, naming that rank; a valid op before it
     # in the same tf.function still runs everywhere. (Grouped ops unnamed: a named group's

@@ -126,7 +126,7 @@ def sc_errors():
                 key = f"mm/{case}"
                 fn = (lambda b, k: lambda: b(k, None))(body, key)
             else:
-                key = f"Horovod{kind}_{case}_0"
+                key = f"Horovod{kind}_lambda_0"  # the function's name, its first op
                 fn = tf.function((lambda b, c: lambda: b(None, c))(body, case))
             expect(fn, exc, key, *needles)
     # Ops of different kinds under one name.
@@ -157,7 +157,7 @@ def sc_errors():
     expect(
         lambda: fn(tf.ones([6 + (r == n - 1)])),
         mismatch,
-        "HorovodAllreduce_t_0",
+        "HorovodAllreduce_lambda_0",
         str([n - 1]),
         "[7]",
     )

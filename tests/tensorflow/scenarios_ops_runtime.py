@@ -15,7 +15,7 @@ def sc_steady():
     steps = 60  # test_ops.py knows this count and the input names below
 
     @tf.function
-    def step(v):  # inputs named so that the test finds the ops in the timeline
+    def step(v):  # the function's name is in its ops' names: the test finds them by it
         a = hvd.allreduce(tf.fill([8], v + r, name="steady_a"), op=hvd.Sum)
         b, c = hvd.grouped_allreduce(
             [tf.fill([3, 2], v * (r + 1), name="steady_b"), tf.fill([5], v - r, name="steady_c")],

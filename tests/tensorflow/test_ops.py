@@ -36,6 +36,11 @@ BATCH = [
     "broadcast_inplace",
     "grouped_reducescatter",
     "alltoall_upstream",
+    "grouped_sparse",
+    "sparse_training",
+    "rank_dependent_names",
+    "objects_in_function",
+    "objects_in_graph_mode",
 ]
 
 
@@ -123,14 +128,15 @@ def test_timeline_started_and_stopped_at_run_time(world, tmp_path):
     assert not (tmp_path / "DYNAMIC").exists()
 
 
-# The ops of sc_steady's tf.function (node names from its named inputs, ".<i>" per tensor of
-# the grouped op) and its eager op, each submitted STEADY_STEPS (eager: half as many) times.
+# The ops of sc_steady's tf.function (node names: the function's name and a number per kind,
+# in the order traced; ".<i>" per tensor of the grouped op) and its eager op, each submitted
+# STEADY_STEPS (eager: half as many) times.
 STEADY_NAMES = [
-    "HorovodAllreduce_steady_a_0",
-    "HorovodAllreduce_steady_b_0.0",
-    "HorovodAllreduce_steady_b_0.1",
-    "HorovodAllgather_steady_g_0",
-    "HorovodBroadcast_steady_s_0",
+    "HorovodAllreduce_step_0",
+    "HorovodAllreduce_step_1.0",
+    "HorovodAllreduce_step_1.1",
+    "HorovodAllgather_step_0",
+    "HorovodBroadcast_step_0",
     "steady/eager",
 ]
 STEADY_STEPS = 60
@@ -250,6 +256,41 @@ def test_bad_argument_on_one_rank_fails_every_rank(ops):
     """root_rank=0.0, an unknown op, a non-numeric factor on rank 1 only: every rank fails,
     naming rank 1 (before: the others waited)."""
     ops.check("one_rank_args")
+
+
+def test_grouped_allreduce_of_indexed_slices(ops):
+    """grouped_allreduce of tf.IndexedSlices alone and mixed with dense tensors (issue 21, as
+    upstream): dense members reduced, slices gathered (Average divides the values), eager and
+    in a tf.function, named and unnamed; Max or scale factors raise before any op."""
+    ops.check("grouped_sparse")
+
+
+def test_training_with_sparse_gradients(ops):
+    """An embedding (tf.gather: IndexedSlices gradients) and a dense weight trained by SGD
+    through DistributedGradientTape and the Keras DistributedOptimizer, sparse_as_dense False
+    and True, eager and in a tf.function: weights equal a float64 NumPy reference on every
+    rank."""
+    ops.check("sparse_training")
+
+
+def test_unnamed_ops_in_a_function_named_alike_on_every_rank(ops):
+    """Regression (issue 21): rank 0 built one more Keras layer and traced one more function,
+    and the ops run under a per-rank name scope; the unnamed ops of a tf.function (tape,
+    allreduce, allgather, broadcast, grouped) still meet. Before, they were named after their
+    input tensors and scopes and every rank waited for the others' (a hang)."""
+    ops.check("rank_dependent_names")
+
+
+def test_object_collectives_inside_a_function(ops):
+    """broadcast_object / allgather_object inside a tf.function: exchanged when traced, the
+    Python objects reach the trace; retraced, exchanged again (issue 21)."""
+    ops.check("objects_in_function")
+
+
+def test_object_collectives_in_v1_graph_mode(ops):
+    """broadcast_object / allgather_object / broadcast_object_fn in tf.compat.v1 graph mode,
+    through the session given or the default one (as upstream); none: a RuntimeError."""
+    ops.check("objects_in_graph_mode")
 
 
 def test_batch_exits_cleanly(ops):
