@@ -12,7 +12,7 @@ a peer exited) or InternalError naming Horovod; both are treated as a peer failu
 import tensorflow as tf
 
 from horovod.common import basics as _b
-from horovod.common.elastic import ObjectState, run_fn
+from horovod.common.elastic import ObjectState, State, run_fn  # noqa: F401  (hvd.elastic.State)
 from horovod.common.exceptions import HorovodInternalError
 from horovod.tensorflow.functions import broadcast_object, broadcast_variables
 
