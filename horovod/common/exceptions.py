@@ -20,4 +20,10 @@ class HorovodShutdownError(HorovodInternalError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Kept for API compatibility with Horovod's elastic mode (not implemented here)."""
+    """The set of hosts changed: hvd.elastic.run resets and calls its function again, keeping
+    the state as it is (no restore); with `skip_sync` it skips the sync before that call. Never
+    raised by this fixed-world implementation itself (membership changes are issue 18)."""
+
+    def __init__(self, skip_sync=False):
+        super().__init__(skip_sync)
+        self.skip_sync = skip_sync

@@ -55,6 +55,7 @@ from horovod.common.process_sets import (  # noqa: F401
     global_process_set,
     remove_process_set,
 )
+from horovod.tensorflow import elastic  # noqa: F401  (hvd.elastic.*)
 from horovod.tensorflow.collectives import (  # noqa: F401
     allgather,
     allreduce,

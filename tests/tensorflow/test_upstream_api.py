@@ -148,12 +148,8 @@ UPSTREAM_NOT_API = {
 # What this part of issue 21 leaves out, by name, with where it belongs. Nothing here may exist
 # as a stub: the test fails once one of them exists, so the list stays exact.
 KNOWN_MISSING = {
-    "horovod.tensorflow": {
-        "elastic": "issue 21, elastic (needs a launcher that changes the world)",
-    },
-    "horovod.tensorflow.keras": {
-        "elastic": "issue 21, elastic (needs a launcher that changes the world)",
-    },
+    "horovod.tensorflow": {},
+    "horovod.tensorflow.keras": {},
 }
 
 PROBE = """

@@ -75,7 +75,10 @@ from horovod.tensorflow.functions import (  # noqa: F401
     broadcast_object,
     broadcast_variables,
 )
-from horovod.tensorflow.keras import callbacks  # noqa: F401  (hvd.callbacks.*)
+from horovod.tensorflow.keras import (
+    callbacks,  # noqa: F401  (hvd.callbacks.*)
+    elastic,  # noqa: F401  (hvd.elastic.*)
+)
 from horovod.tensorflow.keras import flavour as _flavour
 from horovod.tensorflow.keras.optimizer import (  # noqa: F401
     DistributedOptimizer,

@@ -1,0 +1,133 @@
+"""Elastic training state and its retry loop, framework-independent (upstream's
+`horovod.common.elastic`). The TensorFlow and Keras frontends (horovod/tensorflow/elastic.py,
+horovod/tensorflow/keras/elastic.py) build their `hvd.elastic` on this.
+
+This runs on a FIXED world (plain `mpirun -np N` / `horovodrun -np N`): the ranks never change,
+so there is no host-update notification to watch, `check_host_updates()` has nothing to detect,
+and a failed peer cannot be replaced. `run_fn` therefore restores the last commit on a
+HorovodInternalError and re-raises it, saying that re-forming the job is membership-change
+work (issue 18: elastic launch, `horovodrun --min-np ...`), instead of resetting and retrying.
+A HostsUpdatedInterrupt (raised by user code, or by issue 18's notifications later) takes
+upstream's path: keep the state, reset, run the reset callbacks, sync again unless told not to.
+"""
+
+import functools
+
+from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+
+FIXED_WORLD_FAILURE = (
+    "a collective failed inside hvd.elastic.run ({error}); the state was restored to its last "
+    "commit, but this job runs on a fixed set of ranks (plain mpirun/horovodrun -np N), so it "
+    "cannot re-form without the failed peer: membership changes need an elastic launch "
+    "(horovodrun --min-np ...), which is not implemented yet (issue 18)"
+)
+
+
+class State:
+    """State that every rank holds in memory and that `run_fn` keeps consistent across ranks.
+
+    Subclasses say how to `save` (to host memory), `restore` (the last save) and `sync`
+    (broadcast from rank 0). `bcast_object(obj)` returns rank 0's `obj` on every rank;
+    `get_rank()` is this process' rank.
+    """
+
+    def __init__(self, bcast_object, get_rank):
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._reset_callbacks = []
+
+    def register_reset_callbacks(self, callbacks):
+        """Adds functions (no arguments) to call after every reset, e.g. to rescale the
+        learning rate to the new `hvd.size()`."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self):
+        """Called by `run_fn` after a reset: `reset()`, then the registered callbacks in order."""
+        self.reset()
+        for callback in self._reset_callbacks:
+            callback()
+
+    def commit(self):
+        """Saves the state in host memory (what a later `restore()` returns to), then checks
+        for host updates. Saving copies every tracked value: commit every few batches rather
+        than every batch when that copy is costly."""
+        self.save()
+        self.check_host_updates()
+
+    def check_host_updates(self):
+        """Raises HostsUpdatedInterrupt on every rank when hosts were added or removed.
+
+        On a fixed world there are no host updates, so this does nothing (and, unlike
+        upstream, issues no collective). Issue 18's elastic launch will feed it notifications."""
+
+    def save(self):
+        """Copies the tracked values to host memory."""
+        raise NotImplementedError()
+
+    def restore(self):
+        """Returns the tracked values to the last `save()`, undoing later changes."""
+        raise NotImplementedError()
+
+    def sync(self):
+        """Makes every rank's tracked values rank 0's."""
+        raise NotImplementedError()
+
+    def reset(self):
+        """Rebuilds what depends on the world after a reset, before the next sync."""
+
+
+class ObjectState(State):
+    """State of plain Python values, given as keyword arguments and exposed as attributes
+    (`ObjectState(bcast, rank, epoch=0).epoch`). They must be picklable (sync broadcasts
+    them as one object)."""
+
+    def __init__(self, bcast_object, get_rank, **kwargs):
+        self._saved_state = kwargs
+        self._set_attrs()
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    def save(self):
+        self._saved_state = {name: getattr(self, name) for name in self._saved_state}
+
+    def restore(self):
+        self._set_attrs()
+
+    def sync(self):
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _set_attrs(self):
+        for name, value in self._saved_state.items():
+            setattr(self, name, value)
+
+
+def run_fn(func, reset, translate_error=None):
+    """Wraps `func(state, *args, **kwargs)` in the elastic loop: sync the state, call func;
+    on a HostsUpdatedInterrupt, `reset()`, `state.on_reset()` and call again (syncing first
+    unless the interrupt says `skip_sync`). On a HorovodInternalError, restore the last commit
+    and re-raise (fixed world; see the module docstring). `translate_error(e)` may turn a
+    framework's exception into a HorovodInternalError (or return None to leave it alone)."""
+
+    @functools.wraps(func)
+    def wrapper(state, *args, **kwargs):
+        skip_sync = False
+        while True:
+            try:
+                if not skip_sync:
+                    state.sync()
+                return func(state, *args, **kwargs)
+            except HostsUpdatedInterrupt as e:
+                skip_sync = getattr(e, "skip_sync", False)
+            except Exception as e:
+                internal = e if isinstance(e, HorovodInternalError) else None
+                if internal is None and translate_error is not None:
+                    internal = translate_error(e)
+                if internal is None:
+                    raise
+                state.restore()
+                raise HorovodInternalError(FIXED_WORLD_FAILURE.format(error=internal)) from e
+            reset()
+            state.on_reset()
+
+    return wrapper
