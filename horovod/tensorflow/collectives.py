@@ -135,21 +135,28 @@ def grouped_allreduce(
     tensors = [t if isinstance(t, tf.IndexedSlices) else tf.convert_to_tensor(t) for t in tensors]
     if not tensors:
         return []
+    if any(isinstance(t, tf.IndexedSlices) for t in tensors):
+        _check_slices_args(op, prescale_factor, postscale_factor)
+    return _reduce_members(tensors, op, name, prescale_factor, postscale_factor, compression, pid)
+
+
+def _reduce_members(tensors, op, name, prescale, postscale, compression, pid, sparse_op=None):
+    """One group's reduction, for grouped_allreduce and reduce_gradients: the dense members in
+    one grouped allreduce (compressed), then the tf.IndexedSlices members gathered with
+    `sparse_op` (default `op`; no scale factors). Dense first: ranks that disagree on which
+    members are sparse then fail on the dense op's group size (named on every rank) instead of
+    waiting in the gathers. Returns the results in the input order."""
     out = list(tensors)
     dense = [i for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
     sparse = [i for i, t in enumerate(tensors) if isinstance(t, tf.IndexedSlices)]
-    if sparse:
-        _check_slices_args(op, prescale_factor, postscale_factor)
-    # Dense first: ranks that disagree on which members are sparse then fail on the dense op's
-    # group size (named on every rank) instead of waiting in the gathers.
     if dense:
         compressed = [compression.compress(tensors[i]) for i in dense]
         reduced = _ops._allreduce(
             [c for c, _ in compressed],
             op,
             name,
-            prescale_factor,
-            postscale_factor,
+            prescale,
+            postscale,
             grouped=True,
             process_set_id=pid,
         )
@@ -157,7 +164,7 @@ def grouped_allreduce(
             out[i] = compression.decompress(r, ctx)
     if sparse:
         gathered = _allreduce_slices(
-            [tensors[i] for i in sparse], op, name, prescale_factor, postscale_factor, pid
+            [tensors[i] for i in sparse], sparse_op or op, name, 1.0, 1.0, pid
         )
         for i, g in zip(sparse, gathered):
             out[i] = g

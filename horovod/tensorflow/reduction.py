@@ -87,28 +87,13 @@ def reduce_gradients(
     eager = tf.executing_eagerly()
     for gi, idx in enumerate(_groups_of([variables[i] for i in present], groups)):
         members = [present[j] for j in idx]
-        dense = [i for i in members if not isinstance(grads[i], tf.IndexedSlices)]
-        sparse = [i for i in members if isinstance(grads[i], tf.IndexedSlices)]
         key = f"{name}.{gi}" if eager else None
-        if dense:
-            compressed = [compression.compress(grads[i]) for i in dense]
-            reduced = _ops._allreduce(
-                [c for c, _ in compressed],
-                op,
-                key,
-                prescale,
-                postscale,
-                grouped=True,
-                process_set_id=pid,
-            )
-            for i, r, (_, ctx) in zip(dense, reduced, compressed):
-                out[i] = compression.decompress(r, ctx)
-        if sparse:  # gathered values and indices, as upstream (one grouped op each)
-            gathered = _collectives._allreduce_slices(
-                [grads[i] for i in sparse], sparse_op, key, 1.0, 1.0, pid
-            )
-            for i, g in zip(sparse, gathered):
-                out[i] = g
+        # Sparse members: gathered values and indices, as upstream (one grouped op each).
+        reduced = _collectives._reduce_members(
+            [grads[i] for i in members], op, key, prescale, postscale, compression, pid, sparse_op
+        )
+        for i, r in zip(members, reduced):
+            out[i] = r
     return out
 
 
