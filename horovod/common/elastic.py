@@ -2,24 +2,29 @@
 `horovod.common.elastic`). The TensorFlow and Keras frontends (horovod/tensorflow/elastic.py,
 horovod/tensorflow/keras/elastic.py) build their `hvd.elastic` on this.
 
-This runs on a FIXED world (plain `mpirun -np N` / `horovodrun -np N`): the ranks never change,
-so there is no host-update notification to watch, `check_host_updates()` has nothing to detect,
-and a failed peer cannot be replaced. `run_fn` therefore restores the last commit on a
-HorovodInternalError and re-raises it, saying that re-forming the job is membership-change
-work (issue 18: elastic launch, `horovodrun --min-np ...`), instead of resetting and retrying.
-A HostsUpdatedInterrupt (raised by user code, or by issue 18's notifications later) takes
+Under an elastic launch (`horovodrun --host-discovery-script ...`; elastic_worker.py says how
+it works) a commit is also written to a memory-backed file on the rank's host, a failed peer or
+a membership change ends the ranks for the driver to relaunch, and the next generation resumes
+from the newest commit. The user's function sees only upstream's two exceptions; the code before
+it runs again in each generation's new processes.
+
+Without the driver (plain `mpirun -np N` / `horovodrun -np N`) the world is FIXED: there is no
+host-update notification to watch, `check_host_updates()` has nothing to detect, and a failed
+peer cannot be replaced. `run_fn` then restores the last commit on a HorovodInternalError and
+re-raises it, naming the elastic launch. A HostsUpdatedInterrupt raised by user code takes
 upstream's path: keep the state, reset, run the reset callbacks, sync again unless told not to.
 """
 
 import functools
 
+from horovod.common import elastic_worker
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
 FIXED_WORLD_FAILURE = (
     "a collective failed inside hvd.elastic.run ({error}); the state was restored to its last "
     "commit, but this job runs on a fixed set of ranks (plain mpirun/horovodrun -np N), so it "
-    "cannot re-form without the failed peer: membership changes need an elastic launch "
-    "(horovodrun --min-np ...), which is not implemented yet (issue 18)"
+    "cannot re-form without the failed peer: to go on with the ranks that remain, launch it "
+    "elastically (horovodrun --min-np MIN --max-np MAX --host-discovery-script SCRIPT ...)"
 )
 
 
@@ -35,6 +40,7 @@ class State:
         self._bcast_object = bcast_object
         self._rank = get_rank
         self._reset_callbacks = []
+        self._commits = 0  # commits made, counted from the job's start (elastic resumes it)
 
     def register_reset_callbacks(self, callbacks):
         """Adds functions (no arguments) to call after every reset, e.g. to rescale the
@@ -52,13 +58,18 @@ class State:
         for host updates. Saving copies every tracked value: commit every few batches rather
         than every batch when that copy is costly."""
         self.save()
+        self._commits += 1
+        if elastic_worker.active():
+            elastic_worker.save(self, self._commits)
         self.check_host_updates()
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt on every rank when hosts were added or removed.
 
-        On a fixed world there are no host updates, so this does nothing (and, unlike
-        upstream, issues no collective). Issue 18's elastic launch will feed it notifications."""
+        Under an elastic launch rank 0 asks the driver and broadcasts its answer (one small
+        collective). On a fixed world there are no host updates, so this does nothing."""
+        if elastic_worker.active() and elastic_worker.hosts_updated():
+            raise HostsUpdatedInterrupt(False)
 
     def save(self):
         """Copies the tracked values to host memory."""
@@ -74,6 +85,14 @@ class State:
 
     def reset(self):
         """Rebuilds what depends on the world after a reset, before the next sync."""
+
+    def _snapshot(self):
+        """The last save as a picklable value (what an elastic relaunch resumes from)."""
+        raise NotImplementedError()
+
+    def _load_snapshot(self, snapshot):
+        """Makes `snapshot` (from `_snapshot()`, maybe another process's) the last save."""
+        raise NotImplementedError()
 
 
 class ObjectState(State):
@@ -97,6 +116,12 @@ class ObjectState(State):
             self._saved_state = self._bcast_object(self._saved_state)
             self._set_attrs()
 
+    def _snapshot(self):
+        return dict(self._saved_state)
+
+    def _load_snapshot(self, snapshot):
+        self._saved_state = dict(snapshot)
+
     def _set_attrs(self):
         for name, value in self._saved_state.items():
             setattr(self, name, value)
@@ -106,18 +131,33 @@ def run_fn(func, reset, translate_error=None):
     """Wraps `func(state, *args, **kwargs)` in the elastic loop: sync the state, call func;
     on a HostsUpdatedInterrupt, `reset()`, `state.on_reset()` and call again (syncing first
     unless the interrupt says `skip_sync`). On a HorovodInternalError, restore the last commit
-    and re-raise (fixed world; see the module docstring). `translate_error(e)` may turn a
-    framework's exception into a HorovodInternalError (or return None to leave it alone)."""
+    and re-raise (fixed world; see the module docstring). Under an elastic launch both end the
+    process for the driver to relaunch, and a relaunched generation resumes from the newest
+    commit and runs the reset callbacks (the world's size has changed) before calling func.
+    `translate_error(e)` may turn a framework's exception into a HorovodInternalError (or
+    return None to leave it alone)."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
+        elastic = elastic_worker.active()
         skip_sync = False
+        if elastic and elastic_worker.generation() > 0:
+            resumed = elastic_worker.resume(state)
+            if resumed is not None:
+                state._commits = resumed
+                state.on_reset()
+                skip_sync = True
         while True:
             try:
                 if not skip_sync:
                     state.sync()
                 return func(state, *args, **kwargs)
             except HostsUpdatedInterrupt as e:
+                if elastic:  # the commit before it is on disk: the next generation resumes it
+                    elastic_worker.exit_for_relaunch(
+                        f"hosts changed at commit {state._commits}; the new generation "
+                        "resumes from it"
+                    )
                 skip_sync = getattr(e, "skip_sync", False)
             except Exception as e:
                 internal = e if isinstance(e, HorovodInternalError) else None
@@ -125,6 +165,11 @@ def run_fn(func, reset, translate_error=None):
                     internal = translate_error(e)
                 if internal is None:
                     raise
+                if elastic:
+                    elastic_worker.exit_for_relaunch(
+                        f"a collective failed ({str(internal).splitlines()[0][:300]}); rolling "
+                        f"back to commit {state._commits}: " + elastic_worker.progress_lost(state)
+                    )
                 state.restore()
                 raise HorovodInternalError(FIXED_WORLD_FAILURE.format(error=internal)) from e
             reset()

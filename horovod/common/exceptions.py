@@ -21,8 +21,9 @@ class HorovodShutdownError(HorovodInternalError):
 
 class HostsUpdatedInterrupt(RuntimeError):
     """The set of hosts changed: hvd.elastic.run resets and calls its function again, keeping
-    the state as it is (no restore); with `skip_sync` it skips the sync before that call. Never
-    raised by this fixed-world implementation itself (membership changes are issue 18)."""
+    the state as it is (no restore); with `skip_sync` it skips the sync before that call.
+    check_host_updates() raises it under an elastic launch (horovodrun --host-discovery-script),
+    where hvd.elastic.run ends the ranks for the driver to relaunch on the new hosts."""
 
     def __init__(self, skip_sync=False):
         super().__init__(skip_sync)

@@ -206,6 +206,47 @@ def parse_args(argv, env=os.environ):
         type=_positive,
         help="one rank's compute time per step, for the scaling efficiency bound",
     )
+    elastic = p.add_argument_group(
+        "elastic training (ranks come and go; hvd.elastic.run in the script)"
+    )
+    elastic.add_argument(
+        "--host-discovery-script",
+        help="program printing the available hosts, one 'host:slots' (or 'host') per line; run "
+        "again every second while the job runs. Turns elastic mode on",
+    )
+    elastic.add_argument(
+        "--min-np", type=_positive_int, help="fewest processes to run with (default: -np)"
+    )
+    elastic.add_argument(
+        "--max-np", type=_positive_int, help="most processes to grow to (default: no limit)"
+    )
+    elastic.add_argument(
+        "--slots-per-host",
+        "--slots",
+        dest="slots_per_host",
+        type=_positive_int,
+        default=1,
+        help="slots of a host the discovery script lists without a count (default: %(default)s)",
+    )
+    elastic.add_argument(
+        "--elastic-timeout",
+        type=_positive,
+        default=600.0,
+        help="seconds to wait for at least --min-np slots before ending (default: %(default)s)",
+    )
+    elastic.add_argument(
+        "--reset-limit",
+        type=_positive_int,
+        help="end the job after this many resets (default: no limit)",
+    )
+    elastic.add_argument(
+        "--blacklist-cooldown-range",
+        nargs=2,
+        type=_positive,
+        metavar=("MIN", "MAX"),
+        help="seconds (random in [MIN, MAX]) before a failed host may be used again "
+        "(default: never again in this job)",
+    )
     p.add_argument("--mpi-args", default="", help="extra mpirun arguments, one quoted string")
     p.add_argument("--mpirun", default="mpirun", help="mpirun executable (default: %(default)s)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
@@ -227,6 +268,27 @@ def parse_args(argv, env=os.environ):
         p.error("-np must be at least 1")
     if args.hosts and args.hostfile:
         p.error("give -H/--hosts or --hostfile, not both")
+    if args.host_discovery_script:
+        if args.hosts or args.hostfile:
+            p.error("give --host-discovery-script or -H/--hostfile, not both")
+        if args.check_network:
+            p.error(
+                "--check-network measures a fixed set of hosts; give -H, not a discovery script"
+            )
+        args.min_np = args.min_np or args.np or 1
+        if args.max_np is not None and args.max_np < args.min_np:
+            p.error(f"--max-np {args.max_np} is below --min-np {args.min_np}")
+        if args.np is not None and not (args.min_np <= args.np <= (args.max_np or args.np)):
+            p.error(f"-np {args.np} is outside [--min-np, --max-np]")
+        if args.blacklist_cooldown_range and (
+            args.blacklist_cooldown_range[0] > args.blacklist_cooldown_range[1]
+        ):
+            p.error("--blacklist-cooldown-range: MIN is above MAX")
+    elif args.min_np or args.max_np or args.reset_limit or args.blacklist_cooldown_range:
+        p.error(
+            "--min-np, --max-np, --reset-limit and --blacklist-cooldown-range need "
+            "--host-discovery-script (elastic mode)"
+        )
     if args.start_timeout is None:
         # Read here rather than as argparse's default, so that a bad value is a usage error.
         text = env.get("HOROVOD_START_TIMEOUT")
@@ -256,6 +318,9 @@ def parse_args(argv, env=os.environ):
             )
     if args.ssh_identity_file is None:
         args.ssh_identity_file = env.get("HOROVOD_SSH_IDENTITY_FILE") or None
+    if args.host_discovery_script:  # the hosts come from the script, generation by generation
+        args.host_list = None
+        return args
     if args.hosts or args.hostfile:
         host_flag = "-H/--hosts" if args.hosts else "--hostfile"
     else:
@@ -415,8 +480,18 @@ def main(argv=None):
         from horovod.runner.check_build import check_build
 
         return check_build()
-    hosts = args.host_list
     env = knob_env(args, os.environ)
+    if args.host_discovery_script:
+        from horovod.runner import elastic_driver
+
+        return elastic_driver.run(args, env)
+    return launch_job(args, env, args.host_list)
+
+
+def launch_job(args, env, hosts, report=None):
+    """Preflight (remote hosts), then mpirun on `hosts` ([(host, slots)] or None: this host);
+    returns the job's exit status (3: the preflight failed, nothing was launched). `report`:
+    see supervise.run."""
     if args.check_network and not any(not hostlib.is_local(h) for h, _ in hosts or []):
         args.command[0] = sys.executable  # this host: the interpreter running horovodrun
     network_args, ssh_args = [], []
@@ -441,6 +516,8 @@ def main(argv=None):
                 )
             except preflight.PreflightFailed as e:
                 _say(str(e))
+                if report is not None:
+                    report["preflight_failed"] = True
                 return 3
             _say(text)
             network_args = choice.mpirun_args()
@@ -469,7 +546,7 @@ def main(argv=None):
             if args.check_network
             else None
         )
-        return run(cmd, env, rank_hosts(hosts, np_), bound, "the network check")
+        return run(cmd, env, rank_hosts(hosts, np_), bound, "the network check", report)
     except FileNotFoundError:
         _say(f"horovodrun: {args.mpirun} not found; install Open MPI (mpirun)")
         return 127

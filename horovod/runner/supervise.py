@@ -22,6 +22,8 @@ ABORT_MARKERS = (
 )
 ABORT_GRACE_SECONDS = 15.0
 _WAITING_FOR = re.compile(r"waiting for ranks? \[?([0-9, ]+)\]?")
+# mpirun's report of a rank killed by a signal (the elastic driver counts it as a lost peer).
+_SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
 
 
 class _Relay:
@@ -34,6 +36,7 @@ class _Relay:
     def __init__(self, proc):
         self.aborted_at = None
         self.waiting_for = set()
+        self.signalled = []  # (rank, host, signal) as mpirun reported them
         self._selector = selectors.DefaultSelector()
         for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
             os.set_blocking(src.fileno(), False)
@@ -89,6 +92,9 @@ class _Relay:
         m = _WAITING_FOR.search(line)
         if m:
             self.waiting_for.update(int(r) for r in m.group(1).replace(",", " ").split())
+        m = _SIGNALLED.search(line)
+        if m:
+            self.signalled.append((int(m.group(1)), m.group(2), int(m.group(3))))
         if self.aborted_at is None and any(k in line for k in ABORT_MARKERS):
             self.aborted_at = time.monotonic()
 
@@ -124,11 +130,13 @@ def _mpirun_preexec(parent):
     return preexec
 
 
-def run(cmd, env, placement=None, bound=None, bound_what=""):
+def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
     """Run cmd, pass SIGINT/SIGTERM/SIGHUP on to it, return a shell-style exit status.  Once
     the job has aborted, mpirun gets ABORT_GRACE_SECONDS to exit before it is stopped, and
     SIGNAL_GRACE_SECONDS after a signal; with a bound (seconds), it is stopped when the bound
-    passes.  No process of the job outlives horovodrun, even killed (see _mpirun_preexec)."""
+    passes.  No process of the job outlives horovodrun, even killed (see _mpirun_preexec).
+    `report` (a dict), if given, gets what the job's end looked like: `aborted` (mpirun said
+    the job aborted), `signalled` ([(rank, host, signal)]) and `signal` (one horovodrun got)."""
     started = time.monotonic()
     # A session of its own: when mpirun must be stopped, its ssh clients go with it.
     proc = subprocess.Popen(
@@ -190,6 +198,12 @@ def run(cmd, env, placement=None, bound=None, bound_what=""):
     # What mpirun wrote last; its pipes close when it exits, unless one of its children (an ssh
     # client) still holds them.
     relay.drain(5)
+    if report is not None:
+        report.update(
+            aborted=relay.aborted_at is not None,
+            signalled=list(relay.signalled),
+            signal=signalled[0][0] if signalled else None,
+        )
     if signalled and rc != 0:
         return 128 + signalled[0][0]  # like a shell: the job ended because of that signal
     return rc if rc >= 0 else 128 - rc

@@ -2,9 +2,9 @@
 optimizer) and `TensorFlowState` (a list of variables), both taking extra picklable values as
 keyword arguments (`batch=0, epoch=0`) that become attributes.
 
-Fixed world only (see horovod/common/elastic.py): `run` syncs the state from rank 0, calls the
-function, and on a failed collective restores the last commit and re-raises, since replacing a
-peer needs issue 18's elastic launch. A failed collective reaches Python as a
+`run` syncs the state from rank 0 and calls the function; on a failed collective it restores the
+last commit and re-raises on a fixed world, or ends the ranks for the driver to relaunch under an
+elastic launch (see horovod/common/elastic.py). A failed collective reaches Python as a
 HorovodInternalError or as the TF error its kernel set: AbortedError (the engine shut down, e.g.
 a peer exited) or InternalError naming Horovod; both are treated as a peer failure.
 """
@@ -27,8 +27,8 @@ def _peer_failure(error):
 
 
 def _reset():
-    """What a reset does to the engine. On a fixed world the ranks stay the same, so the engine
-    is kept as it is; issue 18 (membership changes) re-forms it here."""
+    """What a reset does to the engine in-process: nothing. The ranks stay the same on a fixed
+    world, and an elastic launch re-forms the job by relaunching the processes instead."""
 
 
 def run(func):
@@ -68,6 +68,21 @@ class _VariablesSnapshot:
         for variable, value in self._saved:
             variable.assign(value)
 
+    def values(self):
+        return [value for _, value in self._saved]
+
+    @classmethod
+    def of(cls, variables, values, what):
+        """A snapshot of `values` for `variables` (an elastic resume's, from another process)."""
+        if len(variables) != len(values):
+            raise ValueError(
+                f"{what}: the committed state has {len(values)} variables, this process's "
+                f"model and optimizer have {len(variables)}: is every rank running the same code?"
+            )
+        snap = cls([])
+        snap._saved = list(zip(variables, values, strict=True))
+        return snap
+
 
 class TensorFlowKerasState(ObjectState):
     """A Keras model, its optimizer (default: `model.optimizer`) and extra values (kwargs).
@@ -105,6 +120,18 @@ class TensorFlowKerasState(ObjectState):
         self._save_model()
         super().sync()
 
+    def _snapshot(self):
+        return {"objects": super()._snapshot(), "variables": self._model_snapshot.values()}
+
+    def _load_snapshot(self, snapshot):
+        self._build_optimizer()
+        self._model_snapshot = _VariablesSnapshot.of(
+            list(self.model.variables) + _optimizer_variables(self.optimizer),
+            snapshot["variables"],
+            "TensorFlowKerasState",
+        )
+        super()._load_snapshot(snapshot["objects"])
+
     def _build_optimizer(self):
         optimizer = self.optimizer
         if optimizer is not None and getattr(optimizer, "built", True) is False:
@@ -133,21 +160,30 @@ class TensorFlowState(ObjectState):
             )
         self.variables = list(variables)
         self.session = None
-        self._snapshot = _VariablesSnapshot(self.variables)
+        self._variables_snapshot = _VariablesSnapshot(self.variables)
         super().__init__(bcast_object=broadcast_object, get_rank=_b.rank, **kwargs)
 
     def save(self):
-        self._snapshot = _VariablesSnapshot(self.variables)
+        self._variables_snapshot = _VariablesSnapshot(self.variables)
         super().save()
 
     def restore(self):
-        self._snapshot.restore()
+        self._variables_snapshot.restore()
         super().restore()
 
     def sync(self):
         broadcast_variables(self.variables, root_rank=0)
-        self._snapshot = _VariablesSnapshot(self.variables)
+        self._variables_snapshot = _VariablesSnapshot(self.variables)
         super().sync()
+
+    def _snapshot(self):
+        return {"objects": super()._snapshot(), "variables": self._variables_snapshot.values()}
+
+    def _load_snapshot(self, snapshot):
+        self._variables_snapshot = _VariablesSnapshot.of(
+            self.variables, snapshot["variables"], "TensorFlowState"
+        )
+        super()._load_snapshot(snapshot["objects"])
 
 
 __all__ = ["TensorFlowKerasState", "TensorFlowState", "run"]

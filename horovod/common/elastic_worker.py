@@ -1,0 +1,190 @@
+"""The rank's side of an elastic launch (`horovodrun --host-discovery-script ...`,
+horovod/runner/elastic_driver.py).
+
+MPI cannot be initialized twice in one process, and Open MPI 4.1 cannot shrink a communicator
+after a peer fails, so the driver re-forms the job by relaunching every rank: on a failed peer
+or a membership change each rank exits with RELAUNCH_EXIT_CODE and the driver starts the next
+generation on the hosts it then knows. What must survive the relaunch is the last commit, so
+`state.commit()` also writes it to a memory-backed file on the rank's host (write, then rename:
+a reader sees a whole commit or the previous one). The ranks of the next generation agree on
+the newest commit any of them holds and the lowest rank holding it broadcasts it: survivors and
+new hosts alike resume from it, never from fresh weights.
+
+The ranks of one generation read the driver's notifications through rank 0 (an HTTP request to
+the driver), and rank 0's answer is broadcast, so every rank raises HostsUpdatedInterrupt at the
+same commit. All collectives here go through horovod.numpy, which every frontend's process has.
+"""
+
+import json
+import os
+import pickle
+import struct
+import sys
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+# EX_TEMPFAIL: "try again". The driver relaunches a generation whose ranks exit with it.
+RELAUNCH_EXIT_CODE = 75
+_HEADER = struct.Struct("<q")  # the commit number, before the pickled snapshot
+_warned = set()
+
+
+def active():
+    """True inside a rank started by the elastic driver."""
+    return os.environ.get("HOROVOD_ELASTIC") == "1" and "HOROVOD_ELASTIC_JOB_ID" in os.environ
+
+
+def generation():
+    return int(os.environ.get("HOROVOD_ELASTIC_GENERATION", "0"))
+
+
+def _say(text):
+    print(f"[horovod elastic] {text}", file=sys.stderr, flush=True)
+
+
+def _store_dir():
+    root = os.environ.get("HOROVOD_ELASTIC_STORE", "/dev/shm/horovod-elastic")
+    return os.path.join(root, os.environ["HOROVOD_ELASTIC_JOB_ID"])
+
+
+def save(state, commit):
+    """Writes `state`'s last save as commit number `commit` to this rank's file."""
+    from horovod.common import basics
+
+    directory = _store_dir()
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"slot-{basics.local_rank()}.commit")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(_HEADER.pack(commit))
+        pickle.dump(state._snapshot(), f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+def _newest_local():
+    """(commit, path) of the newest commit file on this host, or (-1, None)."""
+    best = (-1, None)
+    try:
+        names = os.listdir(_store_dir())
+    except OSError:
+        return best
+    for name in names:
+        if not name.endswith(".commit"):
+            continue
+        path = os.path.join(_store_dir(), name)
+        try:
+            with open(path, "rb") as f:
+                (commit,) = _HEADER.unpack(f.read(_HEADER.size))
+        except (OSError, struct.error):
+            continue
+        if commit > best[0]:
+            best = (commit, path)
+    return best
+
+
+def resume(state):
+    """Generation > 0: every rank takes the newest commit any rank's host holds. Returns the
+    commit number, or None when no rank has one (the job failed before its first commit: it
+    starts over from rank 0's state, as generation 0 did)."""
+    import horovod.numpy as hnp
+    from horovod.common import basics
+
+    mine, path = _newest_local()
+    newest = int(
+        hnp.allreduce(np.array([mine], np.int64), op=hnp.Max, name="elastic.resume.commit")[0]
+    )
+    if newest < 0:
+        _say(f"generation {generation()}: no commit to resume from; starting from rank 0's state")
+        return None
+    me = basics.rank()
+    holder = me if mine == newest else basics.size()
+    root = int(
+        hnp.allreduce(np.array([holder], np.int64), op=hnp.Min, name="elastic.resume.root")[0]
+    )
+    data = b""
+    if me == root:
+        with open(path, "rb") as f:
+            f.seek(_HEADER.size)
+            data = f.read()
+    length = int(
+        hnp.broadcast(np.array([len(data)], np.int64), root_rank=root, name="elastic.resume.size")[
+            0
+        ]
+    )
+    buf = np.frombuffer(data, np.uint8) if me == root else np.empty(length, np.uint8)
+    buf = hnp.broadcast(buf, root_rank=root, name="elastic.resume.state")
+    state._load_snapshot(pickle.loads(buf.tobytes()))
+    state.restore()
+    if me == 0:
+        saved = getattr(state, "_saved_state", {}) or {}
+        at = {k: saved[k] for k in ("epoch", "batch") if k in saved}
+        _say(
+            f"generation {generation()}, {basics.size()} rank(s): resumed from commit {newest}"
+            + (f" {at}" if at else "")
+            + f" (rank {root}'s copy, {len(buf) / 1e6:.1f} MB); the steps after it are redone"
+        )
+    return newest
+
+
+def _driver_request(path, body=None):
+    addr = os.environ.get("HOROVOD_ELASTIC_DRIVER")
+    if not addr:
+        return None
+    req = urllib.request.Request(
+        f"http://{addr}{path}",
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"X-Horovod-Token": os.environ.get("HOROVOD_ELASTIC_TOKEN", "")},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.load(r)
+    except (OSError, ValueError) as e:
+        if path not in _warned:
+            _warned.add(path)
+            _say(f"cannot reach the driver at {addr} ({e}); carrying on without it")
+        return None
+
+
+def hosts_updated():
+    """Whether the driver has new or lost hosts for this generation, the same on every rank
+    (rank 0 asks, then broadcasts the answer)."""
+    import horovod.numpy as hnp
+    from horovod.common import basics
+
+    changed = 0
+    if basics.rank() == 0:
+        answer = _driver_request(f"/hosts?generation={generation()}")
+        changed = int(bool(answer and answer.get("changed")))
+    flag = hnp.broadcast(np.array([changed], np.int32), root_rank=0, name="elastic.hosts_updated")
+    return bool(flag[0])
+
+
+def exit_for_relaunch(reason):
+    """Ends this rank so the driver relaunches the job: tells the driver why, then exits at once
+    (no MPI finalize: peers may be gone, and a finalize with them would hang)."""
+    from horovod.common import basics
+
+    try:
+        rank = basics.rank()
+    except Exception:  # noqa: BLE001  (the engine may be down; the message matters more)
+        rank = -1
+    _driver_request("/relaunch", {"rank": rank, "generation": generation(), "reason": reason})
+    _say(f"rank {rank}: {reason}; exiting for the driver to relaunch the job")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(RELAUNCH_EXIT_CODE)
+
+
+def progress_lost(state):
+    """Words for what a rollback to the last commit redoes, from the state's batch/epoch."""
+    saved = getattr(state, "_saved_state", {}) or {}
+    now = {k: getattr(state, k) for k in ("epoch", "batch") if k in saved}
+    if not now:
+        return "the steps since it are redone"
+    then = {k: saved[k] for k in now}
+    if now.get("epoch", 0) == then.get("epoch", 0) and "batch" in now:
+        steps = now["batch"] - then["batch"]
+        return f"{steps} batch(es) since it are redone (at {now}, committed {then})"
+    return f"the work from {then} to {now} is redone"

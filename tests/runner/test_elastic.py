@@ -1,0 +1,187 @@
+"""Elastic mode on this host (issue 18): a real horovodrun with --host-discovery-script runs a
+real mpirun of tests/runner/jobs/elastic_steps.py (horovod.numpy, hvd.elastic's run_fn and
+ObjectState); the discovery script reads a file the test edits while the job runs, and a rank
+is killed with SIGKILL. Every step adds 1 to the state's `w`, so `w == steps` at the end means
+each step counted exactly once across the rollbacks. Multi-host behaviour (a container killed,
+paused, added) is in tests/cluster/test_elastic.py."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from horovod.runner import elastic_driver, launch
+from tests.support import mpi
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+JOB = str(ROOT / "tests" / "runner" / "jobs" / "elastic_steps.py")
+
+
+def horovodrun(tmp_path, hosts, *flags, steps=40, delay=0.1, timeout=90, during=None):
+    """Runs an elastic job with the discovery script `cat hosts` (hosts: the file's first
+    text); `during(tmp_path)` runs in a thread meanwhile. Returns (rc, output)."""
+    (tmp_path / "hosts").write_text(hosts)
+    (tmp_path / "pids").mkdir(exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "horovod.runner.launch",
+        "--host-discovery-script",
+        f"cat {tmp_path / 'hosts'}",
+        *flags,
+        sys.executable,
+        JOB,
+        "--steps",
+        str(steps),
+        "--delay",
+        str(delay),
+        "--pid-dir",
+        str(tmp_path / "pids"),
+    ]
+    env = mpi.environment({"HOROVOD_ELASTIC_STORE": str(tmp_path / "store")})
+    thread = threading.Thread(target=during, args=(tmp_path,)) if during else None
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    if thread:
+        thread.start()
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"elastic job did not end within {timeout} s:\n{out[-4000:]}")
+    finally:
+        if thread:
+            thread.join()
+    return proc.returncode, out
+
+
+def wait_for(path, timeout=30):
+    """Waits for `path` (a rank's pid file) and for a commit on disk after it."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not any(
+        p.stat().st_mtime >= path.stat().st_mtime
+        for p in (path.parent.parent / "store").glob("*/*.commit")
+    ):
+        assert time.monotonic() < deadline, f"{path} and a commit after it never appeared"
+        time.sleep(0.05)
+
+
+def done_lines(out):
+    return re.findall(r"DONE gen=(\d+) rank=(\d+) size=(\d+) step=(\d+) w=([\d.]+)", out)
+
+
+def test_grows_when_discovery_lists_more_slots(tmp_path):
+    def grow(tmp):
+        wait_for(tmp / "pids" / "g0-r1.pid")
+        (tmp / "hosts").write_text("localhost:3\n")
+
+    rc, out = horovodrun(tmp_path, "localhost:2\n", "--min-np", "2", "--max-np", "3", during=grow)
+    assert rc == 0, out
+    assert "hosts changed" in out and "generation 1: 3 rank(s)" in out, out
+    m = re.search(r"resumed from commit (\d+)", out)
+    assert m and int(m.group(1)) >= 1, out  # the new rank started from the commit
+    done = done_lines(out)
+    assert len(done) == 3 and {d[2] for d in done} == {"3"}, out
+    assert all(d[3] == "40" and float(d[4]) == 40.0 for d in done), out
+    assert out.count("RESET gen=1 size=3") == 3, out  # the reset callbacks saw the new size
+    assert not any((tmp_path / "store").iterdir()) if (tmp_path / "store").exists() else True
+
+
+def test_rank_killed_goes_on_with_the_rest(tmp_path):
+    def kill(tmp):
+        pid = tmp / "pids" / "g0-r2.pid"
+        wait_for(pid)
+        (tmp / "hosts").write_text("localhost:2\n")
+        os.kill(int(pid.read_text()), signal.SIGKILL)
+
+    started = time.monotonic()
+    rc, out = horovodrun(tmp_path, "localhost:3\n", "--min-np", "2", during=kill)
+    assert rc == 0, out
+    assert re.search(r"rank 2 on \S+ killed by signal 9", out), out
+    assert "generation 1: 2 rank(s)" in out, out
+    assert "resumed from commit" in out, out
+    done = done_lines(out)
+    assert len(done) == 2 and all(d[2] == "2" and float(d[4]) == 40.0 for d in done), out
+    assert time.monotonic() - started < 60
+
+
+def test_below_min_np_ends_naming_what_is_missing(tmp_path):
+    started = time.monotonic()
+    rc, out = horovodrun(
+        tmp_path, "localhost:1\n", "--min-np", "2", "--elastic-timeout", "3", steps=5, timeout=40
+    )
+    assert rc == 1, out
+    assert "needed 2 slot(s) (--min-np)" in out and "localhost:1" in out, out
+    assert "--elastic-timeout" in out, out
+    assert time.monotonic() - started < 3 + 30
+
+
+def test_reset_limit_ends_the_job(tmp_path):
+    def kill_twice(tmp):
+        for gen in (0, 1):
+            pid = tmp / "pids" / f"g{gen}-r1.pid"
+            wait_for(pid)
+            os.kill(int(pid.read_text()), signal.SIGKILL)
+
+    rc, out = horovodrun(
+        tmp_path, "localhost:2\n", "--min-np", "2", "--reset-limit", "1", during=kill_twice
+    )
+    assert rc != 0, out
+    assert "reset 2 is over --reset-limit 1; ending the job" in out, out
+
+
+def test_script_error_is_not_retried(tmp_path):
+    """A job that fails on its own (no lost peer, no host change) ends at once with its code."""
+    (tmp_path / "hosts").write_text("localhost:2\n")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "horovod.runner.launch",
+            "--host-discovery-script",
+            f"cat {tmp_path / 'hosts'}",
+            "--min-np",
+            "2",
+            sys.executable,
+            "-c",
+            "import sys; sys.exit(3)",
+        ],
+        env=mpi.environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 3, p.stderr
+    assert "the script's own error; ending the job" in p.stderr, p.stderr
+    assert "generation 1" not in p.stderr
+
+
+def test_discovery_output_and_flags():
+    assert elastic_driver.parse_discovery("a:2\n# c\n\nb\na:1\n", 4) == [("a", 3), ("b", 4)]
+    with pytest.raises(elastic_driver.DiscoveryError, match="host:slots"):
+        elastic_driver.parse_discovery("a:x\n", 1)
+    assert elastic_driver._fill([("a", 2), ("b", 2)], 3) == [("a", 2), ("b", 1)]
+    args = launch.parse_args(["--host-discovery-script", "d", "-np", "2", "python", "t.py"])
+    assert args.min_np == 2 and args.max_np is None and args.host_list is None
+    for bad, words in [
+        (["--min-np", "2", "python", "t.py"], "need --host-discovery-script"),
+        (["--host-discovery-script", "d", "-H", "a:1", "python", "t.py"], "not both"),
+        (["--host-discovery-script", "d", "--min-np", "3", "--max-np", "2", "x"], "below"),
+    ]:
+        p = subprocess.run(
+            [sys.executable, "-m", "horovod.runner.launch", *bad],
+            env=mpi.environment(),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert p.returncode == 2 and words in p.stderr, (bad, p.stderr)
