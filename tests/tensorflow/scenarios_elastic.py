@@ -241,7 +241,7 @@ def sc_sync():
 
 def sc_internal_error():
     """A HorovodInternalError inside the function (a peer failed): every rank restores the last
-    commit and re-raises at once (nothing waits) with a message naming issue 18 and
+    commit and re-raises at once (nothing waits) with a message naming the elastic launch and
     --min-np; TF's AbortedError from a Horovod kernel counts as one; other errors pass
     through untouched, without a restore."""
     model = rank_model()
@@ -267,7 +267,7 @@ def sc_internal_error():
     ):
         calls.clear()
         msg = scenario.expect_error(
-            lambda e=exc: make(e)(state), HorovodInternalError, "issue 18", "--min-np"
+            lambda e=exc: make(e)(state), HorovodInternalError, "elastically", "--min-np"
         )
         check(len(calls) == 1, f"called {len(calls)} times: {msg}")
         check(state.epoch == 1, f"epoch {state.epoch} not restored")
@@ -310,7 +310,7 @@ def sc_hosts_updated():
 def sc_peer_shutdown():
     """A real peer failure: the last rank shuts its engine down inside the function while the
     others start an allreduce. Theirs fails (the engine ends pending ops when a rank shuts
-    down); hvd.elastic.run restores their last commit and re-raises, naming issue 18, instead
+    down); hvd.elastic.run restores their last commit and re-raises, naming the elastic launch, instead
     of waiting. Run last: the engine is shut down afterwards."""
     model = rank_model()
     state = hvd.elastic.KerasState(model, keras.optimizers.SGD(0.1), epoch=0)
@@ -331,7 +331,7 @@ def sc_peer_shutdown():
     if hvd.rank() == last:
         train(state)
         return
-    scenario.expect_error(lambda: train(state), HorovodInternalError, "issue 18", "--min-np")
+    scenario.expect_error(lambda: train(state), HorovodInternalError, "elastically", "--min-np")
     check(state.epoch == 1, f"epoch {state.epoch} not restored")
     check(all(np.all(v.numpy() != 7) for v in model.variables), "weights not restored")
 
