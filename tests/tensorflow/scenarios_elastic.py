@@ -310,8 +310,8 @@ def sc_hosts_updated():
 def sc_peer_shutdown():
     """A real peer failure: the last rank shuts its engine down inside the function while the
     others start an allreduce. Theirs fails (the engine ends pending ops when a rank shuts
-    down); hvd.elastic.run restores their last commit and re-raises, naming the elastic launch, instead
-    of waiting. Run last: the engine is shut down afterwards."""
+    down); hvd.elastic.run restores their last commit and re-raises, naming the elastic
+    launch, instead of waiting. Run last: the engine is shut down afterwards."""
     model = rank_model()
     state = hvd.elastic.KerasState(model, keras.optimizers.SGD(0.1), epoch=0)
     last = hvd.size() - 1

@@ -56,7 +56,8 @@ def test_sync_makes_ranks_equal(elastic_run):
 
 def test_internal_error_restores_and_reraises(elastic_run):
     """A HorovodInternalError (or TF's AbortedError from a Horovod kernel) inside the function:
-    restored to the last commit and re-raised once, naming the elastic launch (--min-np); no hang."""
+    restored to the last commit and re-raised once, naming the elastic launch (--min-np); no
+    hang."""
     elastic_run.check("internal_error")
     assert_equal_on_all_ranks(elastic_run, "internal_error", ["weights"])
 
