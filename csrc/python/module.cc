@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
+#include "python/dlpack.h"
 
 namespace py = pybind11;
 using namespace hvd;
@@ -39,6 +40,8 @@ struct Slot {
   void* owned = nullptr;  // engine-allocated output (allgather, alltoall, reducescatter)
   std::vector<int64_t> owned_shape;
   std::vector<int64_t> received_splits;
+  int device = -1;  // >= 0: a device array (`owned` is then device memory, hvd::GpuAllocate)
+  DataType engine_dtype = DataType::UINT8;
 };
 
 struct Handle {
@@ -54,7 +57,12 @@ struct Handle {
   std::string refused;
   std::vector<Slot> slots;
   ~Handle() {
-    for (auto& s : slots) std::free(s.owned);
+    for (auto& s : slots) {
+      if (s.device >= 0)
+        GpuFree(s.device, s.owned);
+      else
+        std::free(s.owned);
+    }
   }
 };
 
@@ -156,6 +164,51 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
   return t;
 }
 
+// The entry's completion: counts the handle down; touches no Python object (background thread).
+DoneCallback MakeDone(Handle* hp) {
+  return [hp](const Status& s) {  // background thread: no Python objects here
+    int64_t reap = 0;
+    {
+      std::lock_guard<std::mutex> lk(hp->mu);
+      if (!s.ok() && hp->status.ok()) hp->status = s;
+      if (--hp->pending == 0) {
+        if (hp->abandoned)
+          reap = hp->id;
+        else
+          hp->cv.notify_all();
+      }
+    }
+    // Once queued, hp may be freed at any time: it is not touched past this point.
+    if (reap) {
+      std::lock_guard<std::mutex> lk(g_handles_mu);
+      g_reap.push_back(reap);
+    }
+  };
+}
+
+// Registers the handle and queues its entries; returns its id or raises Enqueue's error.
+int64_t Submit(const std::shared_ptr<Handle>& h, std::vector<TensorEntry> entries,
+               int process_set) {
+  ReapAbandoned();
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    id = h->id = g_next_handle++;
+    g_handles[id] = h;  // registered first: done() may run before Enqueue returns
+  }
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = Enqueue(std::move(entries), process_set);
+  }
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    g_handles.erase(id);
+    Raise(s);
+  }
+  return id;
+}
+
 // Queues one op per (name, input[, output]) atomically and returns one handle for all of them.
 // outputs: None (the engine allocates) or a list with an array or None per input. invalid:
 // why the frontend found the arguments unusable; the ops are still negotiated, and fail on
@@ -251,45 +304,89 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
       return Status();
     };
     e.received_splits = &slot.received_splits;
-    Handle* hp = h.get();
-    e.done = [hp](const Status& s) {  // background thread: no Python objects here
-      int64_t reap = 0;
-      {
-        std::lock_guard<std::mutex> lk(hp->mu);
-        if (!s.ok() && hp->status.ok()) hp->status = s;
-        if (--hp->pending == 0) {
-          if (hp->abandoned)
-            reap = hp->id;
-          else
-            hp->cv.notify_all();
-        }
-      }
-      // Once queued, hp may be freed at any time: it is not touched past this point.
-      if (reap) {
-        std::lock_guard<std::mutex> lk(g_handles_mu);
-        g_reap.push_back(reap);
-      }
-    };
+    e.done = MakeDone(h.get());
   }
   h->pending = n;
-  ReapAbandoned();
-  int64_t id;
-  {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    id = h->id = g_next_handle++;
-    g_handles[id] = h;  // registered first: done() may run before Enqueue returns
+  return Submit(h, std::move(entries), process_set);
+}
+
+// Device arrays (horovod/common/device.py reads __cuda_array_interface__ / __dlpack__): the same
+// ops on device pointers, as the TF kernels hand them over. inputs[i]: (owner, pointer, shape,
+// engine dtype, device or -1 (the pointer's), the producer's stream as an int). outputs[i]:
+// None (allocated by the engine in device memory, returned as a DLPack capsule) or (owner,
+// pointer) of a contiguous output of the input's size from the input's own library.
+int64_t EnqueueDevice(int op_type, const std::vector<std::string>& names, const py::list& inputs,
+                      const py::list& outputs, int reduce_op, int root, double prescale,
+                      double postscale, const std::vector<int64_t>& splits,
+                      const std::string& invalid, const std::string& group, int process_set) {
+  auto h = std::make_shared<Handle>();
+  const size_t n = names.size();
+  if (inputs.size() != n || outputs.size() != n)
+    throw py::value_error("one name and one output slot per input are needed");
+  h->slots.resize(n);
+  std::vector<TensorEntry> entries(n);
+  const int rank = GetTopology().rank;
+  for (size_t i = 0; i < n; ++i) {
+    auto d = inputs[i].cast<py::tuple>();
+    Slot& slot = h->slots[i];
+    TensorEntry& e = entries[i];
+    Request& r = e.request;
+    r.type = static_cast<OpType>(op_type);
+    r.name = names[i];
+    r.dtype = static_cast<DataType>(d[3].cast<int>());
+    r.reduce_op = static_cast<ReduceOp>(reduce_op);
+    r.root = root;
+    r.prescale = prescale;
+    r.postscale = postscale;
+    r.splits = splits;
+    if (!group.empty()) {
+      r.group = group;
+      r.group_size = static_cast<int32_t>(n);
+    }
+    r.rank = rank;
+    r.gpu = true;
+    r.invalid = invalid;
+    r.shape = d[2].cast<std::vector<int64_t>>();
+    e.input = reinterpret_cast<const void*>(d[1].cast<uintptr_t>());
+    e.device = d[4].cast<int>();
+    e.stream = reinterpret_cast<void*>(d[5].cast<uintptr_t>());
+    slot.input = d[0];
+    slot.name = names[i];
+    slot.device = e.device < 0 ? 0 : e.device;
+    slot.engine_dtype = r.dtype;
+    const size_t itemsize = DataTypeSize(r.dtype);
+    const size_t bytes = static_cast<size_t>(NumElements(r.shape)) * itemsize;
+    py::object out = outputs[i];
+    const bool same_shape = r.type == OpType::ALLREDUCE || r.type == OpType::BROADCAST;
+    if (!out.is_none()) {
+      auto o = out.cast<py::tuple>();
+      slot.output = o[0];
+      e.output = reinterpret_cast<void*>(o[1].cast<uintptr_t>());
+    } else if (same_shape) {
+      // No library to allocate with: device memory now, returned like an allgather's output.
+      // A failure (no GPU, out of memory) is negotiated, so every rank fails with it.
+      Status s = GpuAllocate(slot.device, bytes, &slot.owned);
+      if (!s.ok()) {
+        if (r.invalid.empty()) r.invalid = s.message();
+      } else {
+        slot.owned_shape = r.shape;
+        e.output = slot.owned;
+      }
+    }
+    Slot* sp = &slot;
+    e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
+      const size_t nbytes = static_cast<size_t>(NumElements(shape)) * itemsize;
+      Status s = GpuAllocate(sp->device, nbytes, &sp->owned);
+      if (!s.ok()) return s;
+      sp->owned_shape = shape;
+      *data = sp->owned;
+      return Status();
+    };
+    e.received_splits = &slot.received_splits;
+    e.done = MakeDone(h.get());
   }
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = Enqueue(std::move(entries), process_set);
-  }
-  if (!s.ok()) {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    g_handles.erase(id);
-    Raise(s);
-  }
-  return id;
+  h->pending = n;
+  return Submit(h, std::move(entries), process_set);
 }
 
 std::string Describe(const Handle& h) {
@@ -346,7 +443,10 @@ py::list Wait(int64_t id, double timeout_s) {
   py::list results;
   for (auto& slot : h->slots) {
     py::object out = slot.output;
-    if (slot.owned) {
+    if (slot.owned && slot.device >= 0) {  // device memory: handed over as DLPack
+      out = hvd_dlpack::Make(slot.owned, slot.device, slot.engine_dtype, slot.owned_shape);
+      slot.owned = nullptr;
+    } else if (slot.owned) {
       void* data = slot.owned;
       slot.owned = nullptr;
       py::capsule free_when_done(data, [](void* p) { std::free(p); });
@@ -516,6 +616,11 @@ PYBIND11_MODULE(_core, m) {
     for (const auto& ps : ProcessSets()) d[py::int_(ps.id)] = py::make_tuple(ps.ranks, ps.rank);
     return d;
   });
+  m.def("enqueue_device", &EnqueueDevice, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
+        py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
+        py::arg("postscale"), py::arg("splits"), py::arg("invalid") = "", py::arg("group") = "",
+        py::arg("process_set") = 0);
+  m.def("dlpack_describe", &hvd_dlpack::Describe);  // a producer's capsule, read, not consumed
   m.def("poll", &Poll);
   m.def("release", &Release);
   m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet
