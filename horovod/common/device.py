@@ -235,7 +235,9 @@ def output_for(name, t, out):
     o = describe(name, out)
     if o.dtype != t.dtype or o.shape != t.shape:
         raise ValueError(f"tensor '{name}': out must have the input's dtype and shape")
-    return (o.owner, o.ptr)
+    # The array itself, not a DLPack capsule of it: it is what the op returns, and it keeps
+    # its memory alive.
+    return (o.obj, o.ptr)
 
 
 class _Exported:
