@@ -1,4 +1,5 @@
-// pybind11 bindings: converts NumPy buffers to engine entries and completion to handles.
+// pybind11 bindings: converts NumPy buffers to engine entries and completion to handles
+// (handles.cc; device arrays: device.cc).
 // Nothing else lives here; the engine owns all logic. The GIL is released while waiting.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -13,9 +14,11 @@
 
 #include "engine/engine.h"
 #include "python/dlpack.h"
+#include "python/handles.h"
 
 namespace py = pybind11;
 using namespace hvd;
+using namespace hvd_py;
 
 namespace {
 
@@ -30,73 +33,6 @@ void* AllocateOutput(size_t bytes) {
   void* p = std::aligned_alloc(kHuge, rounded);
   if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
   return p;
-}
-
-// One frontend call: a single tensor, or a group queued atomically (grouped_allreduce).
-struct Slot {
-  std::string name;
-  py::object input, output;  // touched only with the GIL held
-  py::dtype dtype;
-  void* owned = nullptr;  // engine-allocated output (allgather, alltoall, reducescatter)
-  std::vector<int64_t> owned_shape;
-  std::vector<int64_t> received_splits;
-  int device = -1;  // >= 0: a device array (`owned` is then device memory, hvd::GpuAllocate)
-  DataType engine_dtype = DataType::UINT8;
-};
-
-struct Handle {
-  int64_t id = 0;
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t pending = 0;
-  bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
-  bool waiting = false;    // guarded by the GIL: a thread is inside Wait()
-  Status status;           // the first error of the group
-  // This rank could not hand an input over (its dtype): the op was negotiated as invalid so the
-  // other ranks fail too, and Wait raises this rank's own message, as it did before it waited.
-  std::string refused;
-  std::vector<Slot> slots;
-  ~Handle() {
-    for (auto& s : slots) {
-      if (s.device >= 0)
-        GpuFree(s.device, s.owned);
-      else
-        std::free(s.owned);
-    }
-  }
-};
-
-std::mutex g_handles_mu;  // guards the three below; never held while Python objects die
-// Never destroyed: handles left at exit hold Python objects, which must not be released after
-// the interpreter has finalized.
-auto& g_handles = *new std::unordered_map<int64_t, std::shared_ptr<Handle>>;
-int64_t g_next_handle = 1;
-std::vector<int64_t> g_reap;  // abandoned handles whose ops have finished
-
-// Frees the handles queued by done(). Their slots hold Python objects, so this runs with the
-// GIL, at the start of every handle-related binding call.
-void ReapAbandoned() {
-  std::vector<std::shared_ptr<Handle>> dead;
-  {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    for (int64_t id : g_reap) {
-      auto it = g_handles.find(id);
-      if (it == g_handles.end()) continue;
-      dead.push_back(std::move(it->second));
-      g_handles.erase(it);
-    }
-    g_reap.clear();
-  }
-}  // `dead` released here, outside the lock
-
-[[noreturn]] void Raise(const Status& s) {
-  if (s.code() == Status::INVALID_ARGUMENT) throw py::value_error(s.message());
-  const char* cls = s.code() == Status::MISMATCH    ? "HorovodMismatchError"
-                    : s.code() == Status::SHUT_DOWN ? "HorovodShutdownError"
-                                                    : "HorovodInternalError";
-  py::object exc = py::module_::import("horovod.common.exceptions").attr(cls);
-  PyErr_SetString(exc.ptr(), s.message().c_str());
-  throw py::error_already_set();
 }
 
 MPI_Comm CommFromHandle(uintptr_t h) {
@@ -162,51 +98,6 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
   std::string why;
   if (!ToDataType(dt, what, &t, &why)) throw py::value_error("tensor '" + name + "': " + why);
   return t;
-}
-
-// The entry's completion: counts the handle down; touches no Python object (background thread).
-DoneCallback MakeDone(Handle* hp) {
-  return [hp](const Status& s) {  // background thread: no Python objects here
-    int64_t reap = 0;
-    {
-      std::lock_guard<std::mutex> lk(hp->mu);
-      if (!s.ok() && hp->status.ok()) hp->status = s;
-      if (--hp->pending == 0) {
-        if (hp->abandoned)
-          reap = hp->id;
-        else
-          hp->cv.notify_all();
-      }
-    }
-    // Once queued, hp may be freed at any time: it is not touched past this point.
-    if (reap) {
-      std::lock_guard<std::mutex> lk(g_handles_mu);
-      g_reap.push_back(reap);
-    }
-  };
-}
-
-// Registers the handle and queues its entries; returns its id or raises Enqueue's error.
-int64_t Submit(const std::shared_ptr<Handle>& h, std::vector<TensorEntry> entries,
-               int process_set) {
-  ReapAbandoned();
-  int64_t id;
-  {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    id = h->id = g_next_handle++;
-    g_handles[id] = h;  // registered first: done() may run before Enqueue returns
-  }
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = Enqueue(std::move(entries), process_set);
-  }
-  if (!s.ok()) {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    g_handles.erase(id);
-    Raise(s);
-  }
-  return id;
 }
 
 // Queues one op per (name, input[, output]) atomically and returns one handle for all of them.
@@ -299,85 +190,6 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
       sp->owned = AllocateOutput(bytes);
       if (!sp->owned)
         return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
-      sp->owned_shape = shape;
-      *data = sp->owned;
-      return Status();
-    };
-    e.received_splits = &slot.received_splits;
-    e.done = MakeDone(h.get());
-  }
-  h->pending = n;
-  return Submit(h, std::move(entries), process_set);
-}
-
-// Device arrays (horovod/common/device.py reads __cuda_array_interface__ / __dlpack__): the same
-// ops on device pointers, as the TF kernels hand them over. inputs[i]: (owner, pointer, shape,
-// engine dtype, device or -1 (the pointer's), the producer's stream as an int). outputs[i]:
-// None (allocated by the engine in device memory, returned as a DLPack capsule) or (owner,
-// pointer) of a contiguous output of the input's size from the input's own library.
-int64_t EnqueueDevice(int op_type, const std::vector<std::string>& names, const py::list& inputs,
-                      const py::list& outputs, int reduce_op, int root, double prescale,
-                      double postscale, const std::vector<int64_t>& splits,
-                      const std::string& invalid, const std::string& group, int process_set) {
-  auto h = std::make_shared<Handle>();
-  const size_t n = names.size();
-  if (inputs.size() != n || outputs.size() != n)
-    throw py::value_error("one name and one output slot per input are needed");
-  h->slots.resize(n);
-  std::vector<TensorEntry> entries(n);
-  const int rank = GetTopology().rank;
-  for (size_t i = 0; i < n; ++i) {
-    auto d = inputs[i].cast<py::tuple>();
-    Slot& slot = h->slots[i];
-    TensorEntry& e = entries[i];
-    Request& r = e.request;
-    r.type = static_cast<OpType>(op_type);
-    r.name = names[i];
-    r.dtype = static_cast<DataType>(d[3].cast<int>());
-    r.reduce_op = static_cast<ReduceOp>(reduce_op);
-    r.root = root;
-    r.prescale = prescale;
-    r.postscale = postscale;
-    r.splits = splits;
-    if (!group.empty()) {
-      r.group = group;
-      r.group_size = static_cast<int32_t>(n);
-    }
-    r.rank = rank;
-    r.gpu = true;
-    r.invalid = invalid;
-    r.shape = d[2].cast<std::vector<int64_t>>();
-    e.input = reinterpret_cast<const void*>(d[1].cast<uintptr_t>());
-    e.device = d[4].cast<int>();
-    e.stream = reinterpret_cast<void*>(d[5].cast<uintptr_t>());
-    slot.input = d[0];
-    slot.name = names[i];
-    slot.device = e.device < 0 ? 0 : e.device;
-    slot.engine_dtype = r.dtype;
-    const size_t itemsize = DataTypeSize(r.dtype);
-    const size_t bytes = static_cast<size_t>(NumElements(r.shape)) * itemsize;
-    py::object out = outputs[i];
-    const bool same_shape = r.type == OpType::ALLREDUCE || r.type == OpType::BROADCAST;
-    if (!out.is_none()) {
-      auto o = out.cast<py::tuple>();
-      slot.output = o[0];
-      e.output = reinterpret_cast<void*>(o[1].cast<uintptr_t>());
-    } else if (same_shape) {
-      // No library to allocate with: device memory now, returned like an allgather's output.
-      // A failure (no GPU, out of memory) is negotiated, so every rank fails with it.
-      Status s = GpuAllocate(slot.device, bytes, &slot.owned);
-      if (!s.ok()) {
-        if (r.invalid.empty()) r.invalid = s.message();
-      } else {
-        slot.owned_shape = r.shape;
-        e.output = slot.owned;
-      }
-    }
-    Slot* sp = &slot;
-    e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
-      const size_t nbytes = static_cast<size_t>(NumElements(shape)) * itemsize;
-      Status s = GpuAllocate(sp->device, nbytes, &sp->owned);
-      if (!s.ok()) return s;
       sp->owned_shape = shape;
       *data = sp->owned;
       return Status();
