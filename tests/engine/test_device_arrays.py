@@ -74,3 +74,12 @@ def test_host_and_non_cuda_objects_are_not_device_arrays():
     assert not device.is_device_array([1, 2])
     assert not device.is_device_array(fakelib.TorchLike(np.ones(2), device_type=1))  # kDLCPU
     assert device.is_device_array(fakelib.TorchLike(np.ones(2), device_type=8))  # refused later
+
+
+@pytest.mark.parametrize("np_", [1, 2, 3])
+def test_gpu_checks_expectations_hold_on_host_arrays(np_):
+    """tests/gpu/device_checks.py's `collectives` with NumPy arrays in place of device ones:
+    its references (uneven allgather, alltoall, reducescatter rows) are right before a GPU
+    ever runs them."""
+    out, _ = CHECKS.run_ok(np_, "collectives", env={"HVD_DEVICE_LIB": "numpy"})
+    assert out.count("PASS ") >= 20 * np_, out

@@ -106,10 +106,15 @@ def sc_local_refusals():
 
 
 class Lib:
-    """CuPy or torch (HVD_DEVICE_LIB, else whichever imports), pinned to GPU local_rank."""
+    """CuPy or torch (HVD_DEVICE_LIB, else whichever imports), pinned to GPU local_rank.
+    HVD_DEVICE_LIB=numpy: host arrays, to check the checks' own expectations without a GPU."""
 
     def __init__(self):
         want = os.environ.get("HVD_DEVICE_LIB", "")
+        self.dev = hvd.local_rank()
+        if want == "numpy":
+            self.mod, self.name = np, "numpy"
+            return
         order = [want] if want else ["cupy", "torch"]
         for name in order:
             try:
@@ -120,28 +125,35 @@ class Lib:
                 continue
         else:
             raise RuntimeError(f"neither of {order} is importable")
-        self.dev = hvd.local_rank()
         if self.name == "cupy":
             self.mod.cuda.Device(self.dev).use()
         else:
             self.mod.cuda.set_device(self.dev)
 
     def to(self, a):
+        if self.name == "numpy":
+            return np.array(a)
         if self.name == "cupy":
             return self.mod.asarray(a)
         return self.mod.from_numpy(np.ascontiguousarray(a)).to(f"cuda:{self.dev}")
 
     def host(self, x):
+        if self.name == "numpy":
+            return x
         if self.name == "cupy":
             return self.mod.asnumpy(x)
         return x.cpu().numpy()
 
     def is_device(self, x):
+        if self.name == "numpy":
+            return isinstance(x, np.ndarray)
         if self.name == "cupy":
             return isinstance(x, self.mod.ndarray) and x.device.id == self.dev
         return isinstance(x, self.mod.Tensor) and x.is_cuda and x.device.index == self.dev
 
     def sync(self):
+        if self.name == "numpy":
+            return
         if self.name == "cupy":
             self.mod.cuda.Device(self.dev).synchronize()
         else:
