@@ -133,11 +133,11 @@ say "stall check: $STALL"
 
 run "$NGPU" bench
 grep '^BENCH ' "$WORK/bench.out" | sed 's/^/gpu_check: /'
-BIG=$(grep '^BENCH 1GiB' "$WORK/bench.out" | sed 's/^BENCH 1GiB //')
+BIG=$(grep '^BENCH largest' "$WORK/bench.out" | sed 's/^BENCH largest //')
 if [ -z "$BIG" ]; then
   FAILED=1
   tail -30 "$WORK/bench.out"
   BIG="FAILED (output above)"
 fi
-say "SUMMARY $LIB np=$NGPU NCCL/CUDA $BUILT: collectives $COLL; stall $STALL; allreduce 1 GiB $BIG"
+say "SUMMARY $LIB np=$NGPU NCCL/CUDA $BUILT: collectives $COLL; stall $STALL; allreduce $BIG"
 exit $FAILED

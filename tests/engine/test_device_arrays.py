@@ -83,3 +83,11 @@ def test_gpu_checks_expectations_hold_on_host_arrays(np_):
     ever runs them."""
     out, _ = CHECKS.run_ok(np_, "collectives", env={"HVD_DEVICE_LIB": "numpy"})
     assert out.count("PASS ") >= 20 * np_, out
+
+
+def test_gpu_bench_flow_on_host_arrays():
+    """The benchmark's flow (sizes, timing, peer, the summary line), with MPI standing in for
+    NCCL and host arrays for device ones: no figure, only that it runs to its last line."""
+    env = {"HVD_DEVICE_LIB": "numpy", "HVD_BENCH_MAX_BYTES": str(1 << 20)}
+    out, _ = CHECKS.run_ok(2, "bench", env=env)
+    assert out.count("BENCH ") == 6 and "BENCH largest 1048576 bytes" in out, out
