@@ -31,10 +31,11 @@ def allowed(src_layer, target):
     the rule it breaks."""
     dst_layer = target.split("/", 1)[0]
     if src_layer in FRONTENDS:
-        if dst_layer == "common" or target in FRONTEND_ENGINE_API:
+        # Its own headers too (python/dlpack.h), never another frontend's.
+        if dst_layer in ("common", src_layer) or target in FRONTEND_ENGINE_API:
             return None
         return (
-            f"a frontend ({src_layer}) may include only common/ headers and "
+            f"a frontend ({src_layer}) may include only its own and common/ headers and "
             f"{', '.join(sorted(FRONTEND_ENGINE_API))}"
         )
     if dst_layer not in LAYERS:

@@ -74,6 +74,11 @@ LinkedLibraries GetLinkedLibraries();
 // says so plainly ("no GPU visible ..."), with CUDA's own reason and what to check; a build
 // without GPU operations says that instead (gpu_context.cc, gpu_stub.cc).
 Status GpuDeviceCount(int* count);
+// Device memory for an output whose size is known only after negotiation, for a frontend with no
+// allocator of its own on the background thread (horovod.numpy's device arrays: Python's
+// allocators need the GIL). GPU builds: cudaMalloc on `device`; other builds refuse it.
+Status GpuAllocate(int device, size_t bytes, void** data);
+void GpuFree(int device, void* data);  // any thread; null is a no-op
 
 // Benchmark hook (scripts/bench_allreduce.py's "ring alone" line): the bare ring allreduce, a
 // float32 sum of `count` elements in place, on a communicator beside the engine's, bypassing

@@ -43,13 +43,42 @@ Status GpuDeviceCount(int* count) {
       "on the host, `nvidia-smi` must list the GPUs.");
 }
 
+Status GpuAllocate(int device, size_t bytes, void** data) {
+  *data = nullptr;
+  cudaError_t rc = cudaSetDevice(device);
+  if (rc == cudaSuccess) rc = cudaMalloc(data, bytes ? bytes : 1);
+  if (rc == cudaSuccess) return Status();
+  cudaGetLastError();
+  return Status::Internal("cannot allocate " + std::to_string(bytes) + " bytes on GPU " +
+                          std::to_string(device) + ": " + cudaGetErrorName(rc) + " (" +
+                          cudaGetErrorString(rc) + ")");
+}
+
+void GpuFree(int device, void* data) {
+  if (!data) return;
+  int current = -1;
+  cudaGetDevice(&current);
+  cudaSetDevice(device);
+  cudaFree(data);
+  if (current >= 0) cudaSetDevice(current);  // the caller's thread keeps its device
+}
+
 std::string PrepareGpuEntry(TensorEntry* e) {
   const std::string& name = e->request.name;
   int count = 0;
   Status s = GpuDeviceCount(&count);
-  if (!s.ok())
-    return "tensor '" + name + "' is on GPU " + std::to_string(e->device) + " but " + s.message();
-  if (e->device < 0 || e->device >= count)
+  const std::string where = e->device >= 0 ? "on GPU " + std::to_string(e->device) : "on a GPU";
+  if (!s.ok()) return "tensor '" + name + "' is " + where + " but " + s.message();
+  // A frontend that could not tell the device (a __cuda_array_interface__ alone): the pointer's.
+  if (e->device < 0 && e->input) {
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, e->input) == cudaSuccess &&
+        attr.type == cudaMemoryTypeDevice)
+      e->device = attr.device;
+    cudaGetLastError();
+  }
+  if (e->device < 0) return "tensor '" + name + "' is not in any GPU's memory";
+  if (e->device >= count)
     return "tensor '" + name + "' is on GPU " + std::to_string(e->device) +
            ", but this process sees " + std::to_string(count) + " GPU(s)";
   // A buffer that is not this device's memory would crash inside NCCL: refuse it by name.

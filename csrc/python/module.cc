@@ -1,4 +1,5 @@
-// pybind11 bindings: converts NumPy buffers to engine entries and completion to handles.
+// pybind11 bindings: converts NumPy buffers to engine entries and completion to handles
+// (handles.cc; device arrays: device.cc).
 // Nothing else lives here; the engine owns all logic. The GIL is released while waiting.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -12,9 +13,12 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
+#include "python/dlpack.h"
+#include "python/handles.h"
 
 namespace py = pybind11;
 using namespace hvd;
+using namespace hvd_py;
 
 namespace {
 
@@ -29,66 +33,6 @@ void* AllocateOutput(size_t bytes) {
   void* p = std::aligned_alloc(kHuge, rounded);
   if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
   return p;
-}
-
-// One frontend call: a single tensor, or a group queued atomically (grouped_allreduce).
-struct Slot {
-  std::string name;
-  py::object input, output;  // touched only with the GIL held
-  py::dtype dtype;
-  void* owned = nullptr;  // engine-allocated output (allgather, alltoall, reducescatter)
-  std::vector<int64_t> owned_shape;
-  std::vector<int64_t> received_splits;
-};
-
-struct Handle {
-  int64_t id = 0;
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t pending = 0;
-  bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
-  bool waiting = false;    // guarded by the GIL: a thread is inside Wait()
-  Status status;           // the first error of the group
-  // This rank could not hand an input over (its dtype): the op was negotiated as invalid so the
-  // other ranks fail too, and Wait raises this rank's own message, as it did before it waited.
-  std::string refused;
-  std::vector<Slot> slots;
-  ~Handle() {
-    for (auto& s : slots) std::free(s.owned);
-  }
-};
-
-std::mutex g_handles_mu;  // guards the three below; never held while Python objects die
-// Never destroyed: handles left at exit hold Python objects, which must not be released after
-// the interpreter has finalized.
-auto& g_handles = *new std::unordered_map<int64_t, std::shared_ptr<Handle>>;
-int64_t g_next_handle = 1;
-std::vector<int64_t> g_reap;  // abandoned handles whose ops have finished
-
-// Frees the handles queued by done(). Their slots hold Python objects, so this runs with the
-// GIL, at the start of every handle-related binding call.
-void ReapAbandoned() {
-  std::vector<std::shared_ptr<Handle>> dead;
-  {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    for (int64_t id : g_reap) {
-      auto it = g_handles.find(id);
-      if (it == g_handles.end()) continue;
-      dead.push_back(std::move(it->second));
-      g_handles.erase(it);
-    }
-    g_reap.clear();
-  }
-}  // `dead` released here, outside the lock
-
-[[noreturn]] void Raise(const Status& s) {
-  if (s.code() == Status::INVALID_ARGUMENT) throw py::value_error(s.message());
-  const char* cls = s.code() == Status::MISMATCH    ? "HorovodMismatchError"
-                    : s.code() == Status::SHUT_DOWN ? "HorovodShutdownError"
-                                                    : "HorovodInternalError";
-  py::object exc = py::module_::import("horovod.common.exceptions").attr(cls);
-  PyErr_SetString(exc.ptr(), s.message().c_str());
-  throw py::error_already_set();
 }
 
 MPI_Comm CommFromHandle(uintptr_t h) {
@@ -251,45 +195,10 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
       return Status();
     };
     e.received_splits = &slot.received_splits;
-    Handle* hp = h.get();
-    e.done = [hp](const Status& s) {  // background thread: no Python objects here
-      int64_t reap = 0;
-      {
-        std::lock_guard<std::mutex> lk(hp->mu);
-        if (!s.ok() && hp->status.ok()) hp->status = s;
-        if (--hp->pending == 0) {
-          if (hp->abandoned)
-            reap = hp->id;
-          else
-            hp->cv.notify_all();
-        }
-      }
-      // Once queued, hp may be freed at any time: it is not touched past this point.
-      if (reap) {
-        std::lock_guard<std::mutex> lk(g_handles_mu);
-        g_reap.push_back(reap);
-      }
-    };
+    e.done = MakeDone(h.get());
   }
   h->pending = n;
-  ReapAbandoned();
-  int64_t id;
-  {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    id = h->id = g_next_handle++;
-    g_handles[id] = h;  // registered first: done() may run before Enqueue returns
-  }
-  Status s;
-  {
-    py::gil_scoped_release nogil;
-    s = Enqueue(std::move(entries), process_set);
-  }
-  if (!s.ok()) {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    g_handles.erase(id);
-    Raise(s);
-  }
-  return id;
+  return Submit(h, std::move(entries), process_set);
 }
 
 std::string Describe(const Handle& h) {
@@ -346,7 +255,10 @@ py::list Wait(int64_t id, double timeout_s) {
   py::list results;
   for (auto& slot : h->slots) {
     py::object out = slot.output;
-    if (slot.owned) {
+    if (slot.owned && slot.device >= 0) {  // device memory: handed over as DLPack
+      out = hvd_dlpack::Make(slot.owned, slot.device, slot.engine_dtype, slot.owned_shape);
+      slot.owned = nullptr;
+    } else if (slot.owned) {
       void* data = slot.owned;
       slot.owned = nullptr;
       py::capsule free_when_done(data, [](void* p) { std::free(p); });
@@ -516,6 +428,11 @@ PYBIND11_MODULE(_core, m) {
     for (const auto& ps : ProcessSets()) d[py::int_(ps.id)] = py::make_tuple(ps.ranks, ps.rank);
     return d;
   });
+  m.def("enqueue_device", &EnqueueDevice, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
+        py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
+        py::arg("postscale"), py::arg("splits"), py::arg("invalid") = "", py::arg("group") = "",
+        py::arg("process_set") = 0);
+  m.def("dlpack_describe", &hvd_dlpack::Describe);  // a producer's capsule, read, not consumed
   m.def("poll", &Poll);
   m.def("release", &Release);
   m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet

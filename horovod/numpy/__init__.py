@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from horovod.common import basics as _b
+from horovod.common import device as _device
 from horovod.common.basics import (  # noqa: F401  (re-exported API)
     Adasum,
     Average,
@@ -64,11 +65,12 @@ class Handle:
     """An op in flight. Keep it and pass it to synchronize(); poll() says if it is done.
     Dropping it unsynchronized is allowed: its buffers are freed once the op is done."""
 
-    __slots__ = ("_id", "_kind", "_grouped", "_name", "_refused")
+    __slots__ = ("_id", "_kind", "_grouped", "_name", "_refused", "_devices")
 
-    def __init__(self, id_, kind, name, grouped=False, refused=None):
+    def __init__(self, id_, kind, name, grouped=False, refused=None, devices=None):
         self._id, self._kind, self._name, self._grouped = id_, kind, name, grouped
         self._refused = refused  # this rank's own argument error, raised once the op fails
+        self._devices = devices  # device arrays: their DeviceTensors, to return the same kind
 
     def __del__(self):
         # Also runs at interpreter exit, when module globals may be gone: never raise.
@@ -109,6 +111,14 @@ def _array(name, tensor):
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
     return a
+
+
+def _try_describe(tensor):
+    """A device array's DeviceTensor (its shape and ndim), or None: _submit refuses it."""
+    try:
+        return _device.describe("", tensor)
+    except (TypeError, ValueError):
+        return None
 
 
 def _try_array(tensor):
@@ -209,11 +219,21 @@ def _submit(
     is queued with the reason and fails on every rank; this rank then raises its own error."""
     name = names[0] if names else ""
     refused = None
+    devices = None
     try:
-        arrays = [_local_check(_array, n, t) for n, t in zip(names, tensors)]
-        outputs = None
-        if outs is not None:
-            outputs = [_local_check(_like, n, a, o) for n, a, o in zip(names, arrays, outs)]
+        if any(_device.is_device_array(t) for t in tensors):
+            devices = [_local_check(_device_arg, n, t) for n, t in zip(names, tensors)]
+            outputs = [None] * len(names)
+            if outs is not None:
+                outputs = [
+                    _local_check(_device.output_for, n, d, o)
+                    for n, d, o in zip(names, devices, outs)
+                ]
+        else:
+            arrays = [_local_check(_array, n, t) for n, t in zip(names, tensors)]
+            outputs = None
+            if outs is not None:
+                outputs = [_local_check(_like, n, a, o) for n, a, o in zip(names, arrays, outs)]
         args = (
             int(_local_check(_reduce_op, name, op)),
             _local_check(_root, name, root),
@@ -224,11 +244,25 @@ def _submit(
         refused = r.args[0]
         # The reason without "tensor '<name>': ", which the engine's message puts in front.
         invalid = str(refused).split("': ", 1)[-1]
+        devices = None
         arrays, outputs, args = (
             [np.zeros(0, np.uint8) for _ in names],
             None,
             (int(Sum), 0, 1.0, 1.0),
         )
+    if devices is not None:
+        hid = _b._lib().enqueue_device(
+            kind,
+            names,
+            [d.entry() for d in devices],
+            outputs,
+            *args,
+            list(splits),
+            invalid=invalid,
+            group=group,
+            process_set=_process_set_id(process_set),
+        )
+        return Handle(hid, kind, name, bool(group), None, devices)
     hid = _b._lib().enqueue(
         kind,
         names,
@@ -264,12 +298,24 @@ def synchronize(handle, timeout=None):
         handle._id = None
         raise handle._refused from None
     handle._id = None  # the binding has released it
+    if handle._devices is not None:
+        results = [(_device.result(d, r[0]), r[1]) for d, r in zip(handle._devices, results)]
     if handle._grouped:
         return [r[0] for r in results]
     out, splits = results[0]
     if handle._kind == _ALLTOALL:
         return out, np.asarray(splits if splits is not None else [0] * size(), dtype=np.int64)
     return out
+
+
+def _device_arg(name, tensor):
+    """A device array's DeviceTensor; a host array in a call with device arrays is refused."""
+    if not _device.is_device_array(tensor):
+        raise TypeError(
+            f"tensor '{name}': a call with device arrays takes only device arrays, got "
+            f"{type(tensor).__name__}"
+        )
+    return _device.describe(name, tensor)
 
 
 def _like(name, t, out):
@@ -388,7 +434,10 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     # the engine negotiates, so every rank fails with it instead of waiting for this one.
     name = _name(_ALLTOALL, name, process_set)
     n = _set_size(process_set)
-    t = np.asarray(tensor) if isinstance(tensor, np.ndarray) else _try_array(tensor)
+    if _device.is_device_array(tensor):
+        t = _try_describe(tensor)
+    else:
+        t = np.asarray(tensor) if isinstance(tensor, np.ndarray) else _try_array(tensor)
     if splits is not None:
         values, why = _split_values(splits)
     elif t is None:

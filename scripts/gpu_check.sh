@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The NCCL path on whatever CUDA machine this runs on (issue 22), with nothing to install: builds
+# the engine with NCCL (no TensorFlow) in a temporary folder from the machine's CUDA (nvcc /
+# CUDA_HOME, or HOROVOD_CUDA_HOME) and NCCL (HOROVOD_NCCL_HOME, or the nvidia-nccl wheel the
+# Python has), then runs through horovod.numpy's device-array path (CuPy, else torch):
+#   1. every NCCL collective against NumPy (tests/gpu/device_checks.py collectives), at np =
+#      number of GPUs (NCCL wants one GPU per rank; one GPU: np 1);
+#   2. the stall check: a 2-rank job where rank 1 never submits gets the named error (>= 2 GPUs);
+#   3. allreduce 4 KiB .. 1 GiB against NCCL's own call through the same library, same run;
+# and prints one summary line. Without a visible GPU it says so and exits 0.
+# Environment: PYTHON (default python3), MPIRUN (mpirun), HVD_DEVICE_LIB (cupy or torch),
+# HVD_DEVICE_LIB=numpy: a dry run of the whole flow on host arrays at np DRY_NP (default 2), MPI
+# standing in for NCCL in the bench (HVD_BENCH_MAX_BYTES caps its sizes): no GPU involved;
+# KEEP=1 keeps the build folder; BUILD_ONLY=1 builds and reports the engine, GPU or not (tests/gpu
+# checks the build path so on machines without a GPU).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+MPIRUN=${MPIRUN:-mpirun}
+say() { echo "gpu_check: $*"; }
+
+# GPUs as this process sees them (CUDA_VISIBLE_DEVICES applies), through the library the checks
+# use; nvidia-smi only says whether a driver sees any at all.
+read -r NGPU LIB < <("$PYTHON" - <<'EOF' 2>/dev/null || echo "0 none"
+import os
+order = [os.environ["HVD_DEVICE_LIB"]] if os.environ.get("HVD_DEVICE_LIB") else ["cupy", "torch"]
+for name in order:
+    try:
+        if name == "cupy":
+            import cupy
+            try:
+                n = cupy.cuda.runtime.getDeviceCount()
+            except Exception:
+                n = 0
+        else:
+            import torch
+            n = torch.cuda.device_count()
+        print(n, name)
+        break
+    except ImportError:
+        continue
+else:
+    print(0, "none")
+EOF
+)
+if [ "${HVD_DEVICE_LIB:-}" = numpy ]; then
+  NGPU=${DRY_NP:-2} LIB=numpy
+  say "DRY RUN: host arrays at np $NGPU, no GPU involved (HVD_DEVICE_LIB=numpy)"
+fi
+if [ "${NGPU:-0}" = 0 ] && [ "${BUILD_ONLY:-0}" != 1 ]; then
+  smi=$(command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || echo 0)
+  if [ "$LIB" = none ] && [ "$smi" != 0 ]; then
+    say "the driver lists $smi GPU(s) but $PYTHON imports neither CuPy nor torch: nothing can hand Horovod a device array"
+    exit 1
+  fi
+  say "no GPU visible (${LIB/none/no CuPy or torch}: 0 devices; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}); nothing to check"
+  exit 0
+fi
+[ "$LIB" = numpy ] || say "$NGPU GPU(s) visible through $LIB"
+
+# --- the build ----------------------------------------------------------------------------------
+CUDA_DIR=${HOROVOD_CUDA_HOME:-${CUDA_HOME:-${CUDA_PATH:-}}}
+if [ -z "$CUDA_DIR" ] && command -v nvcc >/dev/null; then
+  CUDA_DIR=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+fi
+[ -z "$CUDA_DIR" ] && [ -d /usr/local/cuda ] && CUDA_DIR=/usr/local/cuda
+NCCL_DIR=${HOROVOD_NCCL_HOME:-}
+if [ -z "$NCCL_DIR" ]; then
+  NCCL_DIR=$("$PYTHON" -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+fi
+[ -z "$NCCL_DIR" ] && [ -n "$CUDA_DIR" ] && [ -f "$CUDA_DIR/include/nccl.h" ] && NCCL_DIR=$CUDA_DIR
+say "CUDA from ${CUDA_DIR:-the nvidia-cuda-runtime wheel}, NCCL from ${NCCL_DIR:-the nvidia-nccl wheel}"
+
+WORK=$(mktemp -d /tmp/hvd-gpu-check.XXXXXX)
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/site"
+cp -r "$ROOT/horovod" "$WORK/site/"
+find "$WORK/site/horovod" \( -name '*.so' -o -name __pycache__ -o -name mpi_lib.tf_version \) -prune -exec rm -rf {} +
+GEN=()
+command -v ninja >/dev/null && GEN=(-G Ninja)
+if ! HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="$CUDA_DIR" HOROVOD_NCCL_HOME="$NCCL_DIR" \
+  cmake -S "$ROOT" -B "$WORK/cmake" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DHOROVOD_WITH_TENSORFLOW=OFF -DHOROVOD_DEV_OUTPUT_DIR="$WORK/site/horovod" \
+    -Dpybind11_DIR="$("$PYTHON" -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v "$PYTHON")" \
+    >"$WORK/build.log" 2>&1 ||
+  ! cmake --build "$WORK/cmake" -j "$(nproc)" >>"$WORK/build.log" 2>&1; then
+  tail -30 "$WORK/build.log"
+  say "FAIL: the engine did not build with NCCL (log above)"
+  exit 1
+fi
+export PYTHONPATH="$WORK/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+BUILT=$(cd "$WORK" && "$PYTHON" -c 'from horovod import _core; i = _core.build_info(); print(i["nccl_built"], i["cuda_runtime_version"])')
+say "engine built: NCCL $BUILT (NCCL version code, CUDA runtime version)"
+if [ "${BUILD_ONLY:-0}" = 1 ]; then
+  say "BUILD_ONLY=1: not running anything"
+  exit 0
+fi
+
+# --- the runs -----------------------------------------------------------------------------------
+MPI_ARGS=()
+if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
+  [ "$(id -u)" = 0 ] && MPI_ARGS+=(--allow-run-as-root)
+  MPI_ARGS+=(-x PYTHONPATH -x HVD_DEVICE_LIB="$LIB" --oversubscribe)
+fi
+export HVD_DEVICE_LIB=$LIB
+run() {  # run NP NAME [ENV...]: the checks program under mpirun, output to $WORK/NAME.out
+  local np=$1 name=$2
+  shift 2
+  (cd "$WORK" && env "$@" timeout 900 "$MPIRUN" "${MPI_ARGS[@]}" -np "$np" \
+    "$PYTHON" "$ROOT/tests/gpu/device_checks.py" "$name") >"$WORK/$name.out" 2>&1
+}
+FAILED=0
+run "$NGPU" collectives
+rc=$?
+PASSES=$(grep -c '^PASS ' "$WORK/collectives.out")
+OKS=$(grep -c '^OK collectives ' "$WORK/collectives.out")
+if [ $rc != 0 ] || [ "$OKS" != "$NGPU" ]; then
+  FAILED=1
+  tail -40 "$WORK/collectives.out"
+  COLL="FAILED (rc $rc, $PASSES checks passed before; output above)"
+else
+  COLL="$PASSES checks passed on $NGPU rank(s)"
+fi
+say "collectives: $COLL"
+
+if [ "$NGPU" -ge 2 ]; then
+  run 2 stall HOROVOD_STALL_CHECK_TIME_SECONDS=1 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=3
+  if grep -q "GOT STALL ERROR rank=0" "$WORK/stall.out"; then
+    STALL="named error on rank 0"
+  else
+    FAILED=1
+    tail -30 "$WORK/stall.out"
+    STALL="FAILED (no named error; output above)"
+  fi
+else
+  STALL="skipped (needs 2 GPUs, one per rank; $NGPU visible)"
+fi
+say "stall check: $STALL"
+
+run "$NGPU" bench
+# (another rank's line may be glued to a BENCH line: cut after the ratio)
+grep '^BENCH ' "$WORK/bench.out" | sed -E 's/(ratio [0-9.]+).*/\1/; s/^/gpu_check: /'
+BIG=$(grep '^BENCH largest' "$WORK/bench.out" | sed -E 's/^BENCH largest //; s/(ratio [0-9.]+).*/\1/')
+if [ -z "$BIG" ]; then
+  FAILED=1
+  tail -30 "$WORK/bench.out"
+  BIG="FAILED (output above)"
+fi
+say "SUMMARY $LIB np=$NGPU NCCL/CUDA $BUILT: collectives $COLL; stall $STALL; allreduce $BIG"
+exit $FAILED
