@@ -29,21 +29,29 @@ def _answers(ip, port, timeout=1.0):
         return False
 
 
+def _resolve(service, port):
+    try:
+        return sorted(
+            {a[4][0] for a in socket.getaddrinfo(service, port, socket.AF_INET, socket.SOCK_STREAM)}
+        )
+    except socket.gaierror:
+        return []
+
+
+def current(service, port, timeout=1.0):
+    """[(name, ip)] of the replicas that answer now, ordered by replica number: one look, no
+    waiting (the elastic driver runs it every second as its host discovery)."""
+    found = [(_name_of(ip), ip) for ip in _resolve(service, port) if _answers(ip, port, timeout)]
+    return sorted(found, key=lambda s: _replica_key(s[0]))
+
+
 def discover(service, port, timeout, expect=None):
     """[(name, ip)] of the service's replicas whose sshd answers; raises RuntimeError naming
     what was (not) found when the bound passes."""
     deadline = time.monotonic() + timeout
     seen, silent = [], []
     while True:
-        try:
-            ips = sorted(
-                {
-                    a[4][0]
-                    for a in socket.getaddrinfo(service, port, socket.AF_INET, socket.SOCK_STREAM)
-                }
-            )
-        except socket.gaierror:
-            ips = []
+        ips = _resolve(service, port)
         seen = [(_name_of(ip), ip) for ip in ips]
         silent = [f"{n} ({ip})" for n, ip in seen if not _answers(ip, port)]
         enough = expect is None or len(seen) >= expect

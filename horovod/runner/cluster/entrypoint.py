@@ -8,9 +8,17 @@
    embedded DNS).  Retries until each one's sshd accepts TCP connections, bounded by --timeout,
    and says which ones never did.
 3. Writes `host slots=N` lines, ordered by replica number, then execs the command.
+
+    python -m horovod.runner.cluster --discover
+
+prints the replicas that answer now as `host:slots` lines, for `horovodrun
+--host-discovery-script` (elastic jobs follow `docker compose up --scale worker=N`). Inside the
+launcher a bare --discover takes the service, port and slots the launcher was started with
+(from CLUSTER_FILE, since `docker compose exec` does not see the entrypoint's environment).
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -20,6 +28,24 @@ from horovod.runner.cluster import discovery, keys
 
 def log(msg):
     print(f"cluster: {msg}", file=sys.stderr, flush=True)
+
+
+CLUSTER_FILE = "/run/horovod/cluster.json"
+
+
+def discover_now(args, given):
+    """--discover: one look at the service, printed as host:slots lines."""
+    try:
+        with open(CLUSTER_FILE) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        saved = {}
+    service = args.service if "service" in given else saved.get("service", args.service)
+    port = args.port if "port" in given else saved.get("port", args.port)
+    slots = args.slots if "slots" in given else saved.get("slots", args.slots)
+    for name, _ in discovery.current(service, port):
+        print(f"{name}:{slots}")
+    return 0
 
 
 def main(argv=None):
@@ -38,11 +64,20 @@ def main(argv=None):
     p.add_argument("--key-dir", default=os.path.expanduser("~/.ssh"))
     p.add_argument("--authorized-keys-dir", help="where the workers read authorized_keys from")
     p.add_argument("--hostfile", default="/run/horovod/hostfile")
+    p.add_argument(
+        "--discover",
+        action="store_true",
+        help="print the workers that answer now as host:slots lines, then exit",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.slots < 1:
         p.error("--slots must be at least 1")
+    if args.discover:
+        argv_ = sys.argv[1:] if argv is None else argv
+        given = {a.lstrip("-").split("=")[0] for a in argv_ if a.startswith("--")}
+        return discover_now(args, given)
     if args.expect is None and os.environ.get("HOROVOD_WORKERS"):
         # Read here, not as argparse's default: a bad value is a usage error, not a traceback.
         try:
@@ -66,6 +101,13 @@ def main(argv=None):
     with open(tmp, "w") as f:
         f.writelines(f"{name} slots={args.slots}\n" for name, _ in workers)
     os.replace(tmp, args.hostfile)  # the healthcheck sees a complete file or none
+    try:  # for a later bare --discover (elastic jobs)
+        os.makedirs(os.path.dirname(CLUSTER_FILE), exist_ok=True)
+        with open(CLUSTER_FILE + ".tmp", "w") as f:
+            json.dump({"service": args.service, "port": args.port, "slots": args.slots}, f)
+        os.replace(CLUSTER_FILE + ".tmp", CLUSTER_FILE)
+    except OSError as e:
+        log(f"cannot write {CLUSTER_FILE} ({e}); --discover needs --service/--port/--slots")
     log(
         f"{len(workers)} worker(s) in {time.monotonic() - start:.1f} s: "
         + ", ".join(f"{n} ({ip})" for n, ip in workers)
