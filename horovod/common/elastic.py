@@ -127,6 +127,13 @@ class ObjectState(State):
             setattr(self, name, value)
 
 
+def _gist(error):
+    """The lines of an error that say what failed (a TF error wraps Horovod's in its own)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    telling = [line for line in lines if "horovod" in line.lower() or "rank" in line.lower()]
+    return " / ".join(telling or lines[:1])[:600]
+
+
 def run_fn(func, reset, translate_error=None):
     """Wraps `func(state, *args, **kwargs)` in the elastic loop: sync the state, call func;
     on a HostsUpdatedInterrupt, `reset()`, `state.on_reset()` and call again (syncing first
@@ -167,7 +174,7 @@ def run_fn(func, reset, translate_error=None):
                     raise
                 if elastic:
                     elastic_worker.exit_for_relaunch(
-                        f"a collective failed ({str(internal).splitlines()[0][:300]}); rolling "
+                        f"a collective failed ({_gist(internal)}); rolling "
                         f"back to commit {state._commits}: " + elastic_worker.progress_lost(state)
                     )
                 state.restore()

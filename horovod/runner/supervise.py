@@ -28,9 +28,9 @@ _SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited o
 
 class _Relay:
     """Copies mpirun's stdout/stderr to ours and notices the abort markers and the ranks the
-    watchdog says it is waiting for.  It runs in the calling thread (pump): horovodrun has no
-    other thread while mpirun runs, because the kernel sends mpirun its parent-death signal
-    each time a thread that is its parent exits (see _mpirun_preexec), and mpirun crashes on a
+    watchdog says it is waiting for.  It runs in the thread that started mpirun (pump), and no
+    other thread may start it: the kernel sends mpirun its parent-death signal when the thread
+    that is its parent exits (see _mpirun_preexec), and mpirun crashes on a
     second SIGTERM while it stops the ranks, leaving them running."""
 
     def __init__(self, proc):

@@ -22,6 +22,7 @@ MATRIX = {
     "1worker": {"workers": 1},
     "16workers": {"workers": 16, "slotsPerWorker": 8},
     "gpu": GPU,
+    "elastic": {"workers": 3, "elastic": {"enabled": True, "minWorkers": 2, "maxWorkers": 4}},
     "hostNetwork": {"hostNetwork": True, "ssh": {"port": 2345}},
     "custom": {
         "image": {"registry": "reg.example:5000", "repository": "team/trainer", "tag": "v3"},
@@ -125,8 +126,12 @@ def test_launcher_job(case):
     cmd = c["command"]
     assert cmd[:5] == ["/usr/bin/tini", "--", "python", "-m", "horovod.runner.cluster"]
     assert cmd[cmd.index("--service") + 1] == svc["metadata"]["name"]
-    assert cmd[cmd.index("--expect") + 1] == str(values.get("workers", 2))
-    assert c["args"] == values.get("command", k8s.helm().Chart.load(k8s.CHART).values["command"])
+    command = values.get("command", k8s.helm().Chart.load(k8s.CHART).values["command"])
+    if values.get("elastic", {}).get("enabled"):
+        assert cmd[cmd.index("--expect") + 1] == str(values["elastic"]["minWorkers"])
+    else:
+        assert cmd[cmd.index("--expect") + 1] == str(values.get("workers", 2))
+        assert c["args"] == command
     assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"  # says why it failed
     assert spec["dnsConfig"]["searches"] == [f"{svc['metadata']['name']}.ml.svc.cluster.local"]
     env = _env(c)
@@ -148,6 +153,31 @@ def test_image(case):
             assert k8s.pod_spec(obj).get("imagePullSecrets", []) == values.get(
                 "imagePullSecrets", []
             )
+
+
+def test_elastic_launcher_command():
+    """elastic.enabled: the command gets the elastic flags, in ranks (workers x slots), and the
+    compose/headless-Service discovery; rendered only (no cluster ran it)."""
+    values = {"workers": 3, "elastic": {"enabled": True, "minWorkers": 2, "maxWorkers": 4}}
+    c = _container(k8s.find(k8s.render(values), "Job", "launcher"))
+    assert c["args"] == [
+        "horovodrun",
+        "--min-np",
+        "4",
+        "--max-np",
+        "8",
+        "--host-discovery-script",
+        "python -m horovod.runner.cluster --discover",
+        "--elastic-timeout",
+        "600",
+        "python",
+        "/opt/horovod/examples/tensorflow2_keras_digits.py",
+        "--epochs",
+        "10",
+    ]
+    values["elastic"].update(maxWorkers=None, resetLimit=3)
+    args = _container(k8s.find(k8s.render(values), "Job", "launcher"))["args"]
+    assert args[args.index("--max-np") + 1] == "6" and args[args.index("--reset-limit") + 1] == "3"
 
 
 def test_slots_follow_gpus():
@@ -234,9 +264,24 @@ def test_app_version_is_the_package_version():
         ({"image": {"repository": "h", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
         ({"shm": {"sizeLimit": "lots"}}, "/shm/sizeLimit"),
         ({"resources": {"limit": {"cpu": 1}}}, "additional properties 'limit' not allowed"),
+        ({"elastic": {"enabled": True, "minWorkers": 0}}, "/elastic/minWorkers"),
     ],
 )
 def test_bad_values_fail_with_a_message(values, message):
     with pytest.raises(k8s.helm().HelmValuesError) as e:
+        k8s.render(values)
+    assert message in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"command": ["python", "t.py"]}, "needs a command that starts with horovodrun"),
+        ({"workers": 2, "elastic": {"minWorkers": 3}}, "maxWorkers is below elastic.minWorkers"),
+    ],
+)
+def test_bad_elastic_values_fail_with_a_message(values, message):
+    values = dict(values, elastic=dict(values.get("elastic", {}), enabled=True))
+    with pytest.raises(Exception) as e:  # noqa: PT011  (Helm's template error type)
         k8s.render(values)
     assert message in str(e.value), str(e.value)

@@ -93,7 +93,7 @@ silent ones, the hostfile; then the command given as the container's args. */}}
 - --slots
 - {{ include "horovod.slots" . | quote }}
 - --expect
-- {{ .Values.workers | quote }}
+- {{ (.Values.elastic.enabled | ternary .Values.elastic.minWorkers .Values.workers) | quote }}
 - --timeout
 - {{ .Values.discoveryTimeoutSeconds | quote }}
 - --key-dir
@@ -101,6 +101,35 @@ silent ones, the hostfile; then the command given as the container's args. */}}
 - --hostfile
 - /run/horovod/hostfile
 - --
+{{- end -}}
+
+{{/* The launcher's command in elastic mode: horovodrun with the elastic flags, then the rest of
+.Values.command; the discovery is the same DNS lookup as the launcher's own, one look each time. */}}
+{{- define "horovod.elasticCommand" -}}
+{{- if ne (first .Values.command) "horovodrun" -}}
+{{- fail "elastic.enabled needs a command that starts with horovodrun" -}}
+{{- end -}}
+{{- $slots := include "horovod.slots" . | int -}}
+{{- $max := .Values.elastic.maxWorkers | default .Values.workers | int -}}
+{{- if lt $max (.Values.elastic.minWorkers | int) -}}
+{{- fail "elastic.maxWorkers is below elastic.minWorkers" -}}
+{{- end -}}
+- horovodrun
+- --min-np
+- {{ mul .Values.elastic.minWorkers $slots | quote }}
+- --max-np
+- {{ mul $max $slots | quote }}
+- --host-discovery-script
+- python -m horovod.runner.cluster --discover
+- --elastic-timeout
+- {{ .Values.elastic.timeoutSeconds | quote }}
+{{- with .Values.elastic.resetLimit }}
+- --reset-limit
+- {{ . | quote }}
+{{- end }}
+{{- range rest .Values.command }}
+- {{ . | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* Launcher-side pod spec shared by the launcher Job and the helm test pod. Short worker names
