@@ -349,6 +349,7 @@ class Driver:
                     return 0
                 with self.lock:
                     changed, requests = self.changed, list(self.relaunch_requests)
+                    self.current = []  # between generations nothing is "changed"
                 lost = self.unreachable(hosts)
                 why = []
                 for host, reason in lost.items():

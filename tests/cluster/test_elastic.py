@@ -73,3 +73,24 @@ def test_killed_worker_job_goes_on_with_the_rest(elastic_cluster):
     TIMINGS.append(("elastic: job with a killed worker took", seconds))
     assert m
     nothing_left(c, [c.worker(1), c.worker(2)])
+
+
+def test_paused_worker_is_dropped_after_the_stall_bound(elastic_cluster):
+    """A paused worker stalls the collectives: the survivors' stall check ends the generation,
+    the driver's ssh check finds the host silent and blacklists it, and the job finishes on the
+    worker left (--min-np 1)."""
+    c = elastic_cluster
+    stall = "HOROVOD_STALL_CHECK_TIME_SECONDS=2 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=8"
+    job = c.start(f"{stall} {ELASTIC.replace('--min-np 2', '--min-np 1')}")
+    job.wait_for(r"^Epoch 4/", 180)
+    subprocess.run(["docker", "pause", c.worker(2)], check=True, capture_output=True, timeout=60)
+    try:
+        rc, seconds = job.wait(300)
+    finally:
+        subprocess.run(["docker", "unpause", c.worker(2)], capture_output=True, timeout=60)
+    TIMINGS.append(("elastic: job with a paused worker took", seconds))
+    assert rc == 0, job.output[-6000:]
+    assert re.search(rf"lost {c.worker(2)} \(", job.output), job.output[-6000:]
+    assert "generation 1: 1 rank(s)" in job.output, job.output[-6000:]
+    finished(job, 1)
+    nothing_left(c, [c.worker(1)])
