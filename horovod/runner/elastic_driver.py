@@ -100,7 +100,8 @@ class Blacklist:
 
 
 class Driver:
-    def __init__(self, args, env):
+    def __init__(self, args, env, launch_job):
+        self.launch_job = launch_job  # launch.launch_job: one mpirun (passed in: no import cycle)
         self.args = args
         self.env = dict(env)
         self.blacklist = Blacklist(args.blacklist_cooldown_range)
@@ -309,8 +310,6 @@ class Driver:
 
     # -- the generations ------------------------------------------------------------------
     def run(self):
-        from horovod.runner.launch import launch_job
-
         self.serve()
         resets, used_hosts = 0, set()
         watcher = None
@@ -343,7 +342,7 @@ class Driver:
                 self.args.np = np_
                 started = time.monotonic()
                 report = {}
-                rc = launch_job(self.args, env, hosts, report)
+                rc = self.launch_job(self.args, env, hosts, report)
                 if rc == 0:
                     log(f"generation {self.generation} finished; the job is done")
                     return 0
@@ -418,5 +417,5 @@ def _fill(found, np_):
     return out
 
 
-def run(args, env):
-    return Driver(args, env).run()
+def run(args, env, launch_job):
+    return Driver(args, env, launch_job).run()

@@ -484,7 +484,7 @@ def main(argv=None):
     if args.host_discovery_script:
         from horovod.runner import elastic_driver
 
-        return elastic_driver.run(args, env)
+        return elastic_driver.run(args, env, launch_job)
     return launch_job(args, env, args.host_list)
 
 
