@@ -16,6 +16,7 @@ import shlex
 import sys
 
 from horovod.runner import hosts as hostlib
+from horovod.runner import oversubscription
 from horovod.runner.supervise import _say, _stuck_message, run  # noqa: F401  (_stuck_message: tests)
 
 # Variables forwarded to every rank with -x (mpirun forwards only what it is told to when
@@ -488,6 +489,18 @@ def main(argv=None):
     return launch_job(args, env, args.host_list)
 
 
+def _oversubscribed(args, hosts, probes):
+    """The machines whose cores this job's ranks outnumber (oversubscription.find), said."""
+    per_host = {}
+    for h in rank_hosts(hosts, args.np or sum(s for _, s in hosts)).values():
+        per_host[h] = per_host.get(h, 0) + 1
+    crowded = oversubscription.find(probes, per_host)
+    if crowded:
+        user_set = "mpi_yield_when_idle" in (args.mpi_args or "")
+        _say(oversubscription.describe(crowded, user_set))
+    return crowded
+
+
 def launch_job(args, env, hosts, report=None):
     """Preflight (remote hosts), then mpirun on `hosts` ([(host, slots)] or None: this host);
     returns the job's exit status (3: the preflight failed, nothing was launched). `report`:
@@ -521,10 +534,16 @@ def launch_job(args, env, hosts, report=None):
                 return 3
             _say(text)
             network_args = choice.mpirun_args()
+            crowded = _oversubscribed(args, hosts, {r.host: r.probe for r in reports})
+            network_args += oversubscription.mpirun_args(crowded, args.mpi_args)
             if args.check_network:
-                env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(
-                    check_plan(args, hosts, {r.host: r.probe for r in reports}, choice)
+                plan = check_plan(args, hosts, {r.host: r.probe for r in reports}, choice)
+                plan["oversubscribed"] = (
+                    oversubscription.describe(crowded, "mpi_yield_when_idle" in args.mpi_args)
+                    if crowded
+                    else None
                 )
+                env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(plan)
     if args.check_network and "HOROVOD_NETWORK_CHECK_PLAN" not in env:
         env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(check_plan(args, hosts, None, None))
     if not network_args and args.nics:

@@ -89,6 +89,29 @@ def shm_bytes():
         return None
 
 
+def boot_id():
+    """The kernel's boot id: hosts (containers) that report the same one share a machine."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def usable_cpus():
+    """CPUs this host's processes may use: the affinity mask, cut by a cgroup v2 CPU quota
+    (`docker run --cpus`, compose `cpus:`) when one is set."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
 def probe():
     return {
         "hostname": socket.gethostname(),
@@ -98,7 +121,8 @@ def probe():
         "tensorflow": _version("tensorflow-cpu", "tensorflow"),
         "openmpi": _openmpi(),
         "shm_bytes": shm_bytes(),
-        "cpus": len(os.sched_getaffinity(0)),
+        "cpus": usable_cpus(),
+        "boot_id": boot_id(),
         "interfaces": interfaces(),
     }
 

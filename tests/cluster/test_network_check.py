@@ -3,6 +3,7 @@ throttled (tc tbf inside the worker, NET_ADMIN granted by this test's compose ov
 a slower interface forced with --network-interface, a worker that stops answering mid-check;
 and the engine's end-of-job summary across containers."""
 
+import os
 import re
 import subprocess
 import time
@@ -52,6 +53,15 @@ def test_healthy_cluster_is_ok(cluster):
     ), out
     for size in ("4 KiB", "1 MiB", "64 MiB"):
         assert re.search(rf"^ +{size}: +[0-9.]+ us +[0-9.]+ GB/s$", out, re.M), out
+    assert re.search(r"^allreduce reaches \d+% of what the links allow", out, re.M), out
+    # The containers share this machine (one boot id) and its cores are fewer than the ranks:
+    # named in the report and before the launch, and the ranks are made to yield.
+    ranks = cluster.workers * cluster.slots
+    cores = len(os.sched_getaffinity(0))
+    if ranks > cores:
+        named = f"hosts {', '.join(workers)} share one machine with {cores} core(s) and {ranks}"
+        assert f"oversubscribed: {named}" in out, out
+        assert f"horovodrun: oversubscribed: {named}" in err, err
 
 
 def throttle(c, worker, device="eth0"):

@@ -326,6 +326,16 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
     verdicts = []
     # Links between hosts: the slow ones, by direction.
     links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
+    # A ring's bus bandwidth is bounded by its slowest link: how close the engine comes.
+    top = allreduce.get(max(allreduce)) if allreduce else None
+    if links and top and top[1]:
+        bound = min(links.values())
+        lines.append(
+            f"allreduce reaches {top[1] / bound:.0%} of what the links allow ({_gbs(top[1])} "
+            f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(bound)} GB/s)"
+        )
+    if plan.get("oversubscribed"):
+        lines.append(plan["oversubscribed"].replace("horovodrun: ", "", 1))
     if links:
         median = statistics.median(links.values())
         slow = sorted(

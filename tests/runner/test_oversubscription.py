@@ -1,0 +1,64 @@
+"""Ranks that outnumber the cores under them (issue 20, part 3): hosts reporting the same
+kernel boot id are one machine; the probe reads this machine's boot id and CPU quota; the
+doctor's report says how close allreduce comes to the links and names the oversubscription."""
+
+import types
+
+from horovod.runner import oversubscription, probe
+from horovod.runner.task import network_check
+
+
+def p(boot, cpus):
+    return {"boot_id": boot, "cpus": cpus}
+
+
+def test_containers_of_one_machine_are_summed_against_its_cores():
+    probes = {"w1": p("b", 2), "w2": p("b", 2), "w3": p("b", 2)}
+    found = oversubscription.find(probes, {"w1": 1, "w2": 1, "w3": 1})
+    assert found == [(["w1", "w2", "w3"], 2, 3)]
+    text = oversubscription.describe(found)
+    assert "hosts w1, w2, w3 share one machine with 2 core(s) and 3 rank(s)" in text
+    assert "mpi_yield_when_idle 1" in text
+    assert oversubscription.mpirun_args(found, "") == ["--mca", "mpi_yield_when_idle", "1"]
+    # the user's own setting wins, and is named instead
+    assert oversubscription.mpirun_args(found, "--mca mpi_yield_when_idle 0") == []
+    assert "--mpi-args sets" in oversubscription.describe(found, user_set=True)
+
+
+def test_machines_with_room_are_not_named():
+    probes = {"a": p("m1", 4), "b": p("m2", 4)}
+    assert oversubscription.find(probes, {"a": 2, "b": 4}) == []
+    # two machines, one of them crowded
+    assert oversubscription.find(probes, {"a": 5, "b": 1}) == [(["a"], 4, 5)]
+
+
+def test_a_host_under_a_cpu_quota_is_crowded_on_its_own():
+    probes = {"a": p("m", 8), "b": p("m", 1)}  # b: compose `cpus: 1` on an 8-core machine
+    assert oversubscription.find(probes, {"a": 2, "b": 3}) == [(["b"], 1, 3)]
+
+
+def test_unknown_boot_id_counts_each_host_alone():
+    probes = {"a": p(None, 2), "b": p(None, 2)}
+    assert oversubscription.find(probes, {"a": 2, "b": 2}) == []
+    assert oversubscription.find(probes, {"a": 3, "b": 1}) == [(["a"], 2, 3)]
+
+
+def test_probe_reports_boot_id_and_usable_cpus():
+    info = probe.probe()
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        assert info["boot_id"] == f.read().strip()
+    assert 1 <= info["cpus"] <= len(__import__("os").sched_getaffinity(0))
+
+
+def test_report_compares_allreduce_with_the_slowest_link():
+    checker = types.SimpleNamespace(hosts=["w1", "w2"], size=2, seconds=0.5)
+    bw = {("w1", "w2"): 1.0e9, ("w2", "w1"): 0.8e9, ("w1", "w1"): 5e9, ("w2", "w2"): 5e9}
+    allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, 0.2e9)}
+    plan = {
+        "network": "10.0.0.0/24",
+        "oversubscribed": oversubscription.describe([(["w1", "w2"], 2, 3)]),
+    }
+    text = network_check.report(checker, {}, bw, allreduce, {}, plan, 0)
+    assert "allreduce reaches 25% of what the links allow" in text, text
+    assert "slowest link 0.80 GB/s" in text, text
+    assert "oversubscribed: hosts w1, w2 share one machine with 2 core(s) and 3 rank(s)" in text
