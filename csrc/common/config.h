@@ -18,49 +18,59 @@ namespace hvd {
 enum class Scope { LOCAL, AGREE };
 
 // X(field, ENV_NAME, type, default, min, max, scope, doc); min/max bound numeric knobs only.
-#define HVD_CONFIG_KNOBS(X)                                                                     \
-  X(fusion_threshold, "HOROVOD_FUSION_THRESHOLD", int64_t, 128LL << 20, 0, 64LL << 30, AGREE,   \
-    "bytes of ready tensors packed into one fused allreduce; 0 disables fusion")                \
-  X(cycle_time_ms, "HOROVOD_CYCLE_TIME", double, 1.0, 0, 1000, LOCAL,                           \
-    "ms between negotiation rounds when no new work arrives (new work wakes the loop at once)") \
-  X(cache_capacity, "HOROVOD_CACHE_CAPACITY", int64_t, 1024, 0, 1 << 20, AGREE,                 \
-    "responses kept for the steady-state fast path (one bit-vector allreduce); 0 disables it")  \
-  X(cpu_operations, "HOROVOD_CPU_OPERATIONS", std::string, "ring", 0, 0, AGREE,                 \
-    "CPU allreduce: 'ring' (our reduce-scatter + allgather) or 'mpi' (MPI_Allreduce baseline)") \
-  X(ring_chunk_bytes, "HOROVOD_RING_CHUNK_BYTES", int64_t, 1LL << 20, 64, 1LL << 30, AGREE,     \
-    "pipelining unit of the ring: a chunk is reduced while the next one is in flight")          \
-  X(small_allreduce_bytes, "HOROVOD_SMALL_ALLREDUCE_BYTES", int64_t, 32LL << 10, 0, 16LL << 20, \
-    AGREE, "allreduces up to this size exchange whole buffers in one step instead of the ring") \
-  X(timeline, "HOROVOD_TIMELINE", std::string, "", 0, 0, LOCAL,                                 \
-    "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")          \
-  X(timeline_mark_cycles, "HOROVOD_TIMELINE_MARK_CYCLES", bool, false, 0, 0, LOCAL,             \
-    "a CYCLE_START event in the timeline for each negotiation round that ran ops")              \
-  X(autotune, "HOROVOD_AUTOTUNE", bool, false, 0, 0, LOCAL,                                     \
-    "rank 0 tunes the fusion threshold and cycle time while the job runs, then keeps the best " \
-    "(a knob set explicitly is held at its value)")                                             \
-  X(autotune_log, "HOROVOD_AUTOTUNE_LOG", std::string, "", 0, 0, LOCAL,                         \
-    "CSV file rank 0 writes autotune's trials to: one row per sample, the chosen one last")     \
-  X(autotune_warmup_samples, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", int64_t, 3, 0, 1000, LOCAL,     \
-    "autotune: samples discarded at the start, before settings are compared")                   \
-  X(autotune_steps_per_sample, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", int64_t, 10, 1, 1000000,    \
-    LOCAL, "autotune: negotiation rounds that ran ops per sample (one setting's score)")        \
-  X(autotune_bayes_opt_max_samples, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", int64_t, 20, 1,   \
-    1000, LOCAL, "autotune: at most this many scored samples (settings tried) before it stops") \
-  X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false, 0, 0, AGREE,               \
-    "turn off the stall inspector and the watchdog of blocked rounds and collectives")          \
-  X(stall_check_time_s, "HOROVOD_STALL_CHECK_TIME_SECONDS", double, 60.0, 0.1, 1e6, AGREE,      \
-    "seconds a tensor may wait for other ranks before rank 0 logs who is missing, and a "       \
-    "negotiation round or collective may make no progress before it is logged with its peers")  \
-  X(stall_shutdown_time_s, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", double, 0.0, 0, 1e6, AGREE,   \
-    "seconds after which a stalled tensor shuts the engine down on every rank and a round or "  \
-    "collective without progress aborts the job; 0 = never, else at least the check time")      \
-  X(log_level, "HOROVOD_LOG_LEVEL", std::string, "warning", 0, 0, LOCAL,                        \
-    "trace, debug, info, warning or error")                                                     \
-  X(mpi_threads_disable, "HOROVOD_MPI_THREADS_DISABLE", bool, false, 0, 0, LOCAL,               \
-    "initialize MPI with MPI_THREAD_SERIALIZED instead of MPI_THREAD_MULTIPLE (the watchdog "   \
-    "then cannot name the ranks missing from a negotiation round)")                             \
-  X(summary_level, "HOROVOD_SUMMARY", int64_t, 1, 0, 2, AGREE,                                  \
-    "communication summary rank 0 prints to stderr when the job shuts down: 0 off, 1 the job, " \
+#define HVD_CONFIG_KNOBS(X)                                                                       \
+  X(fusion_threshold, "HOROVOD_FUSION_THRESHOLD", int64_t, 128LL << 20, 0, 64LL << 30, AGREE,     \
+    "bytes of ready tensors packed into one fused allreduce; 0 disables fusion")                  \
+  X(cycle_time_ms, "HOROVOD_CYCLE_TIME", double, 1.0, 0, 1000, LOCAL,                             \
+    "ms between negotiation rounds when no new work arrives (new work wakes the loop at once)")   \
+  X(cache_capacity, "HOROVOD_CACHE_CAPACITY", int64_t, 1024, 0, 1 << 20, AGREE,                   \
+    "responses kept for the steady-state fast path (one bit-vector allreduce); 0 disables it")    \
+  X(cpu_operations, "HOROVOD_CPU_OPERATIONS", std::string, "ring", 0, 0, AGREE,                   \
+    "CPU allreduce: 'ring' (our reduce-scatter + allgather) or 'mpi' (MPI_Allreduce baseline)")   \
+  X(ring_chunk_bytes, "HOROVOD_RING_CHUNK_BYTES", int64_t, 1LL << 20, 64, 1LL << 30, AGREE,       \
+    "pipelining unit of the ring: a chunk is reduced while the next one is in flight")            \
+  X(small_allreduce_bytes, "HOROVOD_SMALL_ALLREDUCE_BYTES", int64_t, 32LL << 10, 0, 16LL << 20,   \
+    AGREE, "allreduces up to this size exchange whole buffers in one step instead of the ring")   \
+  X(hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE", std::string, "auto", 0, 0, AGREE,   \
+    "ring allreduce inside each host, across hosts per local rank on 1/local_size of the data, "  \
+    "then allgather inside: 'auto' (on with several hosts, several ranks on a host and the same " \
+    "number on each), '1' (on where the hosts allow it, else says why not) or '0'")               \
+  X(hierarchical_allgather, "HOROVOD_HIERARCHICAL_ALLGATHER", std::string, "auto", 0, 0, AGREE,   \
+    "allgather across hosts per local rank, then inside each host: 'auto', '1' or '0' as for "    \
+    "HOROVOD_HIERARCHICAL_ALLREDUCE")                                                             \
+  X(topology_ranks_per_host, "HOROVOD_TOPOLOGY_RANKS_PER_HOST", int64_t, 0, 0, 1 << 20, AGREE,    \
+    "tests on one machine: every N consecutive ranks count as one host (local rank, local "       \
+    "size, hierarchical collectives); 0 = the hosts MPI sees")                                    \
+  X(timeline, "HOROVOD_TIMELINE", std::string, "", 0, 0, LOCAL,                                   \
+    "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")            \
+  X(timeline_mark_cycles, "HOROVOD_TIMELINE_MARK_CYCLES", bool, false, 0, 0, LOCAL,               \
+    "a CYCLE_START event in the timeline for each negotiation round that ran ops")                \
+  X(autotune, "HOROVOD_AUTOTUNE", bool, false, 0, 0, LOCAL,                                       \
+    "rank 0 tunes the fusion threshold and cycle time while the job runs, then keeps the best "   \
+    "(a knob set explicitly is held at its value)")                                               \
+  X(autotune_log, "HOROVOD_AUTOTUNE_LOG", std::string, "", 0, 0, LOCAL,                           \
+    "CSV file rank 0 writes autotune's trials to: one row per sample, the chosen one last")       \
+  X(autotune_warmup_samples, "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", int64_t, 3, 0, 1000, LOCAL,       \
+    "autotune: samples discarded at the start, before settings are compared")                     \
+  X(autotune_steps_per_sample, "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", int64_t, 10, 1, 1000000,      \
+    LOCAL, "autotune: negotiation rounds that ran ops per sample (one setting's score)")          \
+  X(autotune_bayes_opt_max_samples, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", int64_t, 20, 1,     \
+    1000, LOCAL, "autotune: at most this many scored samples (settings tried) before it stops")   \
+  X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false, 0, 0, AGREE,                 \
+    "turn off the stall inspector and the watchdog of blocked rounds and collectives")            \
+  X(stall_check_time_s, "HOROVOD_STALL_CHECK_TIME_SECONDS", double, 60.0, 0.1, 1e6, AGREE,        \
+    "seconds a tensor may wait for other ranks before rank 0 logs who is missing, and a "         \
+    "negotiation round or collective may make no progress before it is logged with its peers")    \
+  X(stall_shutdown_time_s, "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", double, 0.0, 0, 1e6, AGREE,     \
+    "seconds after which a stalled tensor shuts the engine down on every rank and a round or "    \
+    "collective without progress aborts the job; 0 = never, else at least the check time")        \
+  X(log_level, "HOROVOD_LOG_LEVEL", std::string, "warning", 0, 0, LOCAL,                          \
+    "trace, debug, info, warning or error")                                                       \
+  X(mpi_threads_disable, "HOROVOD_MPI_THREADS_DISABLE", bool, false, 0, 0, LOCAL,                 \
+    "initialize MPI with MPI_THREAD_SERIALIZED instead of MPI_THREAD_MULTIPLE (the watchdog "     \
+    "then cannot name the ranks missing from a negotiation round)")                               \
+  X(summary_level, "HOROVOD_SUMMARY", int64_t, 1, 0, 2, AGREE,                                    \
+    "communication summary rank 0 prints to stderr when the job shuts down: 0 off, 1 the job, "   \
     "2 the job and one line per rank")
 
 struct Config {

@@ -69,6 +69,10 @@ constexpr int64_t kSummaryTimeoutUs = 10 * 1000000;
 void ReportSummary(Engine* e) {
   e->stats.end_us = NowMicros();
   e->stats.SetHost(e->mpi.ProcessorName());
+  static_assert(JobStats::kAllreduceAlgorithms == Operations::kAllreduceAlgorithms, "one order");
+  std::memcpy(e->stats.allreduce_runs, e->ops->allreduce_runs, sizeof(e->stats.allreduce_runs));
+  std::memcpy(e->stats.allgather_runs, e->ops->allgather_runs, sizeof(e->stats.allgather_runs));
+  e->stats.SetHierarchyNote(e->ops->hierarchy_note);
   std::vector<char> all;
   const std::string failed =
       e->mpi.GatherRecordsToRoot(&e->stats, sizeof(JobStats), kSummaryTimeoutUs, &all);
@@ -303,6 +307,7 @@ Status Init(MPI_Comm comm) {
   std::string config_error;
   e->config = Config::FromEnvironment(&config_error);
   if (config_error.empty()) SetLogLevel(e->config.log_level);
+  e->mpi.ranks_per_host = static_cast<int>(e->config.topology_ranks_per_host);
   Status s = e->mpi.Init(comm, e->config.mpi_threads_disable);
   if (!s.ok()) return s;
   // Every rank learns every rank's config errors and agreed knobs, so that all fail together

@@ -77,6 +77,11 @@ void JobStats::SetHost(const std::string& name) {
   std::memcpy(host, name.data(), std::min(name.size(), sizeof(host) - 1));
 }
 
+void JobStats::SetHierarchyNote(const std::string& note) {
+  std::memset(hierarchy, 0, sizeof(hierarchy));
+  std::memcpy(hierarchy, note.data(), std::min(note.size(), sizeof(hierarchy) - 1));
+}
+
 std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level) {
   const int n = static_cast<int>(ranks.size());
   std::vector<std::string> lines;
@@ -117,6 +122,24 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
       Format("time in collectives %.1f %% of wall time (plus negotiation %.1f %%), "
              "median over ranks; allreduce bus bandwidth %s",
              Median(collective_pct), Median(negotiation_pct), bandwidth.c_str()));
+  // Which algorithms ran (rank 0's counts: every rank runs the same responses).
+  static const char* const kAllreduce[JobStats::kAllreduceAlgorithms] = {
+      "MPI_Allreduce", "direct", "ring", "Adasum", "hierarchical"};
+  static const char* const kAllgather[2] = {"ring", "hierarchical"};
+  std::string algos;
+  for (int a = 0; a < JobStats::kAllreduceAlgorithms; ++a)
+    if (root.allreduce_runs[a] > 0)
+      algos += Format("%s%s %lld", algos.empty() ? "allreduce " : ", ", kAllreduce[a],
+                      static_cast<long long>(root.allreduce_runs[a]));
+  std::string gathers;
+  for (int a = 0; a < 2; ++a)
+    if (root.allgather_runs[a] > 0)
+      gathers += Format("%s%s %lld", gathers.empty() ? "allgather " : ", ", kAllgather[a],
+                        static_cast<long long>(root.allgather_runs[a]));
+  if (!gathers.empty()) algos += (algos.empty() ? "" : "; ") + gathers;
+  if (n > 1)
+    lines.push_back("algorithms: " + (algos.empty() ? std::string("none ran") : algos) + "; " +
+                    std::string(root.hierarchy, strnlen(root.hierarchy, sizeof(root.hierarchy))));
   if (n > 1) {
     const int slowest = static_cast<int>(std::min_element(waited_pct.begin(), waited_pct.end()) -
                                          waited_pct.begin());

@@ -27,10 +27,17 @@ struct JobStats {
   // them too, and the negotiation rounds that agree on them.
   int64_t negotiation_us = 0;
   char host[kHostBytes] = {};
+  // Responses per algorithm (engine/operations.h: mpi, direct, ring, adasum, hierarchical;
+  // allgather: ring, hierarchical), and whether the hierarchical ones were on and why.
+  static constexpr int kAllreduceAlgorithms = 5;
+  int64_t allreduce_runs[kAllreduceAlgorithms] = {};
+  int64_t allgather_runs[2] = {};
+  char hierarchy[kHostBytes] = {};
 
   // One executed response: `payload_bytes` is this rank's bytes of all its tensors.
   void RecordCollective(const Response& r, bool ok, int64_t payload_bytes, int64_t us);
   void SetHost(const std::string& name);
+  void SetHierarchyNote(const std::string& note);
 };
 static_assert(std::is_trivially_copyable<JobStats>::value, "gathered as MPI_BYTE");
 

@@ -12,13 +12,59 @@ namespace {
 
 // Timeline and watchdog name of each AllreduceAlgorithm, in its order.
 const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE",
-                                          "ADASUM_ALLREDUCE"};
+                                          "ADASUM_ALLREDUCE", "HIERARCHICAL_ALLREDUCE"};
+
+// Whether a hierarchical collective runs under `knob` ("auto", "1" or "0"), and why (not).
+bool ResolveHierarchy(const MpiContext& m, const std::string& env, const std::string& knob,
+                      std::string* why) {
+  const std::string shape =
+      std::to_string(m.num_hosts) + " host(s) x " + std::to_string(m.local_size) + " rank(s)";
+  if (knob == "0") {
+    *why = env + "=0";
+    return false;
+  }
+  if (!m.homogeneous) {
+    *why = "hosts hold " + std::to_string(m.min_local_size) + " to " +
+           std::to_string(m.max_local_size) +
+           " ranks each; hierarchical needs the same number on every host, the flat ring runs";
+    return false;
+  }
+  if (knob == "auto" && (m.cross_size < 2 || m.local_size < 2)) {
+    *why = shape + ": nothing to gain over the flat ring";
+    return false;
+  }
+  *why = shape;
+  return true;
+}
 
 }  // namespace
 
 Operations::Operations(MpiContext* mpi, const Config& config, Timeline* timeline,
                        TensorQueue* queue)
-    : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {}
+    : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {
+  std::string why_ar, why_ag;
+  hierarchical_allreduce_ = ResolveHierarchy(*mpi, "HOROVOD_HIERARCHICAL_ALLREDUCE",
+                                             config.hierarchical_allreduce, &why_ar);
+  hierarchical_allgather_ = ResolveHierarchy(*mpi, "HOROVOD_HIERARCHICAL_ALLGATHER",
+                                             config.hierarchical_allgather, &why_ag);
+  hierarchy_note = std::string("hierarchical allreduce ") +
+                   (hierarchical_allreduce_ ? "on" : "off") + " (" + why_ar + "), allgather " +
+                   (hierarchical_allgather_ ? "on" : "off") + " (" + why_ag + ")";
+  layout_.rank = mpi->rank;
+  layout_.num_hosts = mpi->num_hosts;
+  layout_.host_of = mpi->host_of;
+  layout_.local_rank_of = mpi->local_rank_of;
+  layout_.cross_members = mpi->cross_members;
+  // Asked for and refused: say so once, on the global set's rank 0.
+  const bool forced_off = (config.hierarchical_allreduce == "1" && !hierarchical_allreduce_) ||
+                          (config.hierarchical_allgather == "1" && !hierarchical_allgather_);
+  if (mpi->rank == 0 && mpi->world_ranks.empty()) {
+    if (forced_off)
+      HVD_LOG(WARNING, hierarchy_note);
+    else
+      HVD_LOG(INFO, hierarchy_note);
+  }
+}
 
 Operations::~Operations() { AlignedFree(fusion_); }
 
@@ -163,6 +209,11 @@ void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const
       RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
                     mpi_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
       return;
+    case AllreduceAlgorithm::HIERARCHICAL:
+      HierarchicalAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes,
+                            &scratch_, mpi_->local_comm(), mpi_->cross_comm(),
+                            [&](void* seg, size_t n) { Average(seg, n, r); });
+      return;
     case AllreduceAlgorithm::ADASUM:
       if (src != dst) CopyWithProgress(dst, src, count * DataTypeSize(r.dtype));
       AdasumAllreduce(dst, r.num_elements, r.dtype, &scratch_, mpi_->comm());
@@ -176,7 +227,8 @@ Operations::AllreduceAlgorithm Operations::ChooseAllreduce(size_t count, DataTyp
   const bool small =
       static_cast<int64_t>(count * DataTypeSize(dtype)) <= config_.small_allreduce_bytes &&
       mpi_->size <= 64;
-  return small ? AllreduceAlgorithm::DIRECT : AllreduceAlgorithm::RING;
+  if (small) return AllreduceAlgorithm::DIRECT;
+  return hierarchical_allreduce_ ? AllreduceAlgorithm::HIERARCHICAL : AllreduceAlgorithm::RING;
 }
 
 Status Operations::AllreduceWidened(const Response& r, std::vector<TensorEntry>& es) {
@@ -186,6 +238,7 @@ Status Operations::AllreduceWidened(const Response& r, std::vector<TensorEntry>&
   for (auto n : r.num_elements) total += static_cast<size_t>(n);
   const AllreduceAlgorithm algo = ChooseAllreduce(total, wide.dtype);
   const char* activity = kAllreduceActivity[static_cast<int>(algo)];
+  ++allreduce_runs[static_cast<int>(algo)];
   WatchScope watch(Watch(r, activity, algo == AllreduceAlgorithm::RING));
   int64_t* buf = static_cast<int64_t*>(FusionBuffer(total * sizeof(int64_t)));
   Activity(es, "WIDEN_TO_INT64");
@@ -209,6 +262,7 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   const AllreduceAlgorithm algo = r.reduce_op == ReduceOp::ADASUM ? AllreduceAlgorithm::ADASUM
                                                                   : ChooseAllreduce(total, r.dtype);
   const char* activity = kAllreduceActivity[static_cast<int>(algo)];
+  ++allreduce_runs[static_cast<int>(algo)];
   WatchScope watch(Watch(r, activity, algo == AllreduceAlgorithm::RING));
   if (es.size() == 1) {
     // A lone tensor goes straight from its input to its output: no fusion-buffer copies.
@@ -239,14 +293,22 @@ Status Operations::Allgather(const Response& r, TensorEntry& e) {
   shape[0] = rows;
   // Watched from here: allocating and filling the output is this rank's local work, which
   // its peers wait for.
-  WatchScope watch(Watch(r, "RING_ALLGATHER", true));
+  const bool hier = hierarchical_allgather_;
+  const char* activity = hier ? "HIERARCHICAL_ALLGATHER" : "RING_ALLGATHER";
+  ++allgather_runs[hier ? 1 : 0];
+  WatchScope watch(Watch(r, activity, !hier));
   void* out = nullptr;
   Status s = e.allocate_output(shape, &out);
   std::vector<char> discard;
   if (!s.ok())  // still take part, so that no peer blocks (sizes were checked at negotiation)
     out = DiscardBuffer(&discard, rows * row_elems * DataTypeSize(r.dtype), "ALLGATHER output");
-  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_ALLGATHER");
-  hvd::Allgather(e.input, out, row_elems * DataTypeSize(r.dtype), r.first_dims, mpi_->comm());
+  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, activity);
+  const size_t row_bytes = row_elems * DataTypeSize(r.dtype);
+  if (hier)
+    HierarchicalAllgather(e.input, out, row_bytes, r.first_dims, layout_, mpi_->local_comm(),
+                          mpi_->cross_comm());
+  else
+    hvd::Allgather(e.input, out, row_bytes, r.first_dims, mpi_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
   return s;
 }

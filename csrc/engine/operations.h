@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "common/config.h"
 #include "common/message.h"
@@ -23,6 +24,13 @@ class Operations {
   // this rank's bytes of all its tensors (for the job summary).
   Status Execute(const Response& response, int64_t* payload_bytes);
 
+  // How many responses each algorithm ran, and whether the hierarchical ones are used and why
+  // (or why not), for the end-of-job summary.
+  static constexpr int kAllreduceAlgorithms = 5;  // in AllreduceAlgorithm's order
+  int64_t allreduce_runs[kAllreduceAlgorithms] = {};
+  int64_t allgather_runs[2] = {};  // ring, hierarchical
+  std::string hierarchy_note;
+
  private:
   Status Allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status AllreduceWidened(const Response& r, std::vector<TensorEntry>& entries);  // integer Average
@@ -32,8 +40,9 @@ class Operations {
   Status Reducescatter(const Response& r, TensorEntry& e);
   void Average(void* buf, size_t count, const Response& r);  // postscale and /n for Average
   // MPI: HOROVOD_CPU_OPERATIONS=mpi; DIRECT: one-step exchange up to
-  // HOROVOD_SMALL_ALLREDUCE_BYTES; RING: everything else; ADASUM: op=Adasum (ops/adasum.cc).
-  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING, ADASUM };
+  // HOROVOD_SMALL_ALLREDUCE_BYTES; HIERARCHICAL: above that on several hosts
+  // (HOROVOD_HIERARCHICAL_ALLREDUCE); RING: everything else; ADASUM: op=Adasum (ops/adasum.cc).
+  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING, ADASUM, HIERARCHICAL };
   AllreduceAlgorithm ChooseAllreduce(size_t count, DataType dtype) const;
   void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
                        AllreduceAlgorithm algo);
@@ -42,6 +51,10 @@ class Operations {
   WatchSection Watch(const Response& r, const char* what, bool ring) const;
   void Activity(const std::vector<TensorEntry>& es, const char* name);
   void EndActivity(const std::vector<TensorEntry>& es);
+
+  // HOROVOD_HIERARCHICAL_ALLREDUCE / _ALLGATHER resolved against the hosts (constructor).
+  bool hierarchical_allreduce_ = false, hierarchical_allgather_ = false;
+  HostLayout layout_;
 
   MpiContext* mpi_;
   Config config_;

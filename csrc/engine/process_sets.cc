@@ -50,6 +50,7 @@ Status ProcessSetTable::Add(const std::vector<int>& ranks, MpiContext* global, c
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
   if (comm != MPI_COMM_NULL) {
+    set->mpi.ranks_per_host = static_cast<int>(config.topology_ranks_per_host);
     Status s = set->mpi.InitSubset(comm, ranks);
     if (!s.ok()) return s;
     set->rank = set->mpi.rank;

@@ -92,8 +92,11 @@ std::string MpiLibraryVersion() {
 }
 
 void MpiContext::DeriveTopology() {
-  HVD_MPI_CHECK(
-      MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
+  if (ranks_per_host > 0)
+    HVD_MPI_CHECK(MPI_Comm_split(comm_, WorldRank(rank) / ranks_per_host, rank, &local_comm_));
+  else
+    HVD_MPI_CHECK(
+        MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local_comm_));
   MPI_Comm_rank(local_comm_, &local_rank);
   MPI_Comm_size(local_comm_, &local_size);
   HVD_MPI_CHECK(MPI_Comm_split(comm_, local_rank, rank, &cross_comm_));
@@ -103,6 +106,38 @@ void MpiContext::DeriveTopology() {
   MPI_Allreduce(MPI_IN_PLACE, &min_local, 1, MPI_INT, MPI_MIN, comm_);
   MPI_Allreduce(MPI_IN_PLACE, &max_local, 1, MPI_INT, MPI_MAX, comm_);
   homogeneous = min_local == max_local;
+  min_local_size = min_local;
+  max_local_size = max_local;
+  // Who is where, for the hierarchical allgather's pieces: every rank's host leader (its
+  // host's lowest rank) and local rank.
+  int leader = rank;
+  MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, local_comm_);
+  std::vector<int> mine = {leader, local_rank}, all(2 * static_cast<size_t>(size));
+  HVD_MPI_CHECK(MPI_Allgather(mine.data(), 2, MPI_INT, all.data(), 2, MPI_INT, comm_));
+  host_of.assign(size, 0);
+  local_rank_of.assign(size, 0);
+  std::vector<int> leader_index(size, -1);
+  num_hosts = 0;
+  for (int r = 0; r < size; ++r) {  // a leader precedes its host's other ranks
+    const int l = all[2 * r];
+    if (leader_index[l] < 0) leader_index[l] = num_hosts++;
+    host_of[r] = leader_index[l];
+    local_rank_of[r] = all[2 * r + 1];
+  }
+  auto members = [this](MPI_Comm sub) {  // sub's ranks as ranks of comm_
+    MPI_Group g, parent;
+    int n;
+    MPI_Comm_size(sub, &n);
+    MPI_Comm_group(sub, &g);
+    MPI_Comm_group(comm_, &parent);
+    std::vector<int> in(n), out(n);
+    for (int i = 0; i < n; ++i) in[i] = i;
+    MPI_Group_translate_ranks(g, n, in.data(), parent, out.data());
+    MPI_Group_free(&g);
+    MPI_Group_free(&parent);
+    return out;
+  };
+  cross_members = members(cross_comm_);
 }
 
 Status MpiContext::Init(MPI_Comm comm, bool threads_disable) {

@@ -52,9 +52,22 @@ class MpiContext {
 
   MPI_Comm comm() const { return comm_; }          // control + data, background thread only
   MPI_Comm raw_comm() const { return raw_comm_; }  // for diagnostics/benchmarks of the bare ring
+  // This host's ranks, and the ranks of this local rank on every host (one per host when the
+  // hosts are homogeneous): the two levels of the hierarchical collectives.
+  MPI_Comm local_comm() const { return local_comm_; }
+  MPI_Comm cross_comm() const { return cross_comm_; }
+  // Set before Init/InitSubset: > 0 makes every `ranks_per_host` consecutive global ranks one
+  // "host" (HOROVOD_TOPOLOGY_RANKS_PER_HOST, for tests of the hierarchical paths on one
+  // machine); 0 takes the hosts MPI sees (shared memory).
+  int ranks_per_host = 0;
   int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
   bool threads_multiple = false;
   bool homogeneous = true;
+  int min_local_size = 1, max_local_size = 1;  // over the hosts
+  // Per rank of comm(): the index of its host (hosts numbered by their lowest rank) and its
+  // local rank; and the comm() ranks of cross_comm()'s members, in order.
+  std::vector<int> host_of, local_rank_of, cross_members;
+  int num_hosts = 1;
 
   // Controller transport.
   // Bitwise AND of `bits` across ranks. A rank with work waiting spins a while (peers usually

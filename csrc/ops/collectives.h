@@ -62,6 +62,21 @@ using SegmentFn = std::function<void(void* data, size_t count)>;
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                    size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
                    const SegmentFn& finish = nullptr);
+// hierarchical.cc: the same results as RingAllreduce / Allgather over the communicator whose
+// ranks `local` (this host's) and `cross` (this local rank's, one per host) split; every host
+// holds the same number of ranks.
+void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                           size_t chunk_bytes, RingScratch* scratch, MPI_Comm local, MPI_Comm cross,
+                           const SegmentFn& finish = nullptr);
+// Where every rank of the whole communicator sits (MpiContext fills it).
+struct HostLayout {
+  int rank = 0, num_hosts = 1;
+  std::vector<int> host_of, local_rank_of;  // per rank of the whole communicator
+  std::vector<int> cross_members;           // the whole communicator's ranks of `cross`, in order
+};
+void HierarchicalAllgather(const void* in, void* out, size_t row_bytes,
+                           const std::vector<int64_t>& first_dims, const HostLayout& layout,
+                           MPI_Comm local, MPI_Comm cross);
 // allreduce_small.cc: one-step exchange for small buffers (bytes * n must fit an int).
 void DirectAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                      RingScratch* scratch, MPI_Comm comm);

@@ -26,9 +26,9 @@ def percent(text, label):
 def test_summary_of_a_known_job(world):
     _, err = ENGINE.run_ok(world, "known_job")
     lines = summary(err)
-    # One block, from one rank: the job line, the time line, the slowest-rank line.
-    assert len(lines) == 3, err
-    job, times, slowest = lines
+    # One block, from one rank: the job line, the time line, the algorithms, the slowest rank.
+    assert len(lines) == 4, err
+    job, times, algorithms, slowest = lines
     m = re.fullmatch(
         rf"{world} ranks on 1 host, [\d.]+ s: (\d+) collectives \((\d+) tensors\); "
         r"(\d+) bytes reduced per rank \(10\.0 MiB\)",
@@ -42,6 +42,13 @@ def test_summary_of_a_known_job(world):
     assert percent(times, "time in collectives") > 0, times
     percent(times, r"\(plus negotiation")
     assert re.search(r"median over ranks; allreduce bus bandwidth [\d.e-]+ GB/s$", times), times
+    # 1 MiB tensors take the ring, the 1000-element group the direct exchange; one host.
+    assert re.fullmatch(
+        r"algorithms: allreduce direct \d+, ring \d+; allgather ring 1; hierarchical allreduce "
+        rf"off \(1 host\(s\) x {world} rank\(s\): nothing to gain over the flat ring\), "
+        r"allgather off \(.*\)",
+        algorithms,
+    ), algorithms
     assert re.fullmatch(
         r"slowest rank: \d on \S+ \(waited [\d.]+ % of its time in collectives "
         r"and negotiation, median [\d.]+ %\): .+",
@@ -58,7 +65,7 @@ def test_summary_level_2_has_a_line_per_rank(world):
     _, err = ENGINE.run_ok(world, "known_job", env={"HOROVOD_SUMMARY": "2"})
     lines = summary(err)
     per_rank = [ln for ln in lines if ln.startswith("rank ")]
-    assert len(lines) == 3 + world and lines[3:] == per_rank, err
+    assert len(lines) == 4 + world and lines[4:] == per_rank, err
     for r, ln in enumerate(per_rank):  # in rank order
         assert re.fullmatch(
             rf"rank {r} on \S+: \d+ collectives, {KNOWN_BYTES_REDUCED} bytes "
