@@ -57,6 +57,17 @@ SWITCH_FLAGS = [
         "explicitly is held at its value)",
     ),
     (
+        "--hierarchical-allreduce",
+        "HOROVOD_HIERARCHICAL_ALLREDUCE",
+        "two-level allreduce wherever the hosts hold the same number of ranks (default: auto, "
+        "on with several hosts of several ranks each)",
+    ),
+    (
+        "--hierarchical-allgather",
+        "HOROVOD_HIERARCHICAL_ALLGATHER",
+        "two-level allgather wherever the hosts hold the same number of ranks (default: auto)",
+    ),
+    (
         "--timeline-mark-cycles",
         "HOROVOD_TIMELINE_MARK_CYCLES",
         "mark each negotiation round that ran ops in the timeline",

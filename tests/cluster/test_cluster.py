@@ -56,6 +56,34 @@ def test_every_dtype_across_containers(cluster):
     # Two ranks on every worker (mpirun's --map-by slot fills each host in turn).
     hosts = sorted(h for _, h in ok)
     assert len(set(hosts)) == cluster.workers and all(hosts.count(h) == 2 for h in hosts)
+    # Several hosts of two ranks each: auto takes the hierarchical paths above 32 KiB.
+    algorithms = re.search(r"^\[horovod summary\] algorithms: (.*)$", err, re.M)
+    assert algorithms, err
+    assert re.match(
+        r"allreduce direct \d+, hierarchical \d+; allgather hierarchical \d+; hierarchical "
+        rf"allreduce on \({cluster.workers} host\(s\) x 2 rank\(s\)\)",
+        algorithms.group(1),
+    ), algorithms.group(1)
+
+
+def test_uneven_hosts_take_the_flat_ring(cluster):
+    """One rank fewer than the slots: the last worker holds one rank, the others two. Asked for
+    hierarchical, the engine says why not and the flat ring gives the same answers."""
+    n = 2 * cluster.workers - 1
+    out, err = cluster.run_ok(
+        f"horovodrun -np {n} --hierarchical-allreduce --hierarchical-allgather "
+        "python /jobs/allreduce_dtypes.py",
+        timeout=180,
+    )
+    assert len(re.findall(r"^OK dtypes rank=\d+", out, re.M)) == n, out + err
+    why = "hosts hold 1 to 2 ranks each; hierarchical needs the same number on every host"
+    assert re.search(rf"WARNING.*hierarchical allreduce off \({why}", err), err
+    assert re.search(
+        r"^\[horovod summary\] algorithms: allreduce direct \d+, ring \d+; "
+        r"allgather ring \d+; ",
+        err,
+        re.M,
+    ), err
 
 
 def test_training_example_across_containers(cluster):

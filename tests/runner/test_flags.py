@@ -88,6 +88,8 @@ def test_knob_flags_are_checked_by_the_engine(flag, var, value, capsys):
         (["--autotune"], "HOROVOD_AUTOTUNE", "1"),
         (["--timeline-mark-cycles"], "HOROVOD_TIMELINE_MARK_CYCLES", "1"),
         (["--no-stall-check"], "HOROVOD_STALL_CHECK_DISABLE", "1"),
+        (["--hierarchical-allreduce"], "HOROVOD_HIERARCHICAL_ALLREDUCE", "1"),
+        (["--hierarchical-allgather"], "HOROVOD_HIERARCHICAL_ALLGATHER", "1"),
     ],
 )
 def test_knob_flags_at_their_bounds_pass(argv, var, want):
@@ -98,8 +100,8 @@ def test_knob_flags_at_their_bounds_pass(argv, var, want):
 def test_every_knob_flag_sets_an_engine_knob():
     knobs = {k.env: k for k in basics.config_knobs()}
     assert {var for _, var, _ in launch.KNOB_FLAGS} <= set(knobs)
-    for _, var, _ in launch.SWITCH_FLAGS:
-        assert knobs[var].type == "bool", var
+    for _, var, _ in launch.SWITCH_FLAGS:  # a switch sets "1": a bool, or a choice of "1"
+        assert knobs[var].type == "bool" or "1" in knobs[var].choices, var
 
 
 def test_switch_flags_leave_unset_knobs_alone():

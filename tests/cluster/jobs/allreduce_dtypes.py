@@ -1,5 +1,7 @@
-"""Every dtype's allreduce (Sum; Average for floats), allgather and broadcast across every rank
-of the cluster.  Each rank checks the result against NumPy and prints `OK dtypes rank=R host=H`."""
+"""Every dtype's allreduce (Sum, Min, Max, Product; Average for floats), allgather and
+broadcast across every rank of the cluster (on 2 slots per worker above 32 KiB these take the
+hierarchical paths). Each rank checks the results against NumPy and prints
+`OK dtypes rank=R host=H`."""
 
 import socket
 import sys
@@ -22,6 +24,19 @@ def main():
             want = sum((np.arange(count) % 7 + q).astype(dt) for q in range(n)).astype(dt)
             if not np.array_equal(got, want):
                 bad.append(f"sum {dt} x{count}")
+        for op, fold in (("min", np.minimum), ("max", np.maximum), ("product", np.multiply)):
+            # 64 Ki elements: above the direct exchange, so the ring or the hierarchical path.
+            base = np.arange(1 << 16)
+
+            def rank_input(q):
+                return ((base + q) % 3 if op == "product" else (base * (q + 1)) % 13).astype(dt)
+
+            got = hvd.allreduce(rank_input(r), op=getattr(hvd, op.capitalize()), name=f"{op}.{dt}")
+            want = rank_input(0)
+            for q in range(1, n):
+                want = fold(want, rank_input(q)).astype(dt)
+            if not np.array_equal(got, want):
+                bad.append(f"{op} {dt}")
         if dt.startswith("float"):
             got = hvd.allreduce(np.full(5000, r, dt), op=hvd.Average, name=f"avg.{dt}")
             if not np.allclose(got.astype(np.float64), (n - 1) / 2, rtol=1e-2):
