@@ -479,6 +479,8 @@ def check_plan(args, hosts, probes, choice):
         }
         if probes
         else {},
+        # /dev/shm per host: a small one is a cause the report can name.
+        "shm": {h: p.get("shm_bytes") for h, p in probes.items()} if probes else {},
         "seconds": args.check_seconds,
         "step_timeout": args.check_step_timeout,
         "model_bytes": model_bytes(args),

@@ -48,20 +48,39 @@ def test_healthy_cluster_is_ok(cluster):
             out
         )  # every pair, and each host's shared memory
     assert "slow link" not in out and "warning" not in out, out
-    assert re.search(
-        r"^verdict: OK: every link between hosts within 3x of the median", out, re.M
-    ), out
     for size in ("4 KiB", "1 MiB", "64 MiB"):
         assert re.search(rf"^ +{size}: +[0-9.]+ us +[0-9.]+ GB/s$", out, re.M), out
-    assert re.search(r"^allreduce reaches \d+% of what the links allow", out, re.M), out
+    reach = re.search(r"^allreduce reaches (\d+)% of what the links allow", out, re.M)
+    assert reach, out
+    # Healthy links: the verdict turns on how close allreduce comes to them (the containers
+    # share this machine's cores, so it may not), and then names the cause it sees.
+    verdict = re.search(r"^verdict: (.*)$", out, re.M).group(1)
+    if int(reach.group(1)) >= 50:
+        assert verdict.startswith("OK: every link between hosts within 3x of the median"), out
+    else:
+        assert verdict.startswith(
+            f"WARN: allreduce reaches {reach.group(1)}% of what the links allow ("
+        ), out
     # The containers share this machine (one boot id) and its cores are fewer than the ranks:
     # named in the report and before the launch, and the ranks are made to yield.
     ranks = cluster.workers * cluster.slots
     cores = len(os.sched_getaffinity(0))
     if ranks > cores:
         named = f"hosts {', '.join(workers)} share one machine with {cores} core(s) and {ranks}"
-        assert f"oversubscribed: {named}" in out, out
+        assert f"cause: oversubscribed: {named}" in out, out
         assert f"horovodrun: oversubscribed: {named}" in err, err
+
+
+def test_hierarchical_off_is_named_as_a_cause(cluster):
+    """Several hosts of two ranks with the hierarchical allreduce turned off: the report names
+    that as a cause of the gap between allreduce and the links."""
+    if cluster.workers != 2:
+        pytest.skip("one cluster shape is enough (the 2-worker one is the cheaper)")
+    out, _ = cluster.run_ok(
+        "HOROVOD_HIERARCHICAL_ALLREDUCE=0 horovodrun --check-network --check-seconds 0.5",
+        timeout=300,
+    )
+    assert "cause: HOROVOD_HIERARCHICAL_ALLREDUCE=0 on 2 hosts of 2 ranks" in out, out
 
 
 def throttle(c, worker, device="eth0"):

@@ -113,3 +113,11 @@ def test_process_sets_have_their_own_hosts():
             HOROVOD_SMALL_ALLREDUCE_BYTES="0",
         ),
     )
+
+
+def test_timeline_names_the_hierarchical_activities(tmp_path):
+    path = tmp_path / "timeline.json"
+    run(4, "uneven_sizes,allgather_rows", hosts(2, HOROVOD_TIMELINE=str(path)))
+    text = path.read_text()
+    assert '"HIERARCHICAL_ALLREDUCE"' in text and '"HIERARCHICAL_ALLGATHER"' in text, text[:2000]
+    assert '"RING_ALLREDUCE"' not in text and '"RING_ALLGATHER"' not in text

@@ -273,7 +273,7 @@ def test_check_network_arguments():
 def test_check_network_report_uses_the_fusion_threshold_it_is_given():
     # main() passes the engine's parsed HOROVOD_FUSION_THRESHOLD; 64 MiB of gradients is one
     # fused op under the default 128 MiB, eight under 8 MiB: 7 more small-allreduce latencies.
-    checker = types.SimpleNamespace(hosts=["w1"], size=2, seconds=0.5)
+    checker = types.SimpleNamespace(hosts=["w1"], size=2, seconds=0.5, ranks_of={"w1": [0, 1]})
     allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, 1e9)}
     plan = {"network": "this host", "model_bytes": 64 << 20}
 

@@ -2,6 +2,7 @@
 kernel boot id are one machine; the probe reads this machine's boot id and CPU quota; the
 doctor's report says how close allreduce comes to the links and names the oversubscription."""
 
+import re
 import types
 
 from horovod.runner import oversubscription, probe
@@ -51,7 +52,9 @@ def test_probe_reports_boot_id_and_usable_cpus():
 
 
 def test_report_compares_allreduce_with_the_slowest_link():
-    checker = types.SimpleNamespace(hosts=["w1", "w2"], size=2, seconds=0.5)
+    checker = types.SimpleNamespace(
+        hosts=["w1", "w2"], size=2, seconds=0.5, ranks_of={"w1": [0], "w2": [1]}
+    )
     bw = {("w1", "w2"): 1.0e9, ("w2", "w1"): 0.8e9, ("w1", "w1"): 5e9, ("w2", "w2"): 5e9}
     allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, 0.2e9)}
     plan = {
@@ -62,3 +65,48 @@ def test_report_compares_allreduce_with_the_slowest_link():
     assert "allreduce reaches 25% of what the links allow" in text, text
     assert "slowest link 0.80 GB/s" in text, text
     assert "oversubscribed: hosts w1, w2 share one machine with 2 core(s) and 3 rank(s)" in text
+    assert re.search(
+        r"^verdict: WARN: allreduce reaches 25% of what the links allow \(1 likely cause",
+        text,
+        re.M,
+    ), text
+
+
+def _two_by_two(ranks_of, plan_extra=None, busbw=0.2e9):
+    checker = types.SimpleNamespace(
+        hosts=sorted(ranks_of),
+        size=sum(map(len, ranks_of.values())),
+        seconds=0.5,
+        ranks_of=ranks_of,
+    )
+    bw = {(a, b): 1e9 for a in ranks_of for b in ranks_of}
+    allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, busbw)}
+    plan = {"network": "10.0.0.0/24", **(plan_extra or {})}
+    return network_check.report(checker, {}, bw, allreduce, {}, plan, 0)
+
+
+def test_hierarchical_off_is_named_where_it_would_help(monkeypatch):
+    monkeypatch.setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "0")
+    text = _two_by_two({"w1": [0, 1], "w2": [2, 3]})
+    assert "cause: HOROVOD_HIERARCHICAL_ALLREDUCE=0 on 2 hosts of 2 ranks" in text, text
+    monkeypatch.delenv("HOROVOD_HIERARCHICAL_ALLREDUCE")
+    assert "cause:" not in _two_by_two({"w1": [0, 1], "w2": [2, 3]})
+    assert "cause:" not in _two_by_two({"w1": [0], "w2": [1]})  # nothing to gain
+
+
+def test_uneven_hosts_and_small_shm_are_named():
+    text = _two_by_two({"w1": [0, 1], "w2": [2]}, {"shm": {"w1": 64 << 20, "w2": 64 << 20}})
+    assert "cause: hosts hold 1 to 2 ranks each, so the hierarchical allreduce cannot run" in text
+    assert "cause: /dev/shm on w1 is only 64 MiB for its 2 ranks" in text, text
+    assert "/dev/shm on w2" not in text  # one rank: no shared memory between ranks there
+    assert "(2 likely cause(s) above)" in text, text
+
+
+def test_fast_enough_allreduce_keeps_the_verdict_ok():
+    text = _two_by_two({"w1": [0], "w2": [1]}, busbw=0.6e9)
+    assert "allreduce reaches 60% of what the links allow" in text
+    assert re.search(r"^verdict: OK", text, re.M), text
+    text = _two_by_two({"w1": [0], "w2": [1]}, busbw=0.3e9)
+    assert (
+        "verdict: WARN: allreduce reaches 30% of what the links allow (no cause this check" in text
+    )

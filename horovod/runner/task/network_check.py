@@ -32,6 +32,10 @@ MESSAGE = 4 * MIB  # large enough that per-message costs (Python, rendezvous) ar
 IN_FLIGHT = 8
 SLOW_FACTOR = 3.0  # a link this many times below the median is named
 FASTER_FACTOR = 1.3  # another interface this much faster than the chosen one is a warning
+# Below this share of what the slowest link allows, allreduce is called slow (a ring's bus
+# bandwidth can approach the link's; half is already generous for TCP and Python in between).
+REACH_FLOOR = 0.5
+SMALL_SHM = 256 << 20  # as preflight.SMALL_SHM (this module runs on the ranks, apart from it)
 
 
 class NoAnswer(Exception):
@@ -295,6 +299,37 @@ def _matrix(title, hosts, values, fmt):
     return lines
 
 
+def slowdown_causes(checker, plan):
+    """What this check can see that slows allreduce down below what the links allow: ranks that
+    outnumber the cores of the machine they share, the hierarchical allreduce off where it would
+    help (or impossible: hosts with different rank counts), a small /dev/shm."""
+    causes = []
+    if plan.get("oversubscribed"):
+        causes.append(plan["oversubscribed"].replace("horovodrun: ", "", 1))
+    counts = {h: len(rs) for h, rs in checker.ranks_of.items()}
+    if len(counts) > 1 and max(counts.values()) > 1:
+        knob = os.environ.get("HOROVOD_HIERARCHICAL_ALLREDUCE", "auto").strip().lower()
+        if min(counts.values()) != max(counts.values()):
+            causes.append(
+                f"hosts hold {min(counts.values())} to {max(counts.values())} ranks each, so "
+                "the hierarchical allreduce cannot run (it needs the same number on every "
+                "host): give every host the same slots"
+            )
+        elif knob == "0":
+            causes.append(
+                f"HOROVOD_HIERARCHICAL_ALLREDUCE=0 on {len(counts)} hosts of "
+                f"{max(counts.values())} ranks: the flat ring crosses each host boundary "
+                "through one rank; leave it unset (auto) for the hierarchical allreduce"
+            )
+    for h, shm in sorted((plan.get("shm") or {}).items()):
+        if shm is not None and counts.get(h, 0) > 1 and shm < SMALL_SHM:
+            causes.append(
+                f"/dev/shm on {h} is only {shm / MIB:.0f} MiB for its {counts[h]} ranks: "
+                "give the container more (docker run --shm-size=1g, compose shm_size)"
+            )
+    return causes
+
+
 def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
     """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off)."""
     hosts = checker.hosts
@@ -334,8 +369,19 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
             f"allreduce reaches {top[1] / bound:.0%} of what the links allow ({_gbs(top[1])} "
             f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(bound)} GB/s)"
         )
-    if plan.get("oversubscribed"):
-        lines.append(plan["oversubscribed"].replace("horovodrun: ", "", 1))
+    causes = slowdown_causes(checker, plan)
+    for cause in causes:
+        lines.append("cause: " + cause)
+    if links and top and top[1] and top[1] / bound < REACH_FLOOR:
+        verdicts.append(
+            f"allreduce reaches {top[1] / bound:.0%} of what the links allow"
+            + (
+                f" ({len(causes)} likely cause(s) above)"
+                if causes
+                else " (no cause this check can see: look for other processes on the CPUs, "
+                "and compare HOROVOD_CPU_OPERATIONS=mpi)"
+            )
+        )
     if links:
         median = statistics.median(links.values())
         slow = sorted(
