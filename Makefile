@@ -9,7 +9,7 @@ BUILD_DIR ?= build/dev
 # ---------------------------------------------------------------------------------------------
 # Engine (csrc/ + horovod/)
 # ---------------------------------------------------------------------------------------------
-.PHONY: help build test test/unit test/engine test/tf test/gpu build/engine-gpu bench clean
+.PHONY: help build test test/unit test/engine test/tf test/gpu build/engine-gpu bench plots clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_/%.-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -37,6 +37,10 @@ test/tf: build ## horovod.tensorflow and horovod.keras under real MPI ranks (np 
 bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shared memory and TCP)
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) scripts/bench_allreduce.py
+
+plots: ## charts of the recorded benchmark outputs: docs/bench/*.txt -> docs/plots/*.png (matplotlib, pinned)
+	$(PYTHON) -c "import matplotlib" 2>/dev/null || $(PYTHON) -m pip install -q matplotlib==$(MATPLOTLIB_VERSION)
+	$(PYTHON) scripts/plot_benchmarks.py
 
 # The GPU engine (HOROVOD_GPU_OPERATIONS=NCCL) compiled against PyPI's CUDA runtime and NCCL
 # wheels (scripts/install-prereqs.sh installs them): needs no GPU, so CI builds it every time.

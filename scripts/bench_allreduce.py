@@ -152,6 +152,9 @@ def main():
         "--sizes", help="comma-separated sizes in KiB/MiB, e.g. 16M,256M (default: 4K..256M)"
     )
     ap.add_argument(
+        "--sweep-only", action="store_true", help="the size sweep only (no latency, no fusion)"
+    )
+    ap.add_argument(
         "--cpu",
         action="store_true",
         help="only: CPU share of 16 MiB ring and MPI_Allreduce (is the transport CPU-bound?)",
@@ -176,6 +179,9 @@ def main():
         f"{ceiling:.2f} GB/s"
     )
     rows = sweep(sizes)
+    if args.sweep_only:
+        hvd.shutdown()
+        return
     big = [r for r in rows if r[0] >= 16 * MIB]
     if big and RANK == 0:
         best_ring = max(busbw(r[0], r[2]) for r in big)

@@ -72,7 +72,7 @@ def test_report_compares_allreduce_with_the_slowest_link():
     ), text
 
 
-def _two_by_two(ranks_of, plan_extra=None, busbw=0.2e9):
+def _two_by_two(ranks_of, plan_extra=None, busbw=0.2e9, hierarchical="auto"):
     checker = types.SimpleNamespace(
         hosts=sorted(ranks_of),
         size=sum(map(len, ranks_of.values())),
@@ -82,14 +82,12 @@ def _two_by_two(ranks_of, plan_extra=None, busbw=0.2e9):
     bw = {(a, b): 1e9 for a in ranks_of for b in ranks_of}
     allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, busbw)}
     plan = {"network": "10.0.0.0/24", **(plan_extra or {})}
-    return network_check.report(checker, {}, bw, allreduce, {}, plan, 0)
+    return network_check.report(checker, {}, bw, allreduce, {}, plan, 0, hierarchical)
 
 
-def test_hierarchical_off_is_named_where_it_would_help(monkeypatch):
-    monkeypatch.setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "0")
-    text = _two_by_two({"w1": [0, 1], "w2": [2, 3]})
+def test_hierarchical_off_is_named_where_it_would_help():
+    text = _two_by_two({"w1": [0, 1], "w2": [2, 3]}, hierarchical="0")
     assert "cause: HOROVOD_HIERARCHICAL_ALLREDUCE=0 on 2 hosts of 2 ranks" in text, text
-    monkeypatch.delenv("HOROVOD_HIERARCHICAL_ALLREDUCE")
     assert "cause:" not in _two_by_two({"w1": [0, 1], "w2": [2, 3]})
     assert "cause:" not in _two_by_two({"w1": [0], "w2": [1]})  # nothing to gain
 

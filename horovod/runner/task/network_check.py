@@ -299,7 +299,7 @@ def _matrix(title, hosts, values, fmt):
     return lines
 
 
-def slowdown_causes(checker, plan):
+def slowdown_causes(checker, plan, hierarchical="auto"):
     """What this check can see that slows allreduce down below what the links allow: ranks that
     outnumber the cores of the machine they share, the hierarchical allreduce off where it would
     help (or impossible: hosts with different rank counts), a small /dev/shm."""
@@ -308,14 +308,13 @@ def slowdown_causes(checker, plan):
         causes.append(plan["oversubscribed"].replace("horovodrun: ", "", 1))
     counts = {h: len(rs) for h, rs in checker.ranks_of.items()}
     if len(counts) > 1 and max(counts.values()) > 1:
-        knob = os.environ.get("HOROVOD_HIERARCHICAL_ALLREDUCE", "auto").strip().lower()
         if min(counts.values()) != max(counts.values()):
             causes.append(
                 f"hosts hold {min(counts.values())} to {max(counts.values())} ranks each, so "
                 "the hierarchical allreduce cannot run (it needs the same number on every "
                 "host): give every host the same slots"
             )
-        elif knob == "0":
+        elif hierarchical == "0":
             causes.append(
                 f"HOROVOD_HIERARCHICAL_ALLREDUCE=0 on {len(counts)} hosts of "
                 f"{max(counts.values())} ranks: the flat ring crosses each host boundary "
@@ -330,8 +329,9 @@ def slowdown_causes(checker, plan):
     return causes
 
 
-def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
-    """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off)."""
+def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold, hierarchical="auto"):
+    """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off);
+    hierarchical: its HOROVOD_HIERARCHICAL_ALLREDUCE."""
     hosts = checker.hosts
     lines = [
         f"horovodrun --check-network: {len(hosts)} host(s), {checker.size} rank(s); "
@@ -369,7 +369,7 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold):
             f"allreduce reaches {top[1] / bound:.0%} of what the links allow ({_gbs(top[1])} "
             f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(bound)} GB/s)"
         )
-    causes = slowdown_causes(checker, plan)
+    causes = slowdown_causes(checker, plan, hierarchical)
     for cause in causes:
         lines.append("cause: " + cause)
     if links and top and top[1] and top[1] / bound < REACH_FLOOR:
@@ -518,8 +518,15 @@ def main():
         return 2
     if checker.rank == 0:
         # The threshold the engine runs with (its default, or the environment's value).
-        fusion = basics.config_values()["HOROVOD_FUSION_THRESHOLD"]
-        print(report(checker, lat, bw, allreduce, interfaces, plan, fusion), flush=True)
+        knobs = basics.config_values()
+        fusion, hierarchical = (
+            knobs["HOROVOD_FUSION_THRESHOLD"],
+            knobs["HOROVOD_HIERARCHICAL_ALLREDUCE"],
+        )
+        print(
+            report(checker, lat, bw, allreduce, interfaces, plan, fusion, hierarchical),
+            flush=True,
+        )
     hvd.shutdown()
     return 0
 

@@ -197,7 +197,7 @@ TEST_F(ConfigEnv, AgreedValuesListOnlyTheKnobsRanksMustShare) {
 
 TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
   const auto knobs = Config::Describe();
-  ASSERT_EQ(knobs.size(), 19u);
+  ASSERT_EQ(knobs.size(), 22u);
   EXPECT_EQ(knobs[0].env, "HOROVOD_FUSION_THRESHOLD");
   EXPECT_EQ(knobs[0].default_value, "134217728");
   EXPECT_EQ(knobs[0].type, "int");
@@ -211,6 +211,11 @@ TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
       EXPECT_FALSE(k.agree);  // LOCAL
     }
     if (k.env == "HOROVOD_LOG_LEVEL") { EXPECT_EQ(k.choices.size(), 5u); }
+    if (k.env == "HOROVOD_HIERARCHICAL_ALLREDUCE") {
+      EXPECT_EQ(k.default_value, "auto");
+      EXPECT_EQ(k.choices, (std::vector<std::string>{"auto", "1", "0"}));
+      EXPECT_TRUE(k.agree);
+    }
   }
 }
 
