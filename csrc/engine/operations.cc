@@ -272,6 +272,22 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
     EndActivity(es);
     return Status();
   }
+  if (algo == AllreduceAlgorithm::RING && r.prescale == 1.0) {
+    // The ring runs over the tensors themselves: no copies into the fusion buffer and back.
+    // (Prescaling would write the inputs, which belong to the caller; the other algorithms
+    // take one contiguous buffer.)
+    TensorPieces pieces;
+    for (size_t i = 0; i < es.size(); ++i) {
+      pieces.src.push_back(es[i].input);
+      pieces.dst.push_back(es[i].output);
+      pieces.count.push_back(static_cast<size_t>(r.num_elements[i]));
+    }
+    Activity(es, activity);
+    RingAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                        mpi_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
+    EndActivity(es);
+    return Status();
+  }
   void* buf = FusionBuffer(total * esize);
   Activity(es, "MEMCPY_IN_FUSION_BUFFER");
   PackFusionBuffer(es, r.num_elements, r.dtype, /*widen=*/false, buf);

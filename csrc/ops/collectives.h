@@ -62,6 +62,17 @@ using SegmentFn = std::function<void(void* data, size_t count)>;
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                    size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
                    const SegmentFn& finish = nullptr);
+// ring_allreduce_pieces.cc: the ring over several tensors laid back to back, without a fusion
+// buffer. Tensor i is count[i] elements read from src[i] and written to dst[i] (src may equal
+// dst); `finish` runs on each piece of this rank's reduced segment.
+struct TensorPieces {
+  std::vector<const void*> src;
+  std::vector<void*> dst;
+  std::vector<size_t> count;
+};
+void RingAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp op,
+                         size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                         const SegmentFn& finish = nullptr);
 // hierarchical.cc: the same results as RingAllreduce / Allgather over the communicator whose
 // ranks `local` (this host's) and `cross` (this local rank's, one per host) split; every host
 // holds the same number of ranks.

@@ -136,6 +136,48 @@ def sc_bool_moves():
     exact(hvd.synchronize(h), np.array([q % 2 == 0 for q in range(n)]), "allgather async")
 
 
+def sc_fused_over_tensors():
+    """A fused ring runs over the tensors themselves (ring_allreduce_pieces.cc): sizes that put
+    chunk and segment boundaries inside tensors, empty tensors among them, every dtype and op,
+    prescale (which takes the fusion buffer) next to postscale, and inputs reduced in place."""
+    r, n = hvd.rank(), hvd.size()
+    shapes = [(0,), (1,), (1000,), (4097,), (3, 5), (0, 4), (30011,), (7,)]
+    for dt in DTYPES:
+        for op in OPS:
+            xs = [make(r, s, dt, op, salt=i) for i, s in enumerate(shapes)]
+            outs = hvd.grouped_allreduce(xs, op=OPS[op], name=f"pieces/{dt.name}/{op}")
+            for i, (s, got) in enumerate(zip(shapes, outs)):
+                want = reference([make(q, s, dt, op, salt=i) for q in range(n)], op, dt)
+                check(got, want, dt, f"pieces {dt} {op} {i}")
+    for pre, post in ((1.0, 3.0), (0.5, 1.0)):
+        dt = np.dtype(np.float64)
+        xs = [make(r, s, dt, salt=i) for i, s in enumerate(shapes)]
+        outs = hvd.grouped_allreduce(
+            xs,
+            op=hvd.Average,
+            name=f"pieces/scaled/{pre}",
+            prescale_factor=pre,
+            postscale_factor=post,
+        )
+        for i, (s, got) in enumerate(zip(shapes, outs)):
+            want = reference([make(q, s, dt, salt=i) * pre for q in range(n)], "average", dt)
+            check(got, want * post, dt, f"pieces scaled {pre} {i}")
+    # In place: each input is its own output.
+    xs = [np.full(s, r + 1, np.int64) for s in shapes]
+    handles = [
+        hvd.allreduce_async(x, op=hvd.Sum, name=f"pieces/inplace/{i}", out=x)
+        for i, x in enumerate(xs)
+    ]
+    for h in handles:
+        hvd.synchronize(h)
+    assert all((x == n * (n + 1) // 2).all() for x in xs), "in-place fused allreduce"
+    # The inputs of an out-of-place fused allreduce are left as they were.
+    xs = [make(r, s, np.dtype(np.float32), salt=i) for i, s in enumerate(shapes)]
+    before = [x.copy() for x in xs]
+    hvd.grouped_allreduce(xs, op=hvd.Sum, name="pieces/inputs")
+    assert all((a == b).all() for a, b in zip(xs, before)), "the inputs were written"
+
+
 def sc_grouped():
     r, n = hvd.rank(), hvd.size()
     xs = [make(r, (i * 10 + 1,), np.dtype(np.float32), salt=i) for i in range(20)]

@@ -16,6 +16,8 @@ def sc_timeline():
         hvd.grouped_allreduce([np.ones(100), np.ones(50)], op=hvd.Sum, name="tl")
         hvd.allreduce(np.ones(10), name="tl/single")
         hvd.allreduce(np.ones(100000), name="tl/big")  # above the direct-exchange size: ring
+        # Fused and above it: the ring runs over the two tensors, no fusion-buffer copies.
+        hvd.grouped_allreduce([np.ones(60000), np.ones(50000)], op=hvd.Sum, name="tl/fring")
     hvd.broadcast(np.ones(4), root_rank=0, name="tl/bcast")
     if r == 0:
         time.sleep(0.3)

@@ -27,6 +27,14 @@ def test_collective(world, scenario):
     ENGINE.run_ok(world, scenario, env=SMALL_CHUNKS)
 
 
+def test_fused_ring_over_the_tensors(world):
+    """Small chunks and no direct exchange: every fused response runs the ring over the tensors
+    with chunks and segments across their boundaries."""
+    ENGINE.run_ok(
+        world, "fused_over_tensors", env={"HOROVOD_SMALL_ALLREDUCE_BYTES": "0", **SMALL_CHUNKS}
+    )
+
+
 def test_allreduce_ring_for_small_tensors(world):
     """Small tensors normally take the one-step direct exchange; force the ring for them too."""
     ENGINE.run_ok(world, "allreduce", env={"HOROVOD_SMALL_ALLREDUCE_BYTES": "0", **SMALL_CHUNKS})

@@ -26,6 +26,9 @@ def test_timeline_is_valid_chrome_trace(tmp_path, world):
         "MPI_BCAST",
     ):
         assert span in names, f"{span} missing"
+    fused_ring = {pid for pid, name in rows.items() if name.startswith("tl/fring")}
+    spans = {e["name"] for e in events if e.get("pid") in fused_ring}
+    assert "RING_ALLREDUCE" in spans and "MEMCPY_IN_FUSION_BUFFER" not in spans, spans
     ticks = {e["name"] for e in events if e["ph"] == "X"}
     assert {str(r) for r in range(world)} <= ticks, "one negotiation tick per rank"
     for pid in rows:  # every span that begins also ends
