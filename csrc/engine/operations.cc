@@ -272,7 +272,8 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
     EndActivity(es);
     return Status();
   }
-  if (algo == AllreduceAlgorithm::RING && r.prescale == 1.0) {
+  const bool ring = algo == AllreduceAlgorithm::RING || algo == AllreduceAlgorithm::HIERARCHICAL;
+  if (ring && r.prescale == 1.0) {
     // The ring runs over the tensors themselves: no copies into the fusion buffer and back.
     // (Prescaling would write the inputs, which belong to the caller; the other algorithms
     // take one contiguous buffer.)
@@ -282,9 +283,14 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
       pieces.dst.push_back(es[i].output);
       pieces.count.push_back(static_cast<size_t>(r.num_elements[i]));
     }
+    const SegmentFn finish = [&](void* seg, size_t n) { Average(seg, n, r); };
     Activity(es, activity);
-    RingAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                        mpi_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
+    if (algo == AllreduceAlgorithm::RING)
+      RingAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                          mpi_->comm(), finish);
+    else
+      HierarchicalAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                                  mpi_->local_comm(), mpi_->cross_comm(), finish);
     EndActivity(es);
     return Status();
   }

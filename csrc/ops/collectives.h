@@ -73,12 +73,23 @@ struct TensorPieces {
 void RingAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp op,
                          size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
                          const SegmentFn& finish = nullptr);
+// Its halves, as RingReduceScatter / RingAllgather over the virtual buffer (the allgather reads
+// and writes the outputs only), and a view of [off, off + n) of the outputs, in place.
+void RingReduceScatterPieces(const TensorPieces& tensors, const Segments& seg, DataType dtype,
+                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
+void RingAllgatherPieces(const TensorPieces& tensors, const Segments& seg, size_t elem_size,
+                         MPI_Comm comm);
+TensorPieces SliceOfOutputs(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
 // hierarchical.cc: the same results as RingAllreduce / Allgather over the communicator whose
 // ranks `local` (this host's) and `cross` (this local rank's, one per host) split; every host
 // holds the same number of ranks.
 void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                            size_t chunk_bytes, RingScratch* scratch, MPI_Comm local, MPI_Comm cross,
                            const SegmentFn& finish = nullptr);
+// The same over several tensors without a fusion buffer (ring_allreduce_pieces.cc's halves).
+void HierarchicalAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp op,
+                                 size_t chunk_bytes, RingScratch* scratch, MPI_Comm local,
+                                 MPI_Comm cross, const SegmentFn& finish = nullptr);
 // Where every rank of the whole communicator sits (MpiContext fills it).
 struct HostLayout {
   int rank = 0, num_hosts = 1;

@@ -50,6 +50,28 @@ void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dt
   RingAllgather(dst, esize, seg, local);
 }
 
+void HierarchicalAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op,
+                                 size_t chunk_bytes, RingScratch* scratch, MPI_Comm local,
+                                 MPI_Comm cross, const SegmentFn& finish) {
+  size_t count = 0;
+  for (size_t c : t.count) count += c;
+  if (count == 0) return;
+  int local_rank, local_size, cross_size;
+  MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_size(local, &local_size);
+  MPI_Comm_size(cross, &cross_size);
+  const size_t esize = DataTypeSize(dtype);
+  const Segments seg = EvenSegments(count, local_size);
+  RingReduceScatterPieces(t, seg, dtype, op, chunk_bytes, scratch, local);
+  const TensorPieces mine = SliceOfOutputs(t, seg.offset[local_rank], seg.count[local_rank], esize);
+  if (cross_size > 1) {
+    RingAllreducePieces(mine, dtype, op, chunk_bytes, scratch, cross, finish);
+  } else if (finish) {
+    for (size_t i = 0; i < mine.count.size(); ++i) finish(mine.dst[i], mine.count[i]);
+  }
+  RingAllgatherPieces(t, seg, esize, local);
+}
+
 void HierarchicalAllgather(const void* in, void* out, size_t row_bytes,
                            const std::vector<int64_t>& first_dims, const HostLayout& layout,
                            MPI_Comm local, MPI_Comm cross) {

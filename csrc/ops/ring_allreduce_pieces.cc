@@ -97,77 +97,84 @@ void PostSend(const Layout& l, size_t off, size_t n, size_t esize, bool from_src
 
 }  // namespace
 
-void RingAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op, size_t chunk_bytes,
-                         RingScratch* scratch, MPI_Comm comm, const SegmentFn& finish) {
+TensorPieces SliceOfOutputs(const TensorPieces& t, size_t off, size_t n, size_t esize) {
+  TensorPieces out;
+  Layout(t).ForEach(off, n, [&](size_t i, size_t in, size_t take) {
+    char* p = static_cast<char*>(t.dst[i]) + in * esize;
+    out.src.push_back(p);
+    out.dst.push_back(p);
+    out.count.push_back(take);
+  });
+  return out;
+}
+
+void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataType dtype,
+                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   const Layout l(t);
-  const size_t count = l.total(), esize = DataTypeSize(dtype);
-  if (count == 0) return;
-  auto copy_through = [&](size_t off, size_t len) {  // dst = src where nothing was reduced
-    l.ForEach(off, len, [&](size_t i, size_t in, size_t take) {
+  const size_t esize = DataTypeSize(dtype);
+  if (n == 1) {  // nothing to reduce: the output is the input
+    l.ForEach(0, l.total(), [&](size_t i, size_t in, size_t take) {
       if (t.src[i] != t.dst[i])
         CopyWithProgress(static_cast<char*>(t.dst[i]) + in * esize,
                          static_cast<const char*>(t.src[i]) + in * esize, take * esize);
     });
-  };
-  const Segments seg = EvenSegments(count, n);
-  if (n == 1) {
-    copy_through(0, count);
-  } else {
-    // Reduce-scatter: as RingReduceScatter, with pieces.
-    const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
-    const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
-    std::vector<MPI_Request> sends;
-    for (int s = 0; s < n - 1; ++s) {
-      const int send_idx = Mod(rank - s - 1, n), recv_idx = Mod(rank - s - 2, n);
-      const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
-      const size_t nsend = NumChunks(slen, chunk), nrecv = NumChunks(rlen, chunk);
-      void* tmp[2] = {scratch->Get(0, std::min(rlen, chunk) * esize + 1),
-                      scratch->Get(1, std::min(rlen, chunk) * esize + 1)};
-      MPI_Request recvs[2];
-      auto post_recv = [&](size_t k) {
-        HVD_MPI_CHECK(MPI_Irecv(tmp[k & 1], static_cast<int>(ChunkLen(rlen, chunk, k) * esize),
-                                MPI_BYTE, left, kReduceScatterTag + s, comm, &recvs[k & 1]));
-      };
-      sends.assign(nsend, MPI_REQUEST_NULL);
-      auto post_send = [&](size_t k) {
-        if (k >= nsend) return;
-        PostSend(l, seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), esize, s == 0,
-                 right, kReduceScatterTag + s, comm, &sends[k]);
-      };
-      auto retire_send = [&](size_t k) {
-        if (k >= nsend) return;
-        HVD_MPI_CHECK(MPI_Wait(&sends[k], MPI_STATUS_IGNORE));
-        post_send(k + 2);
-      };
-      post_recv(0);
-      post_send(0);
-      post_send(1);
-      for (size_t k = 0; k < nrecv; ++k) {
-        if (k + 1 < nrecv) post_recv(k + 1);
-        HVD_MPI_CHECK(MPI_Wait(&recvs[k & 1], MPI_STATUS_IGNORE));
-        WatchProgress();
-        const char* got = static_cast<const char*>(tmp[k & 1]);
-        l.ForEach(seg.offset[recv_idx] + k * chunk, ChunkLen(rlen, chunk, k),
-                  [&](size_t i, size_t in, size_t take) {
-                    ReduceInto(static_cast<char*>(t.dst[i]) + in * esize,
-                               static_cast<const char*>(t.src[i]) + in * esize, got, take, dtype,
-                               op);
-                    got += take * esize;
-                  });
-        retire_send(k);
-      }
-      for (size_t k = nrecv; k < nsend; ++k) retire_send(k);
-    }
+    return;
   }
-  if (finish)
-    l.ForEach(seg.offset[rank], seg.count[rank], [&](size_t i, size_t in, size_t take) {
-      finish(static_cast<char*>(t.dst[i]) + in * esize, take);
-    });
+  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
+  const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
+  std::vector<MPI_Request> sends;
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_idx = Mod(rank - s - 1, n), recv_idx = Mod(rank - s - 2, n);
+    const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
+    const size_t nsend = NumChunks(slen, chunk), nrecv = NumChunks(rlen, chunk);
+    void* tmp[2] = {scratch->Get(0, std::min(rlen, chunk) * esize + 1),
+                    scratch->Get(1, std::min(rlen, chunk) * esize + 1)};
+    MPI_Request recvs[2];
+    auto post_recv = [&](size_t k) {
+      HVD_MPI_CHECK(MPI_Irecv(tmp[k & 1], static_cast<int>(ChunkLen(rlen, chunk, k) * esize),
+                              MPI_BYTE, left, kReduceScatterTag + s, comm, &recvs[k & 1]));
+    };
+    sends.assign(nsend, MPI_REQUEST_NULL);
+    // Step 0 sends this rank's inputs; later steps forward what the previous step reduced.
+    auto post_send = [&](size_t k) {
+      if (k >= nsend) return;
+      PostSend(l, seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), esize, s == 0, right,
+               kReduceScatterTag + s, comm, &sends[k]);
+    };
+    auto retire_send = [&](size_t k) {
+      if (k >= nsend) return;
+      HVD_MPI_CHECK(MPI_Wait(&sends[k], MPI_STATUS_IGNORE));
+      post_send(k + 2);
+    };
+    post_recv(0);
+    post_send(0);
+    post_send(1);
+    for (size_t k = 0; k < nrecv; ++k) {
+      if (k + 1 < nrecv) post_recv(k + 1);
+      HVD_MPI_CHECK(MPI_Wait(&recvs[k & 1], MPI_STATUS_IGNORE));
+      WatchProgress();
+      const char* got = static_cast<const char*>(tmp[k & 1]);
+      l.ForEach(seg.offset[recv_idx] + k * chunk, ChunkLen(rlen, chunk, k),
+                [&](size_t i, size_t in, size_t take) {
+                  ReduceInto(static_cast<char*>(t.dst[i]) + in * esize,
+                             static_cast<const char*>(t.src[i]) + in * esize, got, take, dtype, op);
+                  got += take * esize;
+                });
+      retire_send(k);
+    }
+    for (size_t k = nrecv; k < nsend; ++k) retire_send(k);
+  }
+}
+
+void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esize, MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
   if (n == 1) return;
-  // Allgather: segment by segment around the ring, pieces on both ends.
+  const Layout l(t);
   const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = Mod(rank - s, n), recv_idx = Mod(rank - s - 1, n);
@@ -184,6 +191,23 @@ void RingAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op, siz
     HVD_MPI_CHECK(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
     WatchProgress();
   }
+}
+
+void RingAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op, size_t chunk_bytes,
+                         RingScratch* scratch, MPI_Comm comm, const SegmentFn& finish) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  const Layout l(t);
+  const size_t esize = DataTypeSize(dtype);
+  if (l.total() == 0) return;
+  const Segments seg = EvenSegments(l.total(), n);
+  RingReduceScatterPieces(t, seg, dtype, op, chunk_bytes, scratch, comm);
+  if (finish)
+    l.ForEach(seg.offset[rank], seg.count[rank], [&](size_t i, size_t in, size_t take) {
+      finish(static_cast<char*>(t.dst[i]) + in * esize, take);
+    });
+  RingAllgatherPieces(t, seg, esize, comm);
 }
 
 }  // namespace hvd

@@ -39,7 +39,10 @@ def algorithms(err):
 def test_every_dtype_and_op(np_):
     """auto turns it on (several hosts, two ranks each); below the direct exchange's size too,
     so that every case of the flat ring's suite runs hierarchically."""
-    names = "host_topology,allreduce,allgather,uneven_sizes,grouped_fused,allgather_rows"
+    names = (
+        "host_topology,allreduce,allgather,uneven_sizes,grouped_fused,allgather_rows,"
+        "fused_over_tensors"
+    )
     err = run(np_, names, hosts(2, HOROVOD_SMALL_ALLREDUCE_BYTES="0"))
     line = algorithms(err)
     assert re.match(r"allreduce hierarchical \d+; allgather hierarchical \d+; ", line), line
