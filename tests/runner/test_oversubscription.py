@@ -108,3 +108,18 @@ def test_fast_enough_allreduce_keeps_the_verdict_ok():
     assert (
         "verdict: WARN: allreduce reaches 30% of what the links allow (no cause this check" in text
     )
+
+
+def test_small_messages_far_above_the_link_latency_are_named():
+    checker = types.SimpleNamespace(
+        hosts=["w1", "w2"], size=2, seconds=0.5, ranks_of={"w1": [0], "w2": [1]}
+    )
+    bw = {("w1", "w2"): 1e9, ("w2", "w1"): 1e9}
+    lat = {("w1", "w2"): 100e-6, ("w2", "w1"): 100e-6}
+    slow = {4 << 10: (1600e-6, 1e6), 64 << 20: (0.1, 0.8e9)}
+    text = network_check.report(checker, lat, bw, slow, {}, {"network": "n"}, 0)
+    assert "small messages: a 4 KiB allreduce takes 1600 us, 16x the slowest link's latency" in text
+    fast = {4 << 10: (300e-6, 1e6), 64 << 20: (0.1, 0.8e9)}
+    assert "small messages" not in network_check.report(
+        checker, lat, bw, fast, {}, {"network": "n"}, 0
+    )

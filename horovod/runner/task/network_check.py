@@ -35,6 +35,7 @@ FASTER_FACTOR = 1.3  # another interface this much faster than the chosen one is
 # Below this share of what the slowest link allows, allreduce is called slow (a ring's bus
 # bandwidth can approach the link's; half is already generous for TCP and Python in between).
 REACH_FLOOR = 0.5
+LATENCY_FACTOR = 10.0  # a small allreduce this many link latencies long is called latency-bound
 SMALL_SHM = 256 << 20  # as preflight.SMALL_SHM (this module runs on the ranks, apart from it)
 
 
@@ -372,6 +373,18 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold, hier
     causes = slowdown_causes(checker, plan, hierarchical)
     for cause in causes:
         lines.append("cause: " + cause)
+    # Small messages against the links' latency: what a model of many small tensors pays.
+    link_lat = [v for k, v in lat.items() if k[0] != k[1] and v]
+    if link_lat and allreduce and min(allreduce) <= 64 * KIB:
+        t_small, worst = allreduce[min(allreduce)][0], max(link_lat)
+        if t_small > LATENCY_FACTOR * worst:
+            lines.append(
+                f"small messages: a {min(allreduce) // KIB} KiB allreduce takes "
+                f"{t_small * 1e6:.0f} us, {t_small / worst:.0f}x the slowest link's latency "
+                f"({worst * 1e6:.0f} us): many small gradients per step are latency-bound; "
+                "fusion packs them into fewer allreduces (HOROVOD_FUSION_THRESHOLD, and "
+                "HOROVOD_CYCLE_TIME for how long it waits to gather them)"
+            )
     if links and top and top[1] and top[1] / bound < REACH_FLOOR:
         verdicts.append(
             f"allreduce reaches {top[1] / bound:.0%} of what the links allow"
