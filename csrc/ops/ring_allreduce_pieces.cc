@@ -1,14 +1,16 @@
 // Ring allreduce over several tensors at once without a fusion buffer: the ring of
 // ring_allreduce.cc runs over the tensors laid back to back as one virtual buffer, and every
 // transfer or reduction that spans tensor boundaries is cut into one piece per tensor.
-//   send:   one message per chunk, described by an MPI datatype listing the pieces (MPI packs
-//           them on its way, as it copies a contiguous buffer into shared memory or a socket);
-//   reduce: the chunk arrives contiguous in scratch and each piece is reduced straight from the
+//   send:   one message per piece of a chunk (every rank knows the layout, so the receiver cuts
+//           the chunk the same way and posts one receive per piece);
+//   reduce: the pieces arrive back to back in scratch and each is reduced straight from the
 //           tensor's input into its output;
-//   gather: one message per segment each way, datatypes on both ends.
+//   gather: one message per piece of a segment, received straight into the outputs.
 // Same steps, bytes and cost as the contiguous ring, minus the two passes over every byte that
 // packing the fusion buffer and unpacking it cost (2 B of memcpy for B bytes of gradients, on
-// the core that computes).
+// the core that computes), plus one message per piece. (An MPI datatype listing the pieces, one
+// message per chunk, was measured first: 1.4x slower than the copies it saved, on shared
+// memory; docs/benchmarks.md.)
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -53,47 +55,41 @@ class Layout {
       ++i;
     }
   }
-  // One datatype for [off, off + n) of the inputs (from_src) or the outputs, addressed from
-  // MPI_BOTTOM. MPI_DATATYPE_NULL for n == 0 (send 0 bytes of MPI_BYTE instead).
-  MPI_Datatype Type(size_t off, size_t n, size_t esize, bool from_src) const {
-    if (n == 0) return MPI_DATATYPE_NULL;
-    std::vector<int> lens;
-    std::vector<MPI_Aint> where;
+  // One message per piece (split at kMaxBlock) of [off, off + n) of the inputs (from_src) or
+  // outputs: both ends know the layout, so they cut a range the same way.
+  void PostSends(size_t off, size_t n, size_t esize, bool from_src, int dst, int tag, MPI_Comm comm,
+                 std::vector<MPI_Request>* reqs) const {
     ForEach(off, n, [&](size_t i, size_t in, size_t take) {
-      const char* base =
-          from_src ? static_cast<const char*>(t_.src[i]) : static_cast<const char*>(t_.dst[i]);
-      const char* p = base + in * esize;
+      const char* p = static_cast<const char*>(from_src ? t_.src[i] : t_.dst[i]) + in * esize;
       for (size_t b = 0; b < take * esize; b += kMaxBlock) {
-        MPI_Aint addr;
-        MPI_Get_address(p + b, &addr);
-        where.push_back(addr);
-        lens.push_back(static_cast<int>(std::min(kMaxBlock, take * esize - b)));
+        reqs->emplace_back();
+        HVD_MPI_CHECK(MPI_Isend(p + b, static_cast<int>(std::min(kMaxBlock, take * esize - b)),
+                                MPI_BYTE, dst, tag, comm, &reqs->back()));
       }
     });
-    MPI_Datatype type;
-    HVD_MPI_CHECK(MPI_Type_create_hindexed(static_cast<int>(lens.size()), lens.data(), where.data(),
-                                           MPI_BYTE, &type));
-    HVD_MPI_CHECK(MPI_Type_commit(&type));
-    return type;
+  }
+  // Receives of the same pieces, into the outputs (into == nullptr) or back to back into `into`.
+  void PostRecvs(size_t off, size_t n, size_t esize, char* into, int src, int tag, MPI_Comm comm,
+                 std::vector<MPI_Request>* reqs) const {
+    ForEach(off, n, [&](size_t i, size_t in, size_t take) {
+      char* p = into ? into : static_cast<char*>(t_.dst[i]) + in * esize;
+      for (size_t b = 0; b < take * esize; b += kMaxBlock) {
+        reqs->emplace_back();
+        HVD_MPI_CHECK(MPI_Irecv(p + b, static_cast<int>(std::min(kMaxBlock, take * esize - b)),
+                                MPI_BYTE, src, tag, comm, &reqs->back()));
+      }
+      if (into) into += take * esize;
+    });
+  }
+  static void WaitAll(std::vector<MPI_Request>* reqs) {
+    HVD_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs->size()), reqs->data(), MPI_STATUSES_IGNORE));
+    reqs->clear();
   }
 
  private:
   const TensorPieces& t_;
   std::vector<size_t> start_;
 };
-
-// Posts a send of [off, off + n) (a datatype of its pieces, freed at once: MPI keeps it until
-// the send completes).
-void PostSend(const Layout& l, size_t off, size_t n, size_t esize, bool from_src, int dst, int tag,
-              MPI_Comm comm, MPI_Request* req) {
-  MPI_Datatype t = l.Type(off, n, esize, from_src);
-  if (t == MPI_DATATYPE_NULL) {
-    HVD_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_BYTE, dst, tag, comm, req));
-    return;
-  }
-  HVD_MPI_CHECK(MPI_Isend(MPI_BOTTOM, 1, t, dst, tag, comm, req));
-  MPI_Type_free(&t);
-}
 
 }  // namespace
 
@@ -125,28 +121,28 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
   }
   const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
   const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
-  std::vector<MPI_Request> sends;
+  std::vector<std::vector<MPI_Request>> sends;
+  std::vector<MPI_Request> recvs[2];
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = Mod(rank - s - 1, n), recv_idx = Mod(rank - s - 2, n);
     const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
     const size_t nsend = NumChunks(slen, chunk), nrecv = NumChunks(rlen, chunk);
-    void* tmp[2] = {scratch->Get(0, std::min(rlen, chunk) * esize + 1),
-                    scratch->Get(1, std::min(rlen, chunk) * esize + 1)};
-    MPI_Request recvs[2];
+    char* tmp[2] = {static_cast<char*>(scratch->Get(0, std::min(rlen, chunk) * esize + 1)),
+                    static_cast<char*>(scratch->Get(1, std::min(rlen, chunk) * esize + 1))};
     auto post_recv = [&](size_t k) {
-      HVD_MPI_CHECK(MPI_Irecv(tmp[k & 1], static_cast<int>(ChunkLen(rlen, chunk, k) * esize),
-                              MPI_BYTE, left, kReduceScatterTag + s, comm, &recvs[k & 1]));
+      l.PostRecvs(seg.offset[recv_idx] + k * chunk, ChunkLen(rlen, chunk, k), esize, tmp[k & 1],
+                  left, kReduceScatterTag + s, comm, &recvs[k & 1]);
     };
-    sends.assign(nsend, MPI_REQUEST_NULL);
+    sends.assign(nsend, {});
     // Step 0 sends this rank's inputs; later steps forward what the previous step reduced.
     auto post_send = [&](size_t k) {
       if (k >= nsend) return;
-      PostSend(l, seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), esize, s == 0, right,
-               kReduceScatterTag + s, comm, &sends[k]);
+      l.PostSends(seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), esize, s == 0, right,
+                  kReduceScatterTag + s, comm, &sends[k]);
     };
     auto retire_send = [&](size_t k) {
       if (k >= nsend) return;
-      HVD_MPI_CHECK(MPI_Wait(&sends[k], MPI_STATUS_IGNORE));
+      Layout::WaitAll(&sends[k]);
       post_send(k + 2);
     };
     post_recv(0);
@@ -154,9 +150,9 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
     post_send(1);
     for (size_t k = 0; k < nrecv; ++k) {
       if (k + 1 < nrecv) post_recv(k + 1);
-      HVD_MPI_CHECK(MPI_Wait(&recvs[k & 1], MPI_STATUS_IGNORE));
+      Layout::WaitAll(&recvs[k & 1]);
       WatchProgress();
-      const char* got = static_cast<const char*>(tmp[k & 1]);
+      const char* got = tmp[k & 1];
       l.ForEach(seg.offset[recv_idx] + k * chunk, ChunkLen(rlen, chunk, k),
                 [&](size_t i, size_t in, size_t take) {
                   ReduceInto(static_cast<char*>(t.dst[i]) + in * esize,
@@ -178,17 +174,12 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
   const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = Mod(rank - s, n), recv_idx = Mod(rank - s - 1, n);
-    MPI_Request reqs[2];
-    PostSend(l, seg.offset[send_idx], seg.count[send_idx], esize, false, right, kAllgatherTag + s,
-             comm, &reqs[0]);
-    MPI_Datatype rt = l.Type(seg.offset[recv_idx], seg.count[recv_idx], esize, false);
-    if (rt == MPI_DATATYPE_NULL) {
-      HVD_MPI_CHECK(MPI_Irecv(nullptr, 0, MPI_BYTE, left, kAllgatherTag + s, comm, &reqs[1]));
-    } else {
-      HVD_MPI_CHECK(MPI_Irecv(MPI_BOTTOM, 1, rt, left, kAllgatherTag + s, comm, &reqs[1]));
-      MPI_Type_free(&rt);
-    }
-    HVD_MPI_CHECK(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
+    std::vector<MPI_Request> reqs;
+    l.PostRecvs(seg.offset[recv_idx], seg.count[recv_idx], esize, nullptr, left, kAllgatherTag + s,
+                comm, &reqs);
+    l.PostSends(seg.offset[send_idx], seg.count[send_idx], esize, false, right, kAllgatherTag + s,
+                comm, &reqs);
+    Layout::WaitAll(&reqs);
     WatchProgress();
   }
 }
