@@ -79,7 +79,7 @@ def render(data, path):
     ax.set_xlabel("message size (float32)")
     ax.set_ylabel("bus bandwidth, GB/s")
     ax.set_ylim(bottom=0)
-    ax.set_title(data["title"][:90], fontsize=9)
+    ax.set_title(data["title"].split(";")[0] + ": allreduce bus bandwidth", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
