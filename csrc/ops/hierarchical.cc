@@ -21,11 +21,11 @@
 
 #include "common/watch_progress.h"
 #include "ops/collectives.h"
+#include "ops/ring_steps.h"
 
 namespace hvd {
 namespace {
 
-inline int Mod(int a, int n) { return ((a % n) + n) % n; }
 constexpr int kColumnTag = 300;
 
 }  // namespace
@@ -99,10 +99,10 @@ void HierarchicalAllgather(const void* in, void* out, size_t row_bytes,
   // rank_at[h * l + j]: the rank that is local rank j on host h.
   std::vector<int> rank_at(static_cast<size_t>(layout.num_hosts) * local_size, -1);
   for (int r = 0; r < n; ++r) rank_at[layout.host_of[r] * local_size + layout.local_rank_of[r]] = r;
-  const int right = Mod(local_rank + 1, local_size), left = Mod(local_rank - 1, local_size);
+  const int right = RingMod(local_rank + 1, local_size), left = RingMod(local_rank - 1, local_size);
   for (int s = 0; s < local_size - 1; ++s) {
-    const int send_col = Mod(local_rank - s, local_size);
-    const int recv_col = Mod(local_rank - s - 1, local_size);
+    const int send_col = RingMod(local_rank - s, local_size);
+    const int recv_col = RingMod(local_rank - s - 1, local_size);
     for (int h = 0; h < layout.num_hosts; ++h) {
       const int sr = rank_at[h * local_size + send_col], rr = rank_at[h * local_size + recv_col];
       SendRecvBytes(base + offset[sr] * row_bytes, first_dims[sr] * row_bytes, right,

@@ -19,17 +19,11 @@
 #include "common/watch_progress.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
+#include "ops/ring_steps.h"
 
 namespace hvd {
 namespace {
 
-inline int Mod(int a, int n) { return ((a % n) + n) % n; }
-inline size_t NumChunks(size_t len, size_t chunk) {
-  return len == 0 ? 1 : (len + chunk - 1) / chunk;
-}
-inline size_t ChunkLen(size_t len, size_t chunk, size_t k) {
-  return k * chunk >= len ? 0 : std::min(chunk, len - k * chunk);
-}
 constexpr int kReduceScatterTag = 100;
 constexpr int kAllgatherTag = 200;
 
@@ -45,13 +39,13 @@ void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, 
     if (src != dst) std::memcpy(dst, src, (seg.offset[0] + seg.count[0]) * esize);
     return;
   }
-  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
+  const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
   const char* in = static_cast<const char*>(src);
   char* out = static_cast<char*>(dst);
   std::vector<MPI_Request> sends;
   for (int s = 0; s < n - 1; ++s) {
-    const int send_idx = Mod(rank - s - 1, n), recv_idx = Mod(rank - s - 2, n);
+    const int send_idx = RingMod(rank - s - 1, n), recv_idx = RingMod(rank - s - 2, n);
     const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
     const size_t nsend = NumChunks(slen, chunk), nrecv = NumChunks(rlen, chunk);
     // Step 0 sends this rank's own data; later steps forward what the previous step reduced.
@@ -99,10 +93,10 @@ void RingAllgather(void* buf, size_t esize, const Segments& seg, MPI_Comm comm) 
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   if (n == 1) return;
-  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
+  const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   char* base = static_cast<char*>(buf);
   for (int s = 0; s < n - 1; ++s) {
-    const int send_idx = Mod(rank - s, n), recv_idx = Mod(rank - s - 1, n);
+    const int send_idx = RingMod(rank - s, n), recv_idx = RingMod(rank - s - 1, n);
     SendRecvBytes(base + seg.offset[send_idx] * esize, seg.count[send_idx] * esize, right,
                   base + seg.offset[recv_idx] * esize, seg.count[recv_idx] * esize, left,
                   kAllgatherTag + s, comm);

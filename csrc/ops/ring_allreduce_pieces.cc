@@ -19,17 +19,11 @@
 #include "common/watch_progress.h"
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
+#include "ops/ring_steps.h"
 
 namespace hvd {
 namespace {
 
-inline int Mod(int a, int n) { return ((a % n) + n) % n; }
-inline size_t NumChunks(size_t len, size_t chunk) {
-  return len == 0 ? 1 : (len + chunk - 1) / chunk;
-}
-inline size_t ChunkLen(size_t len, size_t chunk, size_t k) {
-  return k * chunk >= len ? 0 : std::min(chunk, len - k * chunk);
-}
 constexpr int kReduceScatterTag = 400;
 constexpr int kAllgatherTag = 500;
 constexpr size_t kMaxBlock = size_t(1) << 30;  // an MPI block length is an int
@@ -119,12 +113,12 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
     });
     return;
   }
-  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
+  const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
   std::vector<std::vector<MPI_Request>> sends;
   std::vector<MPI_Request> recvs[2];
   for (int s = 0; s < n - 1; ++s) {
-    const int send_idx = Mod(rank - s - 1, n), recv_idx = Mod(rank - s - 2, n);
+    const int send_idx = RingMod(rank - s - 1, n), recv_idx = RingMod(rank - s - 2, n);
     const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
     const size_t nsend = NumChunks(slen, chunk), nrecv = NumChunks(rlen, chunk);
     char* tmp[2] = {static_cast<char*>(scratch->Get(0, std::min(rlen, chunk) * esize + 1)),
@@ -171,9 +165,9 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
   MPI_Comm_size(comm, &n);
   if (n == 1) return;
   const Layout l(t);
-  const int right = Mod(rank + 1, n), left = Mod(rank - 1, n);
+  const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   for (int s = 0; s < n - 1; ++s) {
-    const int send_idx = Mod(rank - s, n), recv_idx = Mod(rank - s - 1, n);
+    const int send_idx = RingMod(rank - s, n), recv_idx = RingMod(rank - s - 1, n);
     std::vector<MPI_Request> reqs;
     l.PostRecvs(seg.offset[recv_idx], seg.count[recv_idx], esize, nullptr, left, kAllgatherTag + s,
                 comm, &reqs);
