@@ -6,7 +6,9 @@
 #   1. every NCCL collective against NumPy (tests/gpu/device_checks.py collectives), at np =
 #      number of GPUs (NCCL wants one GPU per rank; one GPU: np 1);
 #   2. the stall check: a 2-rank job where rank 1 never submits gets the named error (>= 2 GPUs);
-#   3. allreduce 4 KiB .. 1 GiB against NCCL's own call through the same library, same run;
+#   3. two ranks both on GPU 0: each gets the error naming the ranks and the GPU (NCCL's own is
+#      "invalid usage");
+#   4. allreduce 4 KiB .. 1 GiB against NCCL's own call through the same library, same run;
 # and prints one summary line. Without a visible GPU it says so and exits 0.
 # Environment: PYTHON (default python3), MPIRUN (mpirun), HVD_DEVICE_LIB (cupy or torch),
 # HVD_DEVICE_LIB=numpy: a dry run of the whole flow on host arrays at np DRY_NP (default 2), MPI
@@ -73,35 +75,70 @@ say "CUDA from ${CUDA_DIR:-the nvidia-cuda-runtime wheel}, NCCL from ${NCCL_DIR:
 
 WORK=$(mktemp -d /tmp/hvd-gpu-check.XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/site"
-cp -r "$ROOT/horovod" "$WORK/site/"
-find "$WORK/site/horovod" \( -name '*.so' -o -name __pycache__ -o -name mpi_lib.tf_version \) -prune -exec rm -rf {} +
-GEN=()
-command -v ninja >/dev/null && GEN=(-G Ninja)
-if ! HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="$CUDA_DIR" HOROVOD_NCCL_HOME="$NCCL_DIR" \
-  cmake -S "$ROOT" -B "$WORK/cmake" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
+MPI_ARGS=()
+if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
+  [ "$(id -u)" = 0 ] && MPI_ARGS+=(--allow-run-as-root)
+  MPI_ARGS+=(-x PYTHONPATH -x HVD_DEVICE_LIB="$LIB" --oversubscribe)
+fi
+export PYTHONPATH="$WORK/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+build() {  # build CC CXX: the engine with NCCL into $WORK/site (a clean one each time)
+  rm -rf "$WORK/site" "$WORK/cmake"
+  mkdir -p "$WORK/site"
+  cp -r "$ROOT/horovod" "$WORK/site/"
+  find "$WORK/site/horovod" \( -name '*.so' -o -name __pycache__ -o -name mpi_lib.tf_version \) -prune -exec rm -rf {} +
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  CC=$1 CXX=$2 HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="$CUDA_DIR" HOROVOD_NCCL_HOME="$NCCL_DIR" \
+    cmake -S "$ROOT" -B "$WORK/cmake" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DHOROVOD_WITH_TENSORFLOW=OFF -DHOROVOD_DEV_OUTPUT_DIR="$WORK/site/horovod" \
     -Dpybind11_DIR="$("$PYTHON" -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v "$PYTHON")" \
-    >"$WORK/build.log" 2>&1 ||
-  ! cmake --build "$WORK/cmake" -j "$(nproc)" >>"$WORK/build.log" 2>&1; then
+    >"$WORK/build.log" 2>&1 && cmake --build "$WORK/cmake" -j "$(nproc)" >>"$WORK/build.log" 2>&1
+}
+smoke() {  # init and shut down one rank: a build that cannot do this checks nothing
+  (cd "$WORK" && timeout 120 "$MPIRUN" "${MPI_ARGS[@]}" -np 1 "$PYTHON" -c \
+    'import horovod.numpy as hvd; hvd.init(); hvd.shutdown(); print("SMOKE OK")') >"$WORK/smoke.out" 2>&1 &&
+    grep -q "SMOKE OK" "$WORK/smoke.out"
+}
+CXX_USED=${CXX:-c++}
+if ! build "${CC:-cc}" "$CXX_USED"; then
   tail -30 "$WORK/build.log"
   say "FAIL: the engine did not build with NCCL (log above)"
   exit 1
 fi
-export PYTHONPATH="$WORK/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# A compiler other than the system's can build an engine that crashes in its first std::ostream
+# output. Seen on an H100 machine whose CC/CXX named Ubuntu's gcc 13.3 under /opt/gcc: the engine
+# then defined libstdc++'s own std::ostream code (libstdc++ linked in statically), next to the
+# shared libstdc++ the Python process had loaded: SIGSEGV in Config::AgreedValues on rank 0.
+# /usr/bin/c++ of the same version builds one that works. Rebuild once with it, saying why.
+if [ "${BUILD_ONLY:-0}" != 1 ] && ! smoke; then
+  if [ "$(readlink -f "$(command -v "$CXX_USED")")" != "$(readlink -f /usr/bin/c++ 2>/dev/null)" ] &&
+    [ -x /usr/bin/c++ ] && [ -x /usr/bin/cc ]; then
+    say "the engine built with $CXX_USED ($("$CXX_USED" -dumpversion)) failed to start one rank:"
+    grep -m3 -E "Signal|signal|Error|error" "$WORK/smoke.out" | sed 's/^/    /'
+    own=$(nm -D --defined-only "$WORK/site/horovod/libhorovod_core.so" 2>/dev/null | grep -c ' _ZNSo')
+    say "it defines $own std::ostream symbols itself (a build against the shared libstdc++ defines none); rebuilding with /usr/bin/c++ ($(/usr/bin/c++ -dumpversion))"
+    CXX_USED=/usr/bin/c++
+    if ! build /usr/bin/cc /usr/bin/c++; then
+      tail -30 "$WORK/build.log"
+      say "FAIL: the engine did not build with NCCL and /usr/bin/c++ either (log above)"
+      exit 1
+    fi
+  fi
+  if ! smoke; then
+    tail -30 "$WORK/smoke.out"
+    say "FAIL: the engine built but one rank cannot init and shut down (output above)"
+    exit 1
+  fi
+fi
 BUILT=$(cd "$WORK" && "$PYTHON" -c 'from horovod import _core; i = _core.build_info(); print(i["nccl_built"], i["cuda_runtime_version"])')
-say "engine built: NCCL $BUILT (NCCL version code, CUDA runtime version)"
+say "engine built with $CXX_USED: NCCL $BUILT (NCCL version code, CUDA runtime version)"
 if [ "${BUILD_ONLY:-0}" = 1 ]; then
   say "BUILD_ONLY=1: not running anything"
   exit 0
 fi
 
 # --- the runs -----------------------------------------------------------------------------------
-MPI_ARGS=()
-if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
-  [ "$(id -u)" = 0 ] && MPI_ARGS+=(--allow-run-as-root)
-  MPI_ARGS+=(-x PYTHONPATH -x HVD_DEVICE_LIB="$LIB" --oversubscribe)
-fi
 export HVD_DEVICE_LIB=$LIB
 run() {  # run NP NAME [ENV...]: the checks program under mpirun, output to $WORK/NAME.out
   local np=$1 name=$2
@@ -112,8 +149,9 @@ run() {  # run NP NAME [ENV...]: the checks program under mpirun, output to $WOR
 FAILED=0
 run "$NGPU" collectives
 rc=$?
-PASSES=$(grep -c '^PASS ' "$WORK/collectives.out")
-OKS=$(grep -c '^OK collectives ' "$WORK/collectives.out")
+# Ranks share one output: a line may be glued to another rank's, so count matches, not lines.
+PASSES=$(grep -o 'PASS ' "$WORK/collectives.out" | wc -l)
+OKS=$(grep -o 'OK collectives rank=[0-9]*' "$WORK/collectives.out" | sort -u | wc -l)
 if [ $rc != 0 ] || [ "$OKS" != "$NGPU" ]; then
   FAILED=1
   tail -40 "$WORK/collectives.out"
@@ -137,6 +175,23 @@ else
 fi
 say "stall check: $STALL"
 
+# Two ranks on one GPU: the mistake of a script that does not pin its GPU by local rank. Every
+# rank must fail with the ranks and the GPU named, not hang in NCCL's init.
+if [ "$LIB" != numpy ]; then
+  run 2 shared_gpu
+  if [ "$(grep -o 'GOT SHARED GPU ERROR rank=[0-9]*' "$WORK/shared_gpu.out" | sort -u | wc -l)" = 2 ]; then
+    SHARED="named error on both ranks"
+    grep -m1 -o "GOT SHARED GPU ERROR rank=0.*" "$WORK/shared_gpu.out" | cut -c1-400 | sed 's/^/    /'
+  else
+    FAILED=1
+    tail -30 "$WORK/shared_gpu.out"
+    SHARED="FAILED (not both ranks named the shared GPU; output above)"
+  fi
+else
+  SHARED="skipped (host arrays)"
+fi
+say "two ranks on GPU 0: $SHARED"
+
 run "$NGPU" bench
 # (another rank's line may be glued to a BENCH line: cut after the ratio)
 grep '^BENCH ' "$WORK/bench.out" | sed -E 's/(ratio [0-9.]+).*/\1/; s/^/gpu_check: /'
@@ -146,5 +201,5 @@ if [ -z "$BIG" ]; then
   tail -30 "$WORK/bench.out"
   BIG="FAILED (output above)"
 fi
-say "SUMMARY $LIB np=$NGPU NCCL/CUDA $BUILT: collectives $COLL; stall $STALL; allreduce $BIG"
+say "SUMMARY $LIB np=$NGPU NCCL/CUDA $BUILT: collectives $COLL; stall $STALL; shared GPU $SHARED; allreduce $BIG"
 exit $FAILED

@@ -1,4 +1,7 @@
 // NCCL communicators, error texts, data types and reductions shared by the nccl_*.cc files.
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -7,6 +10,7 @@
 
 #include "common/logging.h"
 #include "common/reduce_kernels.h"
+#include "ops/gpu_placement.h"
 #include "ops/nccl_collectives.h"
 
 extern char** environ;
@@ -37,6 +41,36 @@ void PassNcclEnvironment() {
   }
 }
 
+// Every rank's GPU, gathered: two ranks on one GPU fail here on every rank, named, where NCCL
+// would say "invalid usage" (or, in some versions, hang in init). Collective over `mpi_comm`;
+// a rank whose bus id cannot be read still takes part (with a record that matches no other).
+Status CheckOwnGpus(MPI_Comm mpi_comm, int rank, int size, int device, const std::string& tensor) {
+  struct Record {
+    char host[64];
+    char machine[40];
+    char bus[32];
+    int device;
+  } mine;
+  std::memset(&mine, 0, sizeof(mine));
+  gethostname(mine.host, sizeof(mine.host) - 1);
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (!std::fgets(mine.machine, sizeof(mine.machine), f)) mine.machine[0] = 0;
+    std::fclose(f);
+    mine.machine[std::strcspn(mine.machine, "\n")] = 0;
+  }
+  if (!mine.machine[0]) std::snprintf(mine.machine, sizeof(mine.machine), "%s", mine.host);
+  if (cudaDeviceGetPCIBusId(mine.bus, sizeof(mine.bus), device) != cudaSuccess)
+    std::snprintf(mine.bus, sizeof(mine.bus), "unknown-%d", rank);
+  mine.device = device;
+  std::vector<Record> all(static_cast<size_t>(size));
+  MPI_Allgather(&mine, sizeof(Record), MPI_BYTE, all.data(), sizeof(Record), MPI_BYTE, mpi_comm);
+  std::vector<GpuPlacement> by_rank;
+  for (const Record& r : all) by_rank.push_back({r.host, r.machine, r.bus, r.device});
+  const std::string problem = SharedGpuProblem(by_rank);
+  if (problem.empty()) return Status();
+  return Status::InvalidArgument("cannot start NCCL for tensor '" + tensor + "': " + problem);
+}
+
 }  // namespace
 
 Status NcclError(const char* call, ncclResult_t rc, const std::string& tensor) {
@@ -56,6 +90,8 @@ Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::s
   PassNcclEnvironment();
   MPI_Comm_rank(mpi_comm, &out->rank);
   MPI_Comm_size(mpi_comm, &out->size);
+  Status placed = CheckOwnGpus(mpi_comm, out->rank, out->size, device, tensor);
+  if (!placed.ok()) return placed;
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   // Rank 0's failure must still reach the others, or they would wait for an id that never
