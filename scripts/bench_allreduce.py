@@ -118,6 +118,45 @@ def fusion_case(iters=50):
     )
 
 
+def latency_and_idle(iters=2000, idle_s=3.0):
+    """Part 5 of issue 20: a 4 KiB allreduce through the engine against MPI_Allreduce, single
+    timed ops interleaved in blocks of 100 (slowest rank's median each), then the CPU this
+    process uses while idle (engine up, nothing submitted) over `idle_s` from getrusage."""
+    import resource
+
+    x = np.ones(1024, np.float32)  # 4 KiB
+    y, y2 = np.empty_like(x), np.empty_like(x)
+    ops = {
+        "engine": lambda: hvd.allreduce(x, op=hvd.Sum, name="lat", out=y),
+        "mpi": lambda: COMM.Allreduce(x, y2, op=MPI.SUM),
+    }
+    samples = {k: [] for k in ops}
+    for fn in ops.values():
+        for _ in range(100):
+            fn()
+    COMM.Barrier()
+    for _ in range(iters // 100):
+        for k, fn in ops.items():
+            for _ in range(100):
+                t0 = time.perf_counter()
+                fn()
+                samples[k].append(time.perf_counter() - t0)
+    med = {k: max(COMM.allgather(statistics.median(v))) for k, v in samples.items()}
+    COMM.Barrier()
+    time.sleep(0.5)  # past any polling that follows the last op
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    time.sleep(idle_s)
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    idle = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / (t1 - t0)
+    idle_max = max(COMM.allgather(idle))
+    say(
+        f"# latency 4 KiB: engine {med['engine'] * 1e6:.1f} us, MPI_Allreduce "
+        f"{med['mpi'] * 1e6:.1f} us (slowest rank's medians), ratio "
+        f"{med['engine'] / med['mpi']:.2f}; idle CPU {100 * idle_max:.2f} % of a core "
+        f"(busiest rank, {idle_s:.0f} s, nothing submitted)"
+    )
+
+
 def cpu_share(nbytes=16 * MIB, iters=100):
     """Wall time per op and the share of it this process spent on a CPU (user, system), from
     getrusage around `iters` back-to-back ops: 100 % means the transport is CPU-bound."""
@@ -159,7 +198,16 @@ def main():
         action="store_true",
         help="only: CPU share of 16 MiB ring and MPI_Allreduce (is the transport CPU-bound?)",
     )
+    ap.add_argument(
+        "--latency",
+        action="store_true",
+        help="only: 4 KiB through the engine against MPI_Allreduce, and the idle CPU",
+    )
     args = ap.parse_args()
+    if args.latency:
+        latency_and_idle()
+        hvd.shutdown()
+        return
     if args.cpu:
         cpu_share()
         hvd.shutdown()

@@ -105,4 +105,13 @@ class Status {
 
 int64_t NowMicros();  // steady clock
 
+// One step of a polling loop: tells the core (and a hyperthread sibling) that this is a spin.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace hvd

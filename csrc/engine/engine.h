@@ -30,6 +30,9 @@ Status Init(MPI_Comm comm);
 void Shutdown();
 bool IsInitialized();
 Topology GetTopology();
+// How long a caller waiting for a result polls before it blocks (0: it blocks at once); chosen
+// at Init from the cores this rank may use and its ranks on the host.
+int64_t WaitSpinMicros();
 const Config& GetConfig();
 // Validates locally, then queues the entries atomically (all or none). Each entry's done()
 // runs exactly once, on the background thread, with OK or a named error. A frontend that found

@@ -1,5 +1,6 @@
 #include "engine/tensor_queue.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string_view>
 #include <unordered_set>
@@ -27,23 +28,28 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
       table_.emplace(std::move(name), std::move(e));
     }
     wake_ = true;
+    wake_hint_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
   return Status();
 }
 
-void TensorQueue::WaitForWork(int64_t deadline_us) {
+void TensorQueue::WaitForWork(int64_t deadline_us, int64_t spin_until_us) {
+  spin_until_us = std::min(spin_until_us, deadline_us);
+  while (!wake_hint_.load(std::memory_order_acquire) && NowMicros() < spin_until_us) CpuRelax();
   std::unique_lock<std::mutex> lk(mu_);
   int64_t now = NowMicros();
   if (!wake_ && deadline_us > now)
     cv_.wait_for(lk, std::chrono::microseconds(deadline_us - now), [this] { return wake_; });
   wake_ = false;
+  wake_hint_.store(false, std::memory_order_relaxed);
 }
 
 void TensorQueue::Wake() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     wake_ = true;
+    wake_hint_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
 }

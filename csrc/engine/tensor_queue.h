@@ -3,6 +3,7 @@
 // background thread at once instead of letting it sleep out the cycle.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -42,8 +43,9 @@ class TensorQueue {
  public:
   // All-or-nothing: a duplicate in-flight name rejects the whole group.
   Status Add(std::vector<TensorEntry> entries);
-  // Blocks until new work arrives, `wake_requested` is set, or the deadline passes.
-  void WaitForWork(int64_t deadline_us);
+  // Blocks until new work arrives, `wake_requested` is set, or the deadline passes. Polls
+  // first until `spin_until_us` (no sleep: a blocked thread's wake-up costs tens of us on a VM).
+  void WaitForWork(int64_t deadline_us, int64_t spin_until_us = 0);
   void Wake();
   std::vector<Request> PopNewRequests();
   bool Take(const std::string& name, TensorEntry* out);
@@ -58,6 +60,7 @@ class TensorQueue {
   std::unordered_map<std::string, TensorEntry> table_;
   std::vector<Request> new_requests_;
   bool wake_ = false;
+  std::atomic<bool> wake_hint_{false};  // wake_, readable without mu_ while polling
   bool closed_ = false;
   Status closed_status_;
 };

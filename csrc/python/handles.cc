@@ -47,8 +47,10 @@ DoneCallback MakeDone(Handle* hp) {
       if (--hp->pending == 0) {
         if (hp->abandoned)
           reap = hp->id;
-        else
+        else {
+          hp->finished.store(true, std::memory_order_release);
           hp->cv.notify_all();
+        }
       }
     }
     // Once queued, hp may be freed at any time: it is not touched past this point.

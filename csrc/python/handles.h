@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -43,6 +44,7 @@ struct Handle {
   std::mutex mu;
   std::condition_variable cv;
   size_t pending = 0;
+  std::atomic<bool> finished{false};  // pending reached 0: polled by Wait before it blocks
   bool abandoned = false;  // guarded by mu: Python dropped it, done() queues it for reaping
   bool waiting = false;    // guarded by the GIL: a thread is inside Wait()
   Status status;           // the first error of the group

@@ -225,6 +225,12 @@ py::list Wait(int64_t id, double timeout_s) {
     ~Waiting() { h->waiting = false; }
   } waiting{h.get()};
   h->waiting = true;
+  if (const int64_t spin_us = hvd::WaitSpinMicros()) {  // a small op's result comes in microseconds
+    py::gil_scoped_release nogil;
+    const int64_t until = hvd::NowMicros() + spin_us;
+    while (!h->finished.load(std::memory_order_acquire) && hvd::NowMicros() < until)
+      hvd::CpuRelax();
+  }
   auto start = std::chrono::steady_clock::now();
   while (true) {
     bool done;

@@ -8,6 +8,10 @@ def test_topology(world):
     ENGINE.run_ok(world, "topology")
 
 
+def test_idle_engine_uses_little_cpu(world):
+    ENGINE.run_ok(world, "idle_cpu")
+
+
 def test_init_on_mpi4py_subcommunicator():
     ENGINE.run_ok(3, "subcomm")
 
