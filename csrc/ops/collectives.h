@@ -62,9 +62,9 @@ using SegmentFn = std::function<void(void* data, size_t count)>;
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                    size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
                    const SegmentFn& finish = nullptr);
-// ring_allreduce_pieces.cc: the ring over several tensors laid back to back, without a fusion
-// buffer. Tensor i is count[i] elements read from src[i] and written to dst[i] (src may equal
-// dst); `finish` runs on each piece of this rank's reduced segment.
+// The same ring over several tensors laid back to back, without a fusion buffer (the three
+// above are its one-tensor case). Tensor i is count[i] elements read from src[i] and written
+// to dst[i] (src may equal dst); `finish` runs on each piece of this rank's reduced segment.
 struct TensorPieces {
   std::vector<const void*> src;
   std::vector<void*> dst;
@@ -80,13 +80,14 @@ void RingReduceScatterPieces(const TensorPieces& tensors, const Segments& seg, D
 void RingAllgatherPieces(const TensorPieces& tensors, const Segments& seg, size_t elem_size,
                          MPI_Comm comm);
 TensorPieces SliceOfOutputs(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
+TensorPieces OneTensor(const void* src, void* dst, size_t count);
 // hierarchical.cc: the same results as RingAllreduce / Allgather over the communicator whose
 // ranks `local` (this host's) and `cross` (this local rank's, one per host) split; every host
 // holds the same number of ranks.
 void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                            size_t chunk_bytes, RingScratch* scratch, MPI_Comm local, MPI_Comm cross,
                            const SegmentFn& finish = nullptr);
-// The same over several tensors without a fusion buffer (ring_allreduce_pieces.cc's halves).
+// The same over several tensors without a fusion buffer (the pieces rings' halves).
 void HierarchicalAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp op,
                                  size_t chunk_bytes, RingScratch* scratch, MPI_Comm local,
                                  MPI_Comm cross, const SegmentFn& finish = nullptr);

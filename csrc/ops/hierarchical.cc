@@ -30,26 +30,6 @@ constexpr int kColumnTag = 300;
 
 }  // namespace
 
-void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                           size_t chunk_bytes, RingScratch* scratch, MPI_Comm local, MPI_Comm cross,
-                           const SegmentFn& finish) {
-  if (count == 0) return;
-  int local_rank, local_size, cross_size;
-  MPI_Comm_rank(local, &local_rank);
-  MPI_Comm_size(local, &local_size);
-  MPI_Comm_size(cross, &cross_size);
-  const size_t esize = DataTypeSize(dtype);
-  const Segments seg = EvenSegments(count, local_size);
-  RingReduceScatter(src, dst, dtype, op, seg, chunk_bytes, scratch, local);
-  char* mine = static_cast<char*>(dst) + seg.offset[local_rank] * esize;
-  const size_t mine_count = seg.count[local_rank];
-  if (cross_size > 1)
-    RingAllreduce(mine, mine, mine_count, dtype, op, chunk_bytes, scratch, cross, finish);
-  else if (finish && mine_count > 0)
-    finish(mine, mine_count);
-  RingAllgather(dst, esize, seg, local);
-}
-
 void HierarchicalAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op,
                                  size_t chunk_bytes, RingScratch* scratch, MPI_Comm local,
                                  MPI_Comm cross, const SegmentFn& finish) {
@@ -70,6 +50,13 @@ void HierarchicalAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp
     for (size_t i = 0; i < mine.count.size(); ++i) finish(mine.dst[i], mine.count[i]);
   }
   RingAllgatherPieces(t, seg, esize, local);
+}
+
+void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
+                           size_t chunk_bytes, RingScratch* scratch, MPI_Comm local, MPI_Comm cross,
+                           const SegmentFn& finish) {
+  HierarchicalAllreducePieces(OneTensor(src, dst, count), dtype, op, chunk_bytes, scratch, local,
+                              cross, finish);
 }
 
 void HierarchicalAllgather(const void* in, void* out, size_t row_bytes,

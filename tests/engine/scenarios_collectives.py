@@ -137,7 +137,7 @@ def sc_bool_moves():
 
 
 def sc_fused_over_tensors():
-    """A fused ring runs over the tensors themselves (ring_allreduce_pieces.cc): sizes that put
+    """A fused ring runs over the tensors themselves (ops/ring_allreduce.cc): sizes that put
     chunk and segment boundaries inside tensors, empty tensors among them, every dtype and op,
     prescale (which takes the fusion buffer) next to postscale, and inputs reduced in place."""
     r, n = hvd.rank(), hvd.size()
