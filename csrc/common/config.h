@@ -25,7 +25,8 @@ enum class Scope { LOCAL, AGREE };
     "ms between negotiation rounds when no new work arrives (new work wakes the loop at once)")   \
   X(spin_wait_us, "HOROVOD_SPIN_WAIT_US", int64_t, 50, 0, 100000, LOCAL,                          \
     "us a waiting thread polls before it blocks (the engine after running ops, a caller for its " \
-    "result); only with 2 cores per rank on the host and Open MPI not told to yield; 0: never")   \
+    "result); only with 2 cores per rank of the machine, no rank bound to one core, and Open "    \
+    "MPI not told to yield; 0: never")                                                            \
   X(cache_capacity, "HOROVOD_CACHE_CAPACITY", int64_t, 1024, 0, 1 << 20, AGREE,                   \
     "responses kept for the steady-state fast path (one bit-vector allreduce); 0 disables it")    \
   X(cpu_operations, "HOROVOD_CPU_OPERATIONS", std::string, "ring", 0, 0, AGREE,                   \

@@ -68,6 +68,9 @@ class MpiContext {
   // local rank; and the comm() ranks of cross_comm()'s members, in order.
   std::vector<int> host_of, local_rank_of, cross_members;
   int num_hosts = 1;
+  // Ranks of comm_ on this rank's machine: the same kernel boot_id, so containers of one
+  // machine count together where MPI sees separate hosts.
+  int ranks_on_machine = 1;
 
   // Controller transport.
   // Bitwise AND of `bits` across ranks. A rank with work waiting spins a while (peers usually
