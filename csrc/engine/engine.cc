@@ -233,6 +233,27 @@ void ApplyTunedParams(Engine* e, const TunedParams& p, int64_t* cycle_us) {
 // to yield (mpi_yield_when_idle).
 // Measured on 16 quiet cores, 2 ranks, 4 KiB: 50-65 us blocking, 26-32 us polling 30-60 us,
 // no gain at 10 us.
+// CPUs a cgroup CPU quota allows (docker --cpus, compose cpus:), rounded up; 0: no quota. cgroup
+// v2's cpu.max, else v1's cfs quota and period (both are in use on Docker hosts).
+long CpuQuota() {
+  long quota = 0, period = 0;
+  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
+    char q[32] = {0};
+    if (std::fscanf(f, "%31s %ld", q, &period) == 2 && std::strcmp(q, "max") != 0)
+      quota = std::atol(q);
+    std::fclose(f);
+  } else if (FILE* fq = std::fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r")) {
+    if (std::fscanf(fq, "%ld", &quota) != 1) quota = 0;
+    std::fclose(fq);
+    if (FILE* fp = std::fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r")) {
+      if (std::fscanf(fp, "%ld", &period) != 1) period = 0;
+      std::fclose(fp);
+    }
+  }
+  if (quota <= 0 || period <= 0) return 0;
+  return std::max(1L, (quota + period - 1) / period);
+}
+
 int64_t ChooseSpin(int64_t want, int ranks_on_machine) {
   if (want <= 0) return 0;
   const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
@@ -244,14 +265,8 @@ int64_t ChooseSpin(int64_t want, int ranks_on_machine) {
   // The machine's cores, or fewer under a cgroup CPU quota (docker --cpus, compose cpus:), for
   // the ranks of every container on it.
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
-    char quota[32] = {0};
-    long period = 0;
-    if (std::fscanf(f, "%31s %ld", quota, &period) == 2 && std::strcmp(quota, "max") != 0 &&
-        period > 0)
-      cores = std::min(cores, std::max(1L, (std::atol(quota) + period - 1) / period));
-    std::fclose(f);
-  }
+  const long quota = CpuQuota();
+  if (quota > 0) cores = std::min(cores, quota);
   if (cores < 2L * ranks_on_machine) return 0;
   return want;
 }

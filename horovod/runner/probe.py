@@ -98,18 +98,30 @@ def boot_id():
         return None
 
 
-def usable_cpus():
-    """CPUs this host's processes may use: the affinity mask, cut by a cgroup v2 CPU quota
-    (`docker run --cpus`, compose `cpus:`) when one is set."""
-    cpus = len(os.sched_getaffinity(0))
+def cpu_quota():
+    """CPUs a cgroup CPU quota allows (`docker run --cpus`, compose `cpus:`), rounded up, or None:
+    cgroup v2's cpu.max, else v1's cpu.cfs_quota_us / cpu.cfs_period_us (-1: no quota)."""
     try:
         with open("/sys/fs/cgroup/cpu.max") as f:
             quota, period = f.read().split()[:2]
-        if quota != "max":
-            cpus = min(cpus, max(1, -(-int(quota) // int(period))))
+        return None if quota == "max" else max(1, -(-int(quota) // int(period)))
     except (OSError, ValueError):
         pass
-    return cpus
+    try:
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
+            quota = int(f.read())
+        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+            period = int(f.read())
+        return None if quota <= 0 or period <= 0 else max(1, -(-quota // period))
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cpus():
+    """CPUs this host's processes may use: the affinity mask, cut by a cgroup CPU quota."""
+    cpus = len(os.sched_getaffinity(0))
+    quota = cpu_quota()
+    return min(cpus, quota) if quota else cpus
 
 
 def probe():

@@ -83,6 +83,21 @@ def test_hierarchical_off_is_named_as_a_cause(cluster):
     assert "cause: HOROVOD_HIERARCHICAL_ALLREDUCE=0 on 2 hosts of 2 ranks" in out, out
 
 
+def test_cpu_quota_and_small_shm_are_named():
+    """Two workers of two ranks, each under `cpus: 1` and with a 128 MiB /dev/shm: the report
+    names both causes (the quota as the cores, 1 where the machine has more)."""
+    c = make_cluster(2, extra_files=["compose.quota.yaml"], env={"HOROVOD_SHM_SIZE": "128m"})
+    try:
+        out, err = c.run_ok("horovodrun --check-network --check-seconds 0.5", timeout=300)
+    finally:
+        c.down()
+    workers = [c.worker(i) for i in (1, 2)]
+    assert re.search(r"^cause: oversubscribed: .* with 1 core\(s\) and 4 rank\(s\)", out, re.M), out
+    for w in workers:
+        assert f"cause: /dev/shm on {w} is only 128 MiB for its 2 ranks" in out, out
+        assert re.search(rf"{w}.*/dev/shm is only 128", err), err  # the preflight's warning
+
+
 def throttle(c, worker, device="eth0"):
     rc, out, err, _ = c.exec(
         worker,
