@@ -1,6 +1,9 @@
 #include "common/common.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 
 namespace hvd {
@@ -94,6 +97,21 @@ std::string RankList(const std::vector<int>& ranks) {
 
 std::string Ranks(const std::vector<int>& ranks) {
   return ranks.size() == 1 ? "rank " + std::to_string(ranks[0]) : "ranks " + RankList(ranks);
+}
+
+std::string MachineId() {
+  char buf[256] = {0};
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    if (!std::fgets(buf, sizeof(buf), f)) buf[0] = 0;
+    std::fclose(f);
+  }
+  std::string id(buf);
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  if (id.empty()) {
+    gethostname(buf, sizeof(buf) - 1);
+    id = buf;
+  }
+  return id;
 }
 
 int64_t NowMicros() {

@@ -105,6 +105,10 @@ class Status {
 
 int64_t NowMicros();  // steady clock
 
+// This machine: the kernel's boot_id, which containers on one machine share (their host names
+// differ); the host name where it cannot be read.
+std::string MachineId();
+
 // One step of a polling loop: tells the core (and a hyperthread sibling) that this is a spin.
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

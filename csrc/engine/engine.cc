@@ -58,11 +58,11 @@ struct Engine {
   std::string timeline_path;      // under timeline_mu; empty: stop
   bool timeline_mark_cycles = false;
   Status timeline_status;
-  int64_t spin_us = 0;  // WaitSpinMicros(): set in Init, read by any thread
 };
 
-std::mutex g_mu;             // guards g_engine across Init/Shutdown
-Engine* g_engine = nullptr;  // owned; stays alive after Shutdown so late callers get errors
+std::mutex g_mu;                    // guards g_engine across Init/Shutdown
+Engine* g_engine = nullptr;         // owned; stays alive after Shutdown so late callers get errors
+std::atomic<int64_t> g_spin_us{0};  // WaitSpinMicros(): set by Init, read by any caller
 bool g_running = false;
 
 // Ranks leave the final round together, so the summary's gather normally completes at once;
@@ -225,14 +225,6 @@ void ApplyTunedParams(Engine* e, const TunedParams& p, int64_t* cycle_us) {
     HVD_LOG(DEBUG, "autotune: this rank now tries " << DescribeParams(p));
 }
 
-// How long a waiting thread (the engine for its next op, a caller for its result) polls before
-// it blocks. Blocking costs a wake-up: tens of microseconds on a VM whose idle vCPU halts, which
-// is most of a small allreduce's time. Polling is worth it only with a core per polling thread
-// (this rank's caller and engine): never where a rank is bound to one core, where the ranks of
-// the machine (containers included) have fewer than two cores each, or where Open MPI was told
-// to yield (mpi_yield_when_idle).
-// Measured on 16 quiet cores, 2 ranks, 4 KiB: 50-65 us blocking, 26-32 us polling 30-60 us,
-// no gain at 10 us.
 // CPUs a cgroup CPU quota allows (docker --cpus, compose cpus:), rounded up; 0: no quota. cgroup
 // v2's cpu.max, else v1's cfs quota and period (both are in use on Docker hosts).
 long CpuQuota() {
@@ -254,6 +246,14 @@ long CpuQuota() {
   return std::max(1L, (quota + period - 1) / period);
 }
 
+// How long a waiting thread (the engine for its next op, a caller for its result) polls before
+// it blocks. Blocking costs a wake-up: tens of microseconds on a VM whose idle vCPU halts, which
+// is most of a small allreduce's time. Polling is worth it only with a core per polling thread
+// (this rank's caller and engine): never where a rank is bound to one core, where the ranks of
+// the machine (containers included) have fewer than two cores each, or where Open MPI was told
+// to yield (mpi_yield_when_idle).
+// Measured on 16 quiet cores, 2 ranks, 4 KiB: 50-65 us blocking, 26-32 us polling 30-60 us,
+// no gain at 10 us.
 int64_t ChooseSpin(int64_t want, int ranks_on_machine) {
   if (want <= 0) return 0;
   const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
@@ -299,7 +299,7 @@ void BackgroundLoop(Engine* e) {
     const bool ops_waiting = InFlight(e) > 0;
     // Right after a round that ran ops the next op tends to come soon: poll for it first.
     e->queue.WaitForWork(round_start + IdleWait(cycle_us, idle_rounds),
-                         ran_ops ? NowMicros() + e->spin_us : 0);
+                         ran_ops ? NowMicros() + g_spin_us.load() : 0);
     round_start = NowMicros();
     const bool round_has_ops = ops_waiting || InFlight(e) > 0;
     ApplyTimelineRequest(e);
@@ -395,8 +395,8 @@ Status Init(MPI_Comm comm) {
   if (e->config.summary_level > 0) e->mpi.CreateSummaryComm();
   e->topo = {e->mpi.rank,       e->mpi.size,       e->mpi.local_rank,       e->mpi.local_size,
              e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
-  e->spin_us = ChooseSpin(e->config.spin_wait_us, e->mpi.ranks_on_machine);
-  HVD_LOG(DEBUG, "waits poll " << e->spin_us << " us before blocking (HOROVOD_SPIN_WAIT_US="
+  g_spin_us = ChooseSpin(e->config.spin_wait_us, e->mpi.ranks_on_machine);
+  HVD_LOG(DEBUG, "waits poll " << g_spin_us.load() << " us before blocking (HOROVOD_SPIN_WAIT_US="
                                << e->config.spin_wait_us << ")");
   // HOROVOD_TIMELINE=DYNAMIC (upstream's value): no file until start_timeline().
   if (!e->config.timeline.empty() && e->config.timeline != "DYNAMIC" && e->mpi.rank == 0) {
@@ -475,10 +475,7 @@ bool IsInitialized() {
 
 Topology GetTopology() { return g_engine ? g_engine->topo : Topology(); }
 
-int64_t WaitSpinMicros() {
-  std::lock_guard<std::mutex> lk(g_mu);
-  return g_engine && g_running ? g_engine->spin_us : 0;
-}
+int64_t WaitSpinMicros() { return g_spin_us.load(std::memory_order_relaxed); }
 
 Status StartTimeline(const std::string& path, bool mark_cycles) {
   if (path.empty()) return Status::InvalidArgument("start_timeline needs a file path");

@@ -1,7 +1,6 @@
 #include "mpi/mpi_context.h"
 
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -139,18 +138,8 @@ void MpiContext::DeriveTopology() {
     return out;
   };
   cross_members = members(cross_comm_);
-  // The machine: FNV-1a of the kernel's boot_id (the host name where it cannot be read).
-  std::string machine;
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    char buf[64] = {0};
-    if (std::fgets(buf, sizeof(buf), f)) machine = buf;
-    std::fclose(f);
-  }
-  if (machine.empty()) {
-    char host[256] = {0};
-    gethostname(host, sizeof(host) - 1);
-    machine = host;
-  }
+  // The machine, as an FNV-1a hash of its id, per rank.
+  const std::string machine = MachineId();
   uint64_t id = 1469598103934665603ULL;
   for (unsigned char c : machine) id = (id ^ c) * 1099511628211ULL;
   std::vector<uint64_t> ids(static_cast<size_t>(size));

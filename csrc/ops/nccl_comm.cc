@@ -53,12 +53,7 @@ Status CheckOwnGpus(MPI_Comm mpi_comm, int rank, int size, int device, const std
   } mine;
   std::memset(&mine, 0, sizeof(mine));
   gethostname(mine.host, sizeof(mine.host) - 1);
-  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    if (!std::fgets(mine.machine, sizeof(mine.machine), f)) mine.machine[0] = 0;
-    std::fclose(f);
-    mine.machine[std::strcspn(mine.machine, "\n")] = 0;
-  }
-  if (!mine.machine[0]) std::snprintf(mine.machine, sizeof(mine.machine), "%s", mine.host);
+  std::snprintf(mine.machine, sizeof(mine.machine), "%s", MachineId().c_str());
   if (cudaDeviceGetPCIBusId(mine.bus, sizeof(mine.bus), device) != cudaSuccess)
     std::snprintf(mine.bus, sizeof(mine.bus), "unknown-%d", rank);
   mine.device = device;
