@@ -205,12 +205,18 @@ def sc_killed():
 def sc_stopped_rank():
     """Rank 1 is stopped (SIGSTOP) in the middle of a large ring allreduce. The others must
     report the blocked op naming rank 1 and, with a shutdown time set, end the job."""
-    r = hvd.rank()
+    r, n = hvd.rank(), hvd.size()
     x = np.ones(128 << 20, np.float32)  # 512 MiB: the ring runs for 70-150 ms here
     hvd.allreduce(x, op=hvd.Sum, name="stop/big", out=x)
     h = hvd.allreduce_async(x, op=hvd.Sum, name="stop/big", out=x)
     if r == 1:
-        time.sleep(0.01)  # negotiated (cached) within microseconds; now inside the ring
+        # Stop once the ring is certainly running: it reduces into x in place, so the first
+        # partial sums show in a sample of x. A fixed sleep raced a slow peer's enqueue on a
+        # loaded machine, and the stop then landed in the negotiation round instead.
+        sample = x[:: 1 << 16]
+        deadline = time.monotonic() + 60
+        while (sample == n).all():
+            assert time.monotonic() < deadline, "the ring never started on rank 1"
         os.kill(os.getpid(), signal.SIGSTOP)
     hvd.synchronize(h)
     hvd.allreduce(np.ones(2), name="stop/after")  # had the stop missed the ring: blocks here
