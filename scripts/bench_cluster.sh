@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source versions.env
+source scripts/iperf_lib.sh
 project=hvdbench
 export HOROVOD_IMAGE_TAG=${IMAGE_TAG:-$HOROVOD_VERSION-cpu} HOROVOD_SLOTS_PER_WORKER=1 \
        HOROVOD_CLUSTER_COMMAND="sleep infinity" HOROVOD_BENCH_SCRIPTS=$PWD/scripts
@@ -27,21 +28,9 @@ hvd.init(); assert hvd.allreduce(np.ones(4), op=hvd.Sum, name='first')[0] == hvd
 t_first=$(now)
 python3 -c "print(f'bring-up, 2 workers: compose up {$t_up - $t0:.1f} s; first allreduce across them at {$t_first - $t0:.1f} s')"
 
-pid1=$(docker inspect -f '{{.State.Pid}}' $project-worker-1)
-pid2=$(docker inspect -f '{{.State.Pid}}' $project-worker-2)
-ip1=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' $project-worker-1)
-nsenter -t "$pid1" -n iperf3 -s -p 5201 -D
-sleep 0.5
-# GB/s received: one stream one way, then one stream each way at once (per direction).
-iperf() {
-  nsenter -t "$pid2" -n iperf3 -c "$ip1" -p 5201 -t 5 -J "$@" | python3 -c "
-import json, sys
-end = json.load(sys.stdin)['end']
-if 'sum_received_bidir_reverse' in end:
-    print(f\"{(end['sum_received']['bits_per_second'] + end['sum_received_bidir_reverse']['bits_per_second']) / 2 / 8e9:.2f}\")
-else:
-    print(f\"{end['sum_received']['bits_per_second'] / 8e9:.2f}\")"
-}
+iperf_serve $project-worker-1 5201
+# GB/s worker-1 receives from worker-2: one stream one way; --bidir: one each way at once.
+iperf() { iperf_gbs $project-worker-2 $project-worker-1 5201 "$@"; }
 one1=$(iperf); both1=$(iperf --bidir)
 echo "== raw TCP between the containers before (iperf3, 5 s): one way $one1 GB/s; both ways at once $both1 GB/s per direction"
 

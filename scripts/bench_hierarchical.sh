@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source versions.env
+source scripts/iperf_lib.sh
 workers=${1:-2} slots=${2:-2} sizes=${3:-1M,16M,64M,256M}
 project=hvdhier
 export HOROVOD_IMAGE_TAG=${IMAGE_TAG:-$HOROVOD_VERSION-cpu} HOROVOD_SLOTS_PER_WORKER=$slots \
@@ -23,20 +24,9 @@ trap cleanup EXIT
 cleanup
 "${compose[@]}" up -d --wait --scale worker="$workers" >/dev/null 2>&1
 
-pid1=$(docker inspect -f '{{.State.Pid}}' $project-worker-1)
-pid2=$(docker inspect -f '{{.State.Pid}}' $project-worker-2)
-ip1=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' $project-worker-1)
-nsenter -t "$pid1" -n iperf3 -s -p 5202 -D
-sleep 0.5
-iperf() {
-  nsenter -t "$pid2" -n iperf3 -c "$ip1" -p 5202 -t 5 -J "$@" | python3 -c "
-import json, sys
-end = json.load(sys.stdin)['end']
-if 'sum_received_bidir_reverse' in end:
-    print(f\"{(end['sum_received']['bits_per_second'] + end['sum_received_bidir_reverse']['bits_per_second']) / 2 / 8e9:.2f}\")
-else:
-    print(f\"{end['sum_received']['bits_per_second'] / 8e9:.2f}\")"
-}
+iperf_serve $project-worker-1 5202
+# GB/s worker-1 receives from worker-2: one stream one way; --bidir: one each way at once.
+iperf() { iperf_gbs $project-worker-2 $project-worker-1 5202 "$@"; }
 echo "== $workers workers x $slots slots on $(nproc) cores; raw TCP worker-2 -> worker-1 (iperf3, 5 s): one way $(iperf) GB/s; both ways at once $(iperf --bidir) GB/s per direction"
 
 hier=$(mktemp) flat=$(mktemp)

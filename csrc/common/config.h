@@ -75,7 +75,10 @@ enum class Scope { LOCAL, AGREE };
     "then cannot name the ranks missing from a negotiation round)")                               \
   X(summary_level, "HOROVOD_SUMMARY", int64_t, 1, 0, 2, AGREE,                                    \
     "communication summary rank 0 prints to stderr when the job shuts down: 0 off, 1 the job, "   \
-    "2 the job and one line per rank")
+    "2 the job and one line per rank")                                                            \
+  X(link_gbps, "HOROVOD_LINK_GBPS", double, 0.0, 0, 1e5, LOCAL,                                   \
+    "the slowest link between the job's hosts in GB/s, for the summary to compare the job's "     \
+    "allreduce with; horovodrun sets it from a saved --check-network result; 0: unknown")
 
 struct Config {
 #define HVD_DECLARE_FIELD(field, env, type, def, lo, hi, scope, doc) type field = def;

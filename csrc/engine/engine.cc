@@ -75,6 +75,9 @@ void ReportSummary(Engine* e) {
   e->stats.end_us = NowMicros();
   e->stats.SetHost(e->mpi.ProcessorName());
   static_assert(JobStats::kAllreduceAlgorithms == Operations::kAllreduceAlgorithms, "one order");
+  static_assert(
+      JobStats::kHierarchical == static_cast<int>(Operations::AllreduceAlgorithm::HIERARCHICAL),
+      "one order");
   std::memcpy(e->stats.allreduce_runs, e->ops->allreduce_runs, sizeof(e->stats.allreduce_runs));
   std::memcpy(e->stats.allgather_runs, e->ops->allgather_runs, sizeof(e->stats.allgather_runs));
   e->stats.SetHierarchyNote(e->ops->hierarchy_note);
@@ -88,7 +91,7 @@ void ReportSummary(Engine* e) {
   }
   std::vector<JobStats> ranks(e->mpi.size);
   std::memcpy(ranks.data(), all.data(), all.size());
-  PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level)));
+  PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level), e->config.link_gbps));
 }
 
 // Background thread: the latest start/stop request, if one is new.

@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
 
 namespace hvd {
@@ -12,6 +13,12 @@ namespace {
 // A rank that waits this many points of wall time less than the median holds the others up;
 // closer than that, calling it a straggler would blame noise.
 constexpr double kStragglerPoints = 5.0;
+// Below this share of the slowest link's bandwidth the summary looks for a cause (as the
+// network doctor does, horovod/runner/task/network_check.py REACH_FLOOR).
+constexpr double kReachFloor = 0.5;
+// Allreduces smaller than this on average spend their time in latency: at 1 GB/s a 1 MiB
+// allreduce moves data for about 1 ms, against link latencies of 0.05-0.2 ms per ring step.
+constexpr int64_t kLatencyBoundBytes = 1 << 20;
 
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string Format(const char* fmt, ...) {
@@ -60,6 +67,51 @@ std::string Plural(int64_t n, const char* word) {
   return Format("%lld %s%s", static_cast<long long>(n), word, n == 1 ? "" : "s");
 }
 
+// The job's allreduce against the slowest link between its hosts (link_gbps, measured by
+// horovodrun --check-network): a flat ring's bus bandwidth cannot pass its slowest link, so the
+// ratio says how much of the network the job used, and below kReachFloor the causes the counters
+// can show are named. busbw < 0: no allreduce ran.
+std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double link_gbps,
+                     int64_t host_count, int slow_rank) {
+  const std::string link = "slowest link " + GBps(link_gbps) + " (HOROVOD_LINK_GBPS)";
+  if (host_count < 2)
+    return "links: " + link + ", but every rank ran on one host: no link carried the allreduce";
+  if (busbw < 0) return "links: " + link + "; no allreduce ran to compare with it";
+  const double reach = busbw / link_gbps;
+  std::string line = Format("allreduce reaches %.0f %% of what the links allow (bus bandwidth %s; ",
+                            100 * reach, GBps(busbw).c_str()) +
+                     link + ")";
+  if (reach >= kReachFloor) return line;
+  const JobStats& root = ranks[0];
+  int64_t runs = 0;
+  for (int64_t r : root.allreduce_runs) runs += r;
+  std::vector<std::string> causes;
+  if (runs > 0 && root.bytes_reduced / runs < kLatencyBoundBytes)
+    causes.push_back(
+        "allreduces of " + HumanBytes(root.bytes_reduced / runs) +
+        " on average are bound by latency, not bandwidth (fusion packs small tensors into "
+        "fewer: HOROVOD_FUSION_THRESHOLD, and HOROVOD_CYCLE_TIME for how long it gathers them)");
+  std::map<std::string, int> per_host;
+  for (const JobStats& s : ranks) ++per_host[std::string(s.host, strnlen(s.host, sizeof(s.host)))];
+  const bool crowded =
+      std::any_of(per_host.begin(), per_host.end(),
+                  [](const std::pair<const std::string, int>& h) { return h.second > 1; });
+  if (crowded && root.allreduce_runs[JobStats::kHierarchical] == 0)
+    causes.push_back("the hierarchical allreduce did not run (the algorithms line says why)");
+  if (slow_rank >= 0)
+    causes.push_back(
+        Format("rank %d holds the others up (the slowest rank line): its time "
+               "outside communication, not the network",
+               slow_rank));
+  if (causes.empty())
+    causes.push_back(
+        "none these counters show: horovodrun --check-network names oversubscribed machines, "
+        "a small /dev/shm and slow links");
+  line += "; likely cause: " + causes[0];
+  for (size_t i = 1; i < causes.size(); ++i) line += "; and " + causes[i];
+  return line;
+}
+
 }  // namespace
 
 void JobStats::RecordCollective(const Response& r, bool ok, int64_t payload_bytes, int64_t us) {
@@ -82,7 +134,8 @@ void JobStats::SetHierarchyNote(const std::string& note) {
   std::memcpy(hierarchy, note.data(), std::min(note.size(), sizeof(hierarchy) - 1));
 }
 
-std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level) {
+std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level,
+                                      double link_gbps) {
   const int n = static_cast<int>(ranks.size());
   std::vector<std::string> lines;
   if (n == 0) return lines;
@@ -140,18 +193,22 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
   if (n > 1)
     lines.push_back("algorithms: " + (algos.empty() ? std::string("none ran") : algos) + "; " +
                     std::string(root.hierarchy, strnlen(root.hierarchy, sizeof(root.hierarchy))));
+  int slow_rank = -1;  // a rank the others wait for, if one stands out
   if (n > 1) {
     const int slowest = static_cast<int>(std::min_element(waited_pct.begin(), waited_pct.end()) -
                                          waited_pct.begin());
     const double median = Median(waited_pct);
+    if (median - waited_pct[slowest] >= kStragglerPoints) slow_rank = slowest;
     lines.push_back(
         Format("slowest rank: %d on %s (waited %.1f %% of its time in collectives and negotiation, "
                "median %.1f %%): %s",
                slowest, hosts[slowest].c_str(), waited_pct[slowest], median,
-               median - waited_pct[slowest] >= kStragglerPoints
-                   ? "the others wait for it"
-                   : "ranks are balanced, none waits notably for another"));
+               slow_rank >= 0 ? "the others wait for it"
+                              : "ranks are balanced, none waits notably for another"));
   }
+  if (link_gbps > 0 && n > 1)
+    lines.push_back(
+        LinkLine(ranks, busbw.empty() ? -1 : Median(busbw), link_gbps, host_count, slow_rank));
   if (level >= 2) {
     for (int r = 0; r < n; ++r) {
       const double bw = BusBandwidth(ranks[r], n);

@@ -30,6 +30,7 @@ struct JobStats {
   // Responses per algorithm (engine/operations.h: mpi, direct, ring, adasum, hierarchical;
   // allgather: ring, hierarchical), and whether the hierarchical ones were on and why.
   static constexpr int kAllreduceAlgorithms = 5;
+  static constexpr int kHierarchical = 4;  // index of the hierarchical allreduce
   int64_t allreduce_runs[kAllreduceAlgorithms] = {};
   int64_t allgather_runs[2] = {};
   char hierarchy[kHostBytes] = {};
@@ -42,8 +43,10 @@ struct JobStats {
 static_assert(std::is_trivially_copyable<JobStats>::value, "gathered as MPI_BYTE");
 
 // The summary lines (without the prefix) rank 0 prints, from every rank's counters (index =
-// rank). level 1: the job; level 2: also one line per rank.
-std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level);
+// rank). level 1: the job; level 2: also one line per rank. link_gbps > 0: the slowest link
+// between the hosts (HOROVOD_LINK_GBPS), which the job's allreduce bandwidth is compared with.
+std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level,
+                                      double link_gbps = 0);
 // Each line to stderr behind "[horovod summary] ", one flushed write per line.
 void PrintSummary(const std::vector<std::string>& lines);
 

@@ -24,6 +24,10 @@ class Operations {
   // this rank's bytes of all its tensors (for the job summary).
   Status Execute(const Response& response, int64_t* payload_bytes);
 
+  // MPI: HOROVOD_CPU_OPERATIONS=mpi; DIRECT: one-step exchange up to
+  // HOROVOD_SMALL_ALLREDUCE_BYTES; HIERARCHICAL: above that on several hosts
+  // (HOROVOD_HIERARCHICAL_ALLREDUCE); RING: everything else; ADASUM: op=Adasum (ops/adasum.cc).
+  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING, ADASUM, HIERARCHICAL };
   // How many responses each algorithm ran, and whether the hierarchical ones are used and why
   // (or why not), for the end-of-job summary.
   static constexpr int kAllreduceAlgorithms = 5;  // in AllreduceAlgorithm's order
@@ -39,10 +43,6 @@ class Operations {
   Status Alltoall(const Response& r, TensorEntry& e);
   Status Reducescatter(const Response& r, TensorEntry& e);
   void Average(void* buf, size_t count, const Response& r);  // postscale and /n for Average
-  // MPI: HOROVOD_CPU_OPERATIONS=mpi; DIRECT: one-step exchange up to
-  // HOROVOD_SMALL_ALLREDUCE_BYTES; HIERARCHICAL: above that on several hosts
-  // (HOROVOD_HIERARCHICAL_ALLREDUCE); RING: everything else; ADASUM: op=Adasum (ops/adasum.cc).
-  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING, ADASUM, HIERARCHICAL };
   AllreduceAlgorithm ChooseAllreduce(size_t count, DataType dtype) const;
   void AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
                        AllreduceAlgorithm algo);

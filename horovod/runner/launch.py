@@ -16,7 +16,7 @@ import shlex
 import sys
 
 from horovod.runner import hosts as hostlib
-from horovod.runner import oversubscription
+from horovod.runner import links, oversubscription
 from horovod.runner.supervise import _say, _stuck_message, run  # noqa: F401  (_stuck_message: tests)
 
 # Variables forwarded to every rank with -x (mpirun forwards only what it is told to when
@@ -557,6 +557,12 @@ def launch_job(args, env, hosts, report=None):
                     else None
                 )
                 env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(plan)
+    remote = any(not hostlib.is_local(h) for h, _ in hosts or [])
+    if remote and not args.check_network and "HOROVOD_LINK_GBPS" not in env:
+        known = links.load(hosts)
+        if known:
+            env["HOROVOD_LINK_GBPS"] = f"{known['slowest_gbps']:g}"
+            _say(links.describe(known))
     if args.check_network and "HOROVOD_NETWORK_CHECK_PLAN" not in env:
         env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(check_plan(args, hosts, None, None))
     if not network_args and args.nics:
@@ -578,7 +584,13 @@ def launch_job(args, env, hosts, report=None):
             if args.check_network
             else None
         )
-        return run(cmd, env, rank_hosts(hosts, np_), bound, "the network check", report)
+        report = {} if report is None else report
+        rc = run(cmd, env, rank_hosts(hosts, np_), bound, "the network check", report)
+        if args.check_network and rc == 0 and remote and report.get("slowest_link_gbps"):
+            plan = json.loads(env["HOROVOD_NETWORK_CHECK_PLAN"])
+            saved = links.save(hosts, report["slowest_link_gbps"], plan.get("interface"))
+            _say(f"horovodrun: kept the slowest link for later jobs on these hosts: {saved}")
+        return rc
     except FileNotFoundError:
         _say(f"horovodrun: {args.mpirun} not found; install Open MPI (mpirun)")
         return 127

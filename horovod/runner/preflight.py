@@ -20,7 +20,6 @@ VERSION_KEYS = (
     ("tensorflow", "tensorflow"),
     ("openmpi", "open-mpi"),
 )
-SMALL_SHM = 256 << 20  # below this, Open MPI's shared memory between a host's ranks may fail
 
 
 class PreflightFailed(Exception):
@@ -201,7 +200,7 @@ def compare(reports, launcher):
                 )
             )
         shm = rep.probe.get("shm_bytes")
-        if rep.slots > 1 and shm is not None and shm < SMALL_SHM:
+        if rep.slots > 1 and shm is not None and shm < probe.SMALL_SHM:
             rep.warnings.append(
                 (
                     f"/dev/shm is only {_human(shm)} for {rep.slots} ranks",

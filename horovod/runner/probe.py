@@ -81,6 +81,11 @@ def interfaces():
     return out
 
 
+# Below this, Open MPI's shared memory between a host's ranks may fail or fall back (the preflight
+# warns, the network check names it as a cause).
+SMALL_SHM = 256 << 20
+
+
 def shm_bytes():
     try:
         st = os.statvfs("/dev/shm")

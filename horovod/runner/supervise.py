@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+from horovod.runner import links
+
 # Lines that mean the job is ending on an error.  After one, mpirun normally exits within a few
 # seconds; when a host stops answering (paused, cut off) it waits forever for that host's daemon
 # to confirm its processes are gone, so horovodrun bounds the wait.
@@ -37,6 +39,7 @@ class _Relay:
         self.aborted_at = None
         self.waiting_for = set()
         self.signalled = []  # (rank, host, signal) as mpirun reported them
+        self.slowest_link_gbps = None  # from a --check-network report (runner/links.py)
         self._selector = selectors.DefaultSelector()
         for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
             os.set_blocking(src.fileno(), False)
@@ -95,6 +98,9 @@ class _Relay:
         m = _SIGNALLED.search(line)
         if m:
             self.signalled.append((int(m.group(1)), m.group(2), int(m.group(3))))
+        m = links.REPORT_LINE.match(line)
+        if m:
+            self.slowest_link_gbps = float(m.group(1))
         if self.aborted_at is None and any(k in line for k in ABORT_MARKERS):
             self.aborted_at = time.monotonic()
 
@@ -136,7 +142,8 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
     SIGNAL_GRACE_SECONDS after a signal; with a bound (seconds), it is stopped when the bound
     passes.  No process of the job outlives horovodrun, even killed (see _mpirun_preexec).
     `report` (a dict), if given, gets what the job's end looked like: `aborted` (mpirun said
-    the job aborted), `signalled` ([(rank, host, signal)]) and `signal` (one horovodrun got)."""
+    the job aborted), `signalled` ([(rank, host, signal)]), `signal` (one horovodrun got) and
+    `slowest_link_gbps` (a --check-network report's, else None)."""
     started = time.monotonic()
     # A session of its own: when mpirun must be stopped, its ssh clients go with it.
     proc = subprocess.Popen(
@@ -203,6 +210,7 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
             aborted=relay.aborted_at is not None,
             signalled=list(relay.signalled),
             signal=signalled[0][0] if signalled else None,
+            slowest_link_gbps=relay.slowest_link_gbps,
         )
     if signalled and rc != 0:
         return 128 + signalled[0][0]  # like a shell: the job ended because of that signal

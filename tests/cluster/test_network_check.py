@@ -69,6 +69,26 @@ def test_healthy_cluster_is_ok(cluster):
         named = f"hosts {', '.join(workers)} share one machine with {cores} core(s) and {ranks}"
         assert f"cause: oversubscribed: {named}" in out, out
         assert f"horovodrun: oversubscribed: {named}" in err, err
+    # The slowest link is kept on the launcher, and a later job on the same hosts compares its
+    # own allreduce with it in the end-of-job summary.
+    slowest = re.search(r"^links: slowest ([0-9.]+) GB/s between hosts \(\S+ -> \S+\)", out, re.M)
+    assert slowest, out
+    assert "horovodrun: kept the slowest link for later jobs on these hosts" in err, err
+    job = (
+        "python -c 'import numpy as np, horovod.numpy as hvd; hvd.init(); "
+        '[hvd.allreduce(np.ones(1 << 22, np.float32), name="l%d" % i) for i in range(5)]\''
+    )
+    _, err = cluster.run_ok(f"horovodrun {job}")
+    link = float(slowest.group(1))
+    assert f"horovodrun: slowest link between these hosts {link:.3g} GB/s" in err, err
+    line = re.search(
+        r"^\[horovod summary\] allreduce reaches \d+ % of what the links allow \(bus bandwidth "
+        r"[0-9.e-]+ GB/s; slowest link ([0-9.]+) GB/s \(HOROVOD_LINK_GBPS\)\)"
+        r"(; likely cause: .+)?$",
+        err,
+        re.M,
+    )
+    assert line and abs(float(line.group(1)) - link) <= 0.006, err
 
 
 def test_hierarchical_off_is_named_as_a_cause(cluster):

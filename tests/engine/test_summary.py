@@ -103,3 +103,16 @@ def test_single_process_summary():
     assert len(lines) == 2, p.stderr  # no slowest rank among one
     assert lines[0].startswith("1 rank on 1 host,") and f"{KNOWN_BYTES_REDUCED} bytes" in lines[0]
     assert lines[1].endswith("allreduce bus bandwidth n/a (1 rank)"), lines[1]
+
+
+def test_measured_link_on_one_host_is_said_not_compared():
+    # horovodrun passes the slowest link a --check-network measured (HOROVOD_LINK_GBPS); on one
+    # host no link carries the allreduce, and the summary says so instead of a ratio.
+    # (Several hosts: tests/unit/cpp/job_stats_test.cc and tests/cluster/test_network_check.py.)
+    _, err = ENGINE.run_ok(2, "known_job", env={"HOROVOD_LINK_GBPS": "1.25"})
+    lines = summary(err)
+    assert len(lines) == 5, err
+    assert lines[4] == (
+        "links: slowest link 1.25 GB/s (HOROVOD_LINK_GBPS), but every rank ran on one host: "
+        "no link carried the allreduce"
+    ), lines[4]

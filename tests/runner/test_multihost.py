@@ -2,6 +2,7 @@
 choice, the mpirun command, ssh error explanations, the cluster launcher's discovery.
 (Real ssh, real hosts: tests/cluster.)"""
 
+import os
 import socket
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import types
 
 import pytest
 
-from horovod.runner import hosts, launch, network, preflight, probe
+from horovod.runner import hosts, launch, links, network, preflight, probe, supervise
 from horovod.runner.cluster import discovery, entrypoint
 from horovod.runner.task import network_check
 
@@ -302,3 +303,27 @@ def test_cluster_workers_variable_is_checked(monkeypatch, capsys):
         entrypoint.main(["--timeout", "0.1"])
     assert e.value.code == 2
     assert "argument --expect: $HOROVOD_WORKERS='two' is not an integer" in capsys.readouterr().err
+
+
+def test_check_network_keeps_the_slowest_link_for_later_jobs(tmp_path, monkeypatch):
+    # The report's links line, read by horovodrun's relay from a real child's output, kept per
+    # host set; a later job on the same hosts gets it, a job on a subset does not.
+    monkeypatch.setenv("HOROVOD_LINKS_FILE", str(tmp_path / "links.json"))
+    checker = types.SimpleNamespace(
+        hosts=["w1", "w2"], size=2, seconds=0.5, ranks_of={"w1": [0], "w2": [1]}
+    )
+    bw = {("w1", "w2"): 1.2e9, ("w2", "w1"): 0.97e9, ("w1", "w1"): 5e9}
+    allreduce = {64 << 20: (0.3, 0.5e9)}
+    text = network_check.report(checker, {}, bw, allreduce, {}, {"network": "n"}, 128 << 20)
+    line = next(ln for ln in text.splitlines() if ln.startswith("links:"))
+    assert line.startswith("links: slowest 0.970 GB/s between hosts (w2 -> w1)"), line
+    report = {}
+    rc = supervise.run([sys.executable, "-c", f"print({line!r})"], dict(os.environ), report=report)
+    assert rc == 0 and report["slowest_link_gbps"] == 0.97, report
+    hosts_ = [("w1", 2), ("w2", 2)]
+    assert links.load(hosts_) is None
+    links.save(hosts_, report["slowest_link_gbps"], "eth0")
+    entry = links.load([("w2", 1), ("w1", 1)])  # slots and order do not matter
+    assert entry["slowest_gbps"] == 0.97 and entry["interface"] == "eth0", entry
+    assert "slowest link between these hosts 0.97 GB/s" in links.describe(entry)
+    assert links.load([("w1", 2)]) is None  # another host set

@@ -25,6 +25,7 @@ import sys
 import time
 
 from horovod.common import basics
+from horovod.runner import probe
 
 KIB, MIB = 1 << 10, 1 << 20
 TAG_DATA, TAG_STOP, TAG_CTRL = 11, 12, 13
@@ -36,7 +37,6 @@ FASTER_FACTOR = 1.3  # another interface this much faster than the chosen one is
 # bandwidth can approach the link's; half is already generous for TCP and Python in between).
 REACH_FLOOR = 0.5
 LATENCY_FACTOR = 10.0  # a small allreduce this many link latencies long is called latency-bound
-SMALL_SHM = 256 << 20  # as preflight.SMALL_SHM (this module runs on the ranks, apart from it)
 
 
 class NoAnswer(Exception):
@@ -322,7 +322,7 @@ def slowdown_causes(checker, plan, hierarchical="auto"):
                 "through one rank; leave it unset (auto) for the hierarchical allreduce"
             )
     for h, shm in sorted((plan.get("shm") or {}).items()):
-        if shm is not None and counts.get(h, 0) > 1 and shm < SMALL_SHM:
+        if shm is not None and counts.get(h, 0) > 1 and shm < probe.SMALL_SHM:
             causes.append(
                 f"/dev/shm on {h} is only {shm / MIB:.0f} MiB for its {counts[h]} ranks: "
                 "give the container more (docker run --shm-size=1g, compose shm_size)"
@@ -369,6 +369,13 @@ def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold, hier
         lines.append(
             f"allreduce reaches {top[1] / bound:.0%} of what the links allow ({_gbs(top[1])} "
             f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(bound)} GB/s)"
+        )
+    if links:
+        (a, b), slowest = min(links.items(), key=lambda kv: kv[1])
+        # horovodrun reads this line (runner/links.py REPORT_LINE) and keeps the figure.
+        lines.append(
+            f"links: slowest {slowest / 1e9:.3f} GB/s between hosts ({a} -> {b}); horovodrun "
+            "keeps it for later jobs on these hosts, whose summary compares with it"
         )
     causes = slowdown_causes(checker, plan, hierarchical)
     for cause in causes:

@@ -1,0 +1,67 @@
+"""The slowest link `horovodrun --check-network` measured between a set of hosts, kept on the
+launching host so that a later job on the same hosts can compare its own allreduce with it: the
+job's ranks get HOROVOD_LINK_GBPS and rank 0's end-of-job summary says how much of the links the
+allreduce used (issue 20, part 4).
+
+One JSON file maps each measured host set (its sorted names, comma-joined) to its slowest link.
+A job on another set, even a subset, gets nothing: its slowest link may be a faster one."""
+
+import json
+import os
+import re
+import time
+
+# The line of the check's report that carries the figure (network_check.report prints it).
+REPORT_LINE = re.compile(r"^links: slowest ([0-9.]+) GB/s between hosts")
+
+
+def path():
+    """HOROVOD_LINKS_FILE, else the user's cache directory."""
+    if os.environ.get("HOROVOD_LINKS_FILE"):
+        return os.environ["HOROVOD_LINKS_FILE"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "horovod", "links.json")
+
+
+def key(hosts):
+    return ",".join(sorted({h for h, _ in hosts}))
+
+
+def _read(p):
+    try:
+        with open(p) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save(hosts, gbps, interface):
+    """Records `gbps` as the slowest link among `hosts` ([(host, slots)]); returns the file."""
+    p = path()
+    data = _read(p)
+    data[key(hosts)] = {"slowest_gbps": gbps, "interface": interface, "measured": time.time()}
+    os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
+    tmp = f"{p}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, p)  # a job reading it meanwhile sees the old file or the new, never half
+    return p
+
+
+def load(hosts):
+    """The record for exactly these hosts, or None."""
+    entry = _read(path()).get(key(hosts))
+    if not isinstance(entry, dict) or not isinstance(entry.get("slowest_gbps"), (int, float)):
+        return None
+    return entry if entry["slowest_gbps"] > 0 else None
+
+
+def describe(entry):
+    """How the launcher names a record it passes on."""
+    age = max(0.0, time.time() - float(entry.get("measured", 0)))
+    when = f"{age / 60:.0f} min ago" if age < 7200 else f"{age / 3600:.0f} h ago"
+    return (
+        f"horovodrun: slowest link between these hosts {entry['slowest_gbps']:.3g} GB/s "
+        f"(horovodrun --check-network, {when}): HOROVOD_LINK_GBPS for the end-of-job summary"
+    )

@@ -1,0 +1,94 @@
+// The end-of-job summary's comparison with the slowest measured link (engine/job_stats.h,
+// HOROVOD_LINK_GBPS): what it says on one host, at full speed, and the causes it names below
+// half of the link. Counters are made up: the engine tests run the real summary on one host.
+#include "engine/job_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace hvd {
+namespace {
+
+// `n` ranks spread over `hosts` host names, each having reduced `bytes` in `runs` ring
+// allreduces taking `us` microseconds of a 10 s job.
+std::vector<JobStats> Job(int n, int hosts, int64_t bytes, int64_t runs, int64_t us) {
+  std::vector<JobStats> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    JobStats& s = ranks[r];
+    s.start_us = 0;
+    s.end_us = 10 * 1000000;
+    s.collectives = runs;
+    s.tensors = runs;
+    s.bytes_reduced = s.bytes_total = bytes;
+    s.collective_us = s.allreduce_us = us;
+    s.allreduce_runs[2] = runs;  // ring
+    s.SetHost("host" + std::to_string(r * hosts / n));
+  }
+  return ranks;
+}
+
+// The summary line about links, or "" when there is none.
+std::string LinkLine(const std::vector<std::string>& lines) {
+  for (const std::string& l : lines)
+    if (l.find("HOROVOD_LINK_GBPS") != std::string::npos) return l;
+  return "";
+}
+
+TEST(JobStatsLinks, NothingWithoutAMeasuredLink) {
+  EXPECT_EQ(LinkLine(SummaryLines(Job(2, 2, 1 << 30, 10, 1000000), 1)), "");
+}
+
+TEST(JobStatsLinks, OneHostHasNoLinkToCompare) {
+  const std::string l = LinkLine(SummaryLines(Job(2, 1, 1 << 30, 10, 1000000), 1, 1.0));
+  EXPECT_NE(l.find("every rank ran on one host"), std::string::npos) << l;
+}
+
+TEST(JobStatsLinks, FullSpeedNamesNoCause) {
+  // 2 ranks: busbw = bytes / time = 1 GiB / 1 s = 1.07 GB/s against a 1.25 GB/s link.
+  const std::string l = LinkLine(SummaryLines(Job(2, 2, 1 << 30, 10, 1000000), 1, 1.25));
+  EXPECT_NE(l.find("allreduce reaches 86 % of what the links allow (bus bandwidth 1.07 GB/s; "
+                   "slowest link 1.25 GB/s (HOROVOD_LINK_GBPS))"),
+            std::string::npos)
+      << l;
+  EXPECT_EQ(l.find("cause"), std::string::npos) << l;
+}
+
+TEST(JobStatsLinks, SmallAllreducesAreCalledLatencyBound) {
+  // 1000 allreduces of 64 KiB in 1 s: 0.066 GB/s against 1 GB/s.
+  const std::string l = LinkLine(SummaryLines(Job(2, 2, 64000 * 1000, 1000, 1000000), 1, 1.0));
+  EXPECT_NE(l.find("reaches 6 %"), std::string::npos) << l;
+  EXPECT_NE(l.find("likely cause: allreduces of 62.5 KiB on average are bound by latency"),
+            std::string::npos)
+      << l;
+  EXPECT_NE(l.find("HOROVOD_FUSION_THRESHOLD"), std::string::npos) << l;
+  EXPECT_EQ(l.find("hierarchical"), std::string::npos) << l;  // one rank per host
+}
+
+TEST(JobStatsLinks, FlatRingOverSeveralRanksPerHostIsNamed) {
+  // 4 ranks on 2 hosts, large allreduces, all flat ring, 10 % of the link.
+  const std::string l = LinkLine(SummaryLines(Job(4, 2, 1 << 30, 10, 10000000), 1, 1.0));
+  EXPECT_NE(l.find("likely cause: the hierarchical allreduce did not run"), std::string::npos) << l;
+  EXPECT_EQ(l.find("latency"), std::string::npos) << l;
+}
+
+TEST(JobStatsLinks, AStragglerIsNamedAndOtherwiseTheDoctorIsSuggested) {
+  std::vector<JobStats> job = Job(2, 2, 1 << 30, 10, 8000000);
+  std::string l = LinkLine(SummaryLines(job, 1, 1.0));
+  EXPECT_NE(l.find("likely cause: none these counters show: horovodrun --check-network"),
+            std::string::npos)
+      << l;
+  job[0].negotiation_us = 2000000;  // rank 0 waits for rank 1 to submit: 100 % against 80 %
+  l = LinkLine(SummaryLines(job, 1, 1.0));
+  EXPECT_NE(l.find("rank 1 holds the others up"), std::string::npos) << l;
+}
+
+TEST(JobStatsLinks, NoAllreduceIsSaid) {
+  std::vector<JobStats> job = Job(2, 2, 0, 0, 0);
+  const std::string l = LinkLine(SummaryLines(job, 1, 1.0));
+  EXPECT_NE(l.find("no allreduce ran"), std::string::npos) << l;
+}
+
+}  // namespace
+}  // namespace hvd
