@@ -588,8 +588,11 @@ def launch_job(args, env, hosts, report=None):
         rc = run(cmd, env, rank_hosts(hosts, np_), bound, "the network check", report)
         if args.check_network and rc == 0 and remote and report.get("slowest_link_gbps"):
             plan = json.loads(env["HOROVOD_NETWORK_CHECK_PLAN"])
-            saved = links.save(hosts, report["slowest_link_gbps"], plan.get("interface"))
-            _say(f"horovodrun: kept the slowest link for later jobs on these hosts: {saved}")
+            try:
+                saved = links.save(hosts, report["slowest_link_gbps"], plan.get("interface"))
+                _say(f"horovodrun: kept the slowest link for later jobs on these hosts: {saved}")
+            except OSError as e:  # the check itself succeeded: its report stands
+                _say(f"horovodrun: could not keep the slowest link for later jobs ({e})")
         return rc
     except FileNotFoundError:
         _say(f"horovodrun: {args.mpirun} not found; install Open MPI (mpirun)")

@@ -60,7 +60,12 @@ def load(hosts):
 def describe(entry):
     """How the launcher names a record it passes on."""
     age = max(0.0, time.time() - float(entry.get("measured", 0)))
-    when = f"{age / 60:.0f} min ago" if age < 7200 else f"{age / 3600:.0f} h ago"
+    if age < 60:
+        when = "under a minute ago"
+    elif age < 7200:
+        when = f"{age / 60:.0f} min ago"
+    else:
+        when = f"{age / 3600:.0f} h ago"
     return (
         f"horovodrun: slowest link between these hosts {entry['slowest_gbps']:.3g} GB/s "
         f"(horovodrun --check-network, {when}): HOROVOD_LINK_GBPS for the end-of-job summary"

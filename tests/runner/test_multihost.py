@@ -327,3 +327,17 @@ def test_check_network_keeps_the_slowest_link_for_later_jobs(tmp_path, monkeypat
     assert entry["slowest_gbps"] == 0.97 and entry["interface"] == "eth0", entry
     assert "slowest link between these hosts 0.97 GB/s" in links.describe(entry)
     assert links.load([("w1", 2)]) is None  # another host set
+
+
+def test_a_links_file_that_cannot_be_written_or_read_is_no_error(tmp_path, monkeypatch):
+    bad = tmp_path / "not-a-dir"
+    bad.write_text("")
+    monkeypatch.setenv("HOROVOD_LINKS_FILE", str(bad / "links.json"))
+    assert links.load([("w1", 1), ("w2", 1)]) is None
+    with pytest.raises(OSError):  # launch_job says so and keeps the check's exit status
+        links.save([("w1", 1), ("w2", 1)], 1.0, "eth0")
+    monkeypatch.setenv("HOROVOD_LINKS_FILE", str(tmp_path / "links.json"))
+    (tmp_path / "links.json").write_text("{not json")
+    assert links.load([("w1", 1), ("w2", 1)]) is None
+    links.save([("w1", 1), ("w2", 1)], 1.0, "eth0")  # replaces the damaged file
+    assert links.load([("w2", 1), ("w1", 1)])["slowest_gbps"] == 1.0
