@@ -16,7 +16,7 @@ import shlex
 import sys
 
 from horovod.runner import hosts as hostlib
-from horovod.runner import links, oversubscription
+from horovod.runner import links, oversubscription, probe
 from horovod.runner.supervise import _say, _stuck_message, run  # noqa: F401  (_stuck_message: tests)
 
 # Variables forwarded to every rank with -x (mpirun forwards only what it is told to when
@@ -479,8 +479,12 @@ def check_plan(args, hosts, probes, choice):
         }
         if probes
         else {},
-        # /dev/shm per host: a small one is a cause the report can name.
-        "shm": {h: p.get("shm_bytes") for h, p in probes.items()} if probes else {},
+        # The hosts whose /dev/shm is small (probe.SMALL_SHM), a cause the report can name.
+        "small_shm": {
+            h: p["shm_bytes"]
+            for h, p in (probes or {}).items()
+            if p.get("shm_bytes") is not None and p["shm_bytes"] < probe.SMALL_SHM
+        },
         "seconds": args.check_seconds,
         "step_timeout": args.check_step_timeout,
         "model_bytes": model_bytes(args),

@@ -267,6 +267,11 @@ def test_check_network_arguments():
     # Every step at its bound, plus start-up: 3 host pairs (w1-w1, w2-w2, w1-w2) x 3 steps
     # + 3 allreduces.
     assert launch.check_bound(plan) == 60 + 12 * (10 + 2 * 0.5)
+    # The launcher names the hosts whose /dev/shm is small (the ranks' program may not import
+    # the launcher's modules, so it gets the verdict, not the threshold).
+    probes = {h: {"shm_bytes": b, "interfaces": []} for h, b in (("w1", 64 << 20), ("w2", 1 << 30))}
+    plan = launch.check_plan(args, launch.resolve_hosts(args), probes, None)
+    assert plan["small_shm"] == {"w1": 64 << 20}, plan
     with pytest.raises(SystemExit):
         launch.parse_args(["--check-network", "python", "x.py"], env={})
 

@@ -93,7 +93,7 @@ def test_hierarchical_off_is_named_where_it_would_help():
 
 
 def test_uneven_hosts_and_small_shm_are_named():
-    text = _two_by_two({"w1": [0, 1], "w2": [2]}, {"shm": {"w1": 64 << 20, "w2": 64 << 20}})
+    text = _two_by_two({"w1": [0, 1], "w2": [2]}, {"small_shm": {"w1": 64 << 20, "w2": 64 << 20}})
     assert "cause: hosts hold 1 to 2 ranks each, so the hierarchical allreduce cannot run" in text
     assert "cause: /dev/shm on w1 is only 64 MiB for its 2 ranks" in text, text
     assert "/dev/shm on w2" not in text  # one rank: no shared memory between ranks there

@@ -25,7 +25,6 @@ import sys
 import time
 
 from horovod.common import basics
-from horovod.runner import probe
 
 KIB, MIB = 1 << 10, 1 << 20
 TAG_DATA, TAG_STOP, TAG_CTRL = 11, 12, 13
@@ -321,8 +320,8 @@ def slowdown_causes(checker, plan, hierarchical="auto"):
                 f"{max(counts.values())} ranks: the flat ring crosses each host boundary "
                 "through one rank; leave it unset (auto) for the hierarchical allreduce"
             )
-    for h, shm in sorted((plan.get("shm") or {}).items()):
-        if shm is not None and counts.get(h, 0) > 1 and shm < probe.SMALL_SHM:
+    for h, shm in sorted((plan.get("small_shm") or {}).items()):  # the launcher chose them
+        if counts.get(h, 0) > 1:
             causes.append(
                 f"/dev/shm on {h} is only {shm / MIB:.0f} MiB for its {counts[h]} ranks: "
                 "give the container more (docker run --shm-size=1g, compose shm_size)"
