@@ -522,7 +522,8 @@ def launch_job(args, env, hosts, report=None):
     """Preflight (remote hosts), then mpirun on `hosts` ([(host, slots)] or None: this host);
     returns the job's exit status (3: the preflight failed, nothing was launched). `report`:
     see supervise.run."""
-    if args.check_network and not any(not hostlib.is_local(h) for h, _ in hosts or []):
+    remote = any(not hostlib.is_local(h) for h, _ in hosts or [])  # ssh, preflight, links
+    if args.check_network and not remote:
         args.command[0] = sys.executable  # this host: the interpreter running horovodrun
     network_args, ssh_args = [], []
     if hosts:
@@ -533,7 +534,7 @@ def launch_job(args, env, hosts, report=None):
                 f"({hostlib.format_hosts(hosts)}); give fewer processes or more slots"
             )
             return 2
-        if any(not hostlib.is_local(h) for h, _ in hosts):
+        if remote:
             from horovod.runner import preflight
 
             ssh_args = preflight.ssh_base(
@@ -561,7 +562,6 @@ def launch_job(args, env, hosts, report=None):
                     else None
                 )
                 env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(plan)
-    remote = any(not hostlib.is_local(h) for h, _ in hosts or [])
     if remote and not args.check_network and "HOROVOD_LINK_GBPS" not in env:
         known = links.load(hosts)
         if known:
