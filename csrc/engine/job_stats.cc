@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <set>
 
 namespace hvd {
 namespace {
@@ -70,11 +69,12 @@ std::string Plural(int64_t n, const char* word) {
 // The job's allreduce against the slowest link between its hosts (link_gbps, measured by
 // horovodrun --check-network): a flat ring's bus bandwidth cannot pass its slowest link, so the
 // ratio says how much of the network the job used, and below kReachFloor the causes the counters
-// can show are named. busbw < 0: no allreduce ran.
+// can show are named. busbw < 0: no allreduce ran. ranks_per_host: the job's hosts and their
+// rank counts.
 std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double link_gbps,
-                     int64_t host_count, int slow_rank) {
+                     const std::map<std::string, int>& ranks_per_host, int slow_rank) {
   const std::string link = "slowest link " + GBps(link_gbps) + " (HOROVOD_LINK_GBPS)";
-  if (host_count < 2)
+  if (ranks_per_host.size() < 2)
     return "links: " + link + ", but every rank ran on one host: no link carried the allreduce";
   if (busbw < 0) return "links: " + link + "; no allreduce ran to compare with it";
   const double reach = busbw / link_gbps;
@@ -91,10 +91,8 @@ std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double li
         "allreduces of " + HumanBytes(root.bytes_reduced / runs) +
         " on average are bound by latency, not bandwidth (fusion packs small tensors into "
         "fewer: HOROVOD_FUSION_THRESHOLD, and HOROVOD_CYCLE_TIME for how long it gathers them)");
-  std::map<std::string, int> per_host;
-  for (const JobStats& s : ranks) ++per_host[std::string(s.host, strnlen(s.host, sizeof(s.host)))];
   const bool crowded =
-      std::any_of(per_host.begin(), per_host.end(),
+      std::any_of(ranks_per_host.begin(), ranks_per_host.end(),
                   [](const std::pair<const std::string, int>& h) { return h.second > 1; });
   if (crowded && root.allreduce_runs[JobStats::kHierarchical] == 0)
     causes.push_back("the hierarchical allreduce did not run (the algorithms line says why)");
@@ -162,8 +160,9 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
           : Format("between %lld (%s) and %lld (%s) bytes reduced per rank (ranks differ)",
                    static_cast<long long>(min_reduced), HumanBytes(min_reduced).c_str(),
                    static_cast<long long>(max_reduced), HumanBytes(max_reduced).c_str());
-  const int64_t host_count =
-      static_cast<int64_t>(std::set<std::string>(hosts.begin(), hosts.end()).size());
+  std::map<std::string, int> ranks_per_host;
+  for (const std::string& h : hosts) ++ranks_per_host[h];
+  const int64_t host_count = static_cast<int64_t>(ranks_per_host.size());
   lines.push_back(Format("%s on %s, %.1f s: %s (%s); %s", Plural(n, "rank").c_str(),
                          Plural(host_count, "host").c_str(), wall_us * 1e-6,
                          Plural(root.collectives, "collective").c_str(),
@@ -208,7 +207,7 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
   }
   if (link_gbps > 0 && n > 1)
     lines.push_back(
-        LinkLine(ranks, busbw.empty() ? -1 : Median(busbw), link_gbps, host_count, slow_rank));
+        LinkLine(ranks, busbw.empty() ? -1 : Median(busbw), link_gbps, ranks_per_host, slow_rank));
   if (level >= 2) {
     for (int r = 0; r < n; ++r) {
       const double bw = BusBandwidth(ranks[r], n);
