@@ -35,6 +35,11 @@ enum class Scope { LOCAL, AGREE };
     "pipelining unit of the ring: a chunk is reduced while the next one is in flight")            \
   X(small_allreduce_bytes, "HOROVOD_SMALL_ALLREDUCE_BYTES", int64_t, 32LL << 10, 0, 16LL << 20,   \
     AGREE, "allreduces up to this size exchange whole buffers in one step instead of the ring")   \
+  X(eager_allreduce_bytes, "HOROVOD_EAGER_ALLREDUCE_BYTES", int64_t, 16LL << 10, 0, 1LL << 20,    \
+    AGREE,                                                                                        \
+    "jobs of up to 16 ranks: bytes of small cached allreduces a rank sends along with its "       \
+    "negotiation message each round; those ready on every rank are reduced there, one round "     \
+    "trip instead of two; 0: off")                                                                \
   X(hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE", std::string, "auto", 0, 0, AGREE,   \
     "ring allreduce inside each host, across hosts per local rank on 1/local_size of the data, "  \
     "then allgather inside: 'auto' (on with several hosts, several ranks on a host and the same " \

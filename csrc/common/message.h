@@ -81,6 +81,10 @@ struct Response : OpSpec {
   // Allreduce: how many ranks contributed; 0 = all. Fewer while ranks have joined (hvd.join):
   // they add zeros, and Average divides by this. JOIN: `root` is the last rank to join.
   int32_t contributors = 0;
+  // Not encoded, never cached: an eager allreduce (engine/controller.cc) came with every rank's
+  // data in the negotiation round; index = rank, each num_elements[0] elements of dtype, valid
+  // until the controller's next round. The operations reduce them locally in rank order.
+  std::vector<const void*> eager_parts;
 
   int64_t TotalBytes() const;
 };

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <functional>
 #include <sstream>
 
 #include "common/logging.h"
+#include "common/reduce_kernels.h"
 #include "engine/fusion.h"
 #include "engine/watchdog.h"
 
@@ -14,6 +16,9 @@ namespace {
 
 // kNewParams: rank 0 sends autotuned settings this round, which needs the slow path.
 constexpr uint64_t kHasUncached = 1, kWantsShutdown = 2, kHasInvalid = 4, kNewParams = 8;
+// Eager rounds send n-1 messages each way (MpiContext::ExchangeRound); above this many ranks the
+// bit-vector allreduce's log2(n) steps cost less than the round trip eager data saves.
+constexpr int kEagerMaxRanks = 16;
 
 inline void SetBit(std::vector<uint64_t>* v, size_t base, int slot) {
   (*v)[base + slot / 64] |= uint64_t(1) << (slot % 64);
@@ -123,6 +128,97 @@ Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline
       fusion_threshold_(config.fusion_threshold) {
   cache_.SetCapacity(static_cast<size_t>(config.cache_capacity));
   words_ = 1 + (cache_.capacity() + 63) / 64;
+  // Every rank decides alike: the knobs agree (Init) and the set's size is the same everywhere.
+  if (mpi_->size >= 2 && mpi_->size <= kEagerMaxRanks && config.cpu_operations != "mpi" &&
+      cache_.capacity() > 0)
+    eager_bytes_ = static_cast<size_t>(config.eager_allreduce_bytes);
+}
+
+size_t Controller::EagerBytes(int slot) const {
+  if (!cache_.Used(slot)) return 0;
+  const Response& r = cache_.Get(slot);
+  if (r.type != OpType::ALLREDUCE || r.gpu || r.reduce_op == ReduceOp::ADASUM ||
+      r.prescale != 1.0 || AveragesWidened(r.dtype, r.reduce_op) || r.num_elements.size() != 1)
+    return 0;
+  return static_cast<size_t>(r.num_elements[0]) * DataTypeSize(r.dtype);
+}
+
+void Controller::EagerLayout(const uint64_t* bits,
+                             std::vector<std::pair<int, size_t>>* layout) const {
+  layout->clear();
+  size_t used = 0;
+  for (size_t w = 1; w < words_; ++w)
+    for (uint64_t word = bits[w]; word; word &= word - 1) {
+      const int slot = static_cast<int>((w - 1) * 64 + __builtin_ctzll(word));
+      const size_t bytes = EagerBytes(slot);
+      if (bytes == 0 || used + bytes > eager_bytes_) continue;
+      layout->push_back({slot, used});
+      used += bytes;
+    }
+}
+
+std::map<int, std::vector<const void*>> Controller::EagerRound(std::vector<uint64_t>* bits,
+                                                               bool has_work) {
+  const size_t head = words_ * sizeof(uint64_t);
+  std::vector<std::pair<int, size_t>> mine, theirs;
+  EagerLayout(bits->data(), &mine);
+  size_t payload = mine.empty() ? 0 : mine.back().second + EagerBytes(mine.back().first);
+  round_out_.resize(head + payload);
+  std::memcpy(round_out_.data(), bits->data(), head);
+  for (const auto& [slot, offset] : mine) {
+    // In the layout only if pending here (a joined rank, which sets bits for slots it lacks,
+    // never runs eager rounds), so the entry is queued.
+    const TensorEntry* e = queue_->Peek(cache_.Get(slot).names[0]);
+    std::memcpy(round_out_.data() + head + offset, e->input, EagerBytes(slot));
+  }
+  mpi_->ExchangeRound(round_out_, head + eager_bytes_, &round_in_, &round_len_, has_work);
+
+  // Slots ready everywhere whose data this rank sent: candidates, with this rank's part.
+  std::map<int, std::vector<const void*>> eager;
+  const int n = mpi_->size;
+  for (int q = 0; q < n; ++q) {
+    if (q == mpi_->rank) continue;
+    const uint64_t* in = reinterpret_cast<const uint64_t*>(round_in_[q].data());
+    if (round_len_[q] < head) {
+      HVD_LOG(ERROR, "round message of " << round_len_[q] << " bytes from rank "
+                                         << mpi_->WorldRank(q) << ", expected at least " << head);
+      MPI_Abort(mpi_->comm(), 1);
+    }
+    for (size_t w = 0; w < words_; ++w) (*bits)[w] &= in[w];
+  }
+  for (const auto& [slot, offset] : mine)
+    if (TestBit(*bits, 1, slot)) {
+      auto& parts = eager[slot];
+      parts.assign(n, nullptr);
+      parts[mpi_->rank] = round_out_.data() + head + offset;
+    }
+  if (eager.empty()) return eager;
+  // Keep those whose data every other rank sent too; its layout says where.
+  for (int q = 0; q < n; ++q) {
+    if (q == mpi_->rank) continue;
+    EagerLayout(reinterpret_cast<const uint64_t*>(round_in_[q].data()), &theirs);
+    const size_t sent = theirs.empty() ? 0 : theirs.back().second + EagerBytes(theirs.back().first);
+    if (round_len_[q] != head + sent) {
+      // Every rank's cache is the same, so the layouts agree; a difference is a bug that would
+      // reduce the wrong bytes: stop rather than return a wrong sum.
+      HVD_LOG(ERROR, "eager round message from rank "
+                         << mpi_->WorldRank(q) << " carries " << round_len_[q] - head
+                         << " bytes of data where its bits say " << sent);
+      MPI_Abort(mpi_->comm(), 1);
+    }
+    for (const auto& [slot, offset] : theirs) {
+      auto it = eager.find(slot);
+      if (it != eager.end()) it->second[q] = round_in_[q].data() + head + offset;
+    }
+  }
+  for (auto it = eager.begin(); it != eager.end();) {
+    const auto& parts = it->second;
+    if (std::find(parts.begin(), parts.end(), nullptr) != parts.end())
+      it = eager.erase(it);
+    else
+      ++it;
+  }
+  return eager;
 }
 
 ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposal) {
@@ -175,10 +271,16 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   WatchSection negotiation;
   negotiation.what = "negotiation round (all ranks' background threads must join)";
   WatchScope watch(negotiation);
-  mpi_->BitAndAllreduce(&bits, has_work);
+  // Eager data only while no rank has joined (joined ranks add zeros through the operations);
+  // every rank knows that from the same broadcast, so all switch in the same round.
+  std::map<int, std::vector<const void*>> eager;
+  if (eager_bytes_ > 0 && joined_.empty())
+    eager = EagerRound(&bits, has_work);
+  else
+    mpi_->BitAndAllreduce(&bits, has_work);
   flags = ~bits[0];
 
-  std::vector<Response> fast;
+  std::vector<Response> fast, eager_responses;
   if (joined) {
     // The same slots, in the same (slot) order, as the ranks that have them pending.
     for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
@@ -193,7 +295,14 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
       ++it;
       continue;
     }
-    fast.push_back(cache_.Get(it->first));
+    auto parts = eager.find(it->first);
+    if (parts != eager.end()) {
+      // Reduced alone, before the fused ones: its data is here already.
+      eager_responses.push_back(cache_.Get(it->first));
+      eager_responses.back().eager_parts = std::move(parts->second);
+    } else {
+      fast.push_back(cache_.Get(it->first));
+    }
     cache_.Touch(it->first);
     if (timeline_->enabled()) {
       timeline_->NegotiateStart(it->second.request.name, it->second.request.type,
@@ -221,7 +330,9 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   if (!joined_.empty())
     for (auto& r : fast) r.contributors = mpi_->size - static_cast<int32_t>(joined_.size());
   ResponseList out;
-  out.responses = FuseResponses(std::move(fast), fusion_threshold_);
+  out.responses = std::move(eager_responses);
+  for (auto& r : FuseResponses(std::move(fast), fusion_threshold_))
+    out.responses.push_back(std::move(r));
   if (flags & (kHasUncached | kWantsShutdown | kNewParams)) {
     RequestList mine;
     mine.requests.swap(to_send_);

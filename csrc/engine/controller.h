@@ -3,6 +3,10 @@
 //              bit vector (plus three inverted status bits, so the AND computes "any rank has
 //              uncached work / wants shutdown / invalidated an entry") yields the tensors ready
 //              everywhere, in slot order.
+//   eager:     jobs of few ranks replace that allreduce by an exchange of round messages in one
+//              step: each rank's bits plus the data of its pending small allreduces (slot order,
+//              up to HOROVOD_EAGER_ALLREDUCE_BYTES). A tensor ready everywhere whose data came
+//              from every rank is reduced locally (Response::eager_parts), with no second trip.
 //   slow path: only when some rank has uncached work or wants to shut down: requests are
 //              gathered at rank 0, which checks that all ranks agree (op, dtype, shape, root,
 //              reduce op, scale factors), fuses, and broadcasts the response list.
@@ -64,6 +68,17 @@ class Controller {
                         std::vector<Response>* responses);
   void FailGroupsLocally(const std::vector<Response>& responses, std::vector<Response>* out);
   void InspectStalls(int64_t now);
+  // Eager allreduces: the bytes of the cached response in `slot` if its data may travel in the
+  // round message (a CPU allreduce that reduces plainly: no Adasum, prescale or widened integer
+  // average), else 0. The same on every rank: it reads only the cache.
+  size_t EagerBytes(int slot) const;
+  // The slots whose data a round message with bit vector `bits` carries, and their offsets in
+  // its payload: set bits in slot order, each taken if it still fits in eager_bytes_. Sender
+  // and receivers compute the same layout from the same bits.
+  void EagerLayout(const uint64_t* bits, std::vector<std::pair<int, size_t>>* layout) const;
+  // One round's exchange with eager data: packs this rank's message, exchanges, ANDs every
+  // rank's bits into `bits`, and returns the slots every rank sent data for (with pointers to it).
+  std::map<int, std::vector<const void*>> EagerRound(std::vector<uint64_t>* bits, bool has_work);
 
   MpiContext* mpi_;
   Config config_;
@@ -76,6 +91,12 @@ class Controller {
   std::map<int, PendingHit> pending_hits_;  // ordered: fast-path responses run in slot order
   std::set<int> invalid_slots_;
   std::vector<int32_t> joined_;  // ranks in hvd.join(), as rank 0 last broadcast them
+  // Eager allreduces: per-round payload limit (0: rounds are the bit-vector allreduce), this
+  // rank's round message, and every rank's as received (kept: responses point into them).
+  size_t eager_bytes_ = 0;
+  std::vector<char> round_out_;
+  std::vector<std::vector<char>> round_in_;
+  std::vector<size_t> round_len_;
   // rank 0 only
   std::unordered_map<std::string, TableEntry> table_;
   std::vector<int32_t> root_joined_;  // in the order they joined; the last is join()'s answer

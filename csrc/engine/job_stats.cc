@@ -56,7 +56,7 @@ double Waited(const JobStats& s) { return Percent(s.collective_us + s.negotiatio
 // 2(n-1)/n of the buffer, whatever the algorithm. Negative: no allreduce time to divide by.
 double BusBandwidth(const JobStats& s, int n) {
   if (s.allreduce_us <= 0 || n < 2) return -1;
-  return s.bytes_reduced * (2.0 * (n - 1) / n) / (s.allreduce_us * 1e-6) / 1e9;
+  return (s.bytes_reduced - s.bytes_eager) * (2.0 * (n - 1) / n) / (s.allreduce_us * 1e-6) / 1e9;
 }
 
 // Two decimals, or two significant digits below 0.01 (small tensors over slow links).
@@ -113,13 +113,15 @@ std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double li
 }  // namespace
 
 void JobStats::RecordCollective(const Response& r, bool ok, int64_t payload_bytes, int64_t us) {
+  const bool eager = !r.eager_parts.empty();
   collective_us += us;
-  if (r.type == OpType::ALLREDUCE) allreduce_us += us;
+  if (r.type == OpType::ALLREDUCE && !eager) allreduce_us += us;
   if (!ok) return;
   ++collectives;
   tensors += static_cast<int64_t>(r.names.size());
   bytes_total += payload_bytes;
   if (r.type == OpType::ALLREDUCE) bytes_reduced += payload_bytes;
+  if (eager) bytes_eager += payload_bytes;
 }
 
 void JobStats::SetHost(const std::string& name) {
@@ -167,16 +169,19 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
                          Plural(host_count, "host").c_str(), wall_us * 1e-6,
                          Plural(root.collectives, "collective").c_str(),
                          Plural(root.tensors, "tensor").c_str(), reduced.c_str()));
-  const std::string bandwidth = n == 1          ? "n/a (1 rank)"
-                                : busbw.empty() ? "n/a (no allreduce)"
-                                                : GBps(Median(busbw));
+  const std::string bandwidth =
+      n == 1          ? "n/a (1 rank)"
+      : busbw.empty() ? (root.bytes_eager > 0 ? "n/a (every allreduce was eager: its data moved in "
+                                                "the negotiation rounds)"
+                                              : "n/a (no allreduce)")
+                      : GBps(Median(busbw));
   lines.push_back(
       Format("time in collectives %.1f %% of wall time (plus negotiation %.1f %%), "
              "median over ranks; allreduce bus bandwidth %s",
              Median(collective_pct), Median(negotiation_pct), bandwidth.c_str()));
   // Which algorithms ran (rank 0's counts: every rank runs the same responses).
   static const char* const kAllreduce[JobStats::kAllreduceAlgorithms] = {
-      "MPI_Allreduce", "direct", "ring", "Adasum", "hierarchical"};
+      "MPI_Allreduce", "direct", "ring", "Adasum", "hierarchical", "eager"};
   static const char* const kAllgather[2] = {"ring", "hierarchical"};
   std::string algos;
   for (int a = 0; a < JobStats::kAllreduceAlgorithms; ++a)

@@ -27,9 +27,12 @@ struct JobStats {
   // them too, and the negotiation rounds that agree on them.
   int64_t negotiation_us = 0;
   char host[kHostBytes] = {};
-  // Responses per algorithm (engine/operations.h: mpi, direct, ring, adasum, hierarchical;
-  // allgather: ring, hierarchical), and whether the hierarchical ones were on and why.
-  static constexpr int kAllreduceAlgorithms = 5;
+  // Of bytes_reduced, those of eager allreduces: their data moved in negotiation rounds, so
+  // neither they nor their (local) time count in the bus bandwidth.
+  int64_t bytes_eager = 0;
+  // Responses per algorithm (engine/operations.h: mpi, direct, ring, adasum, hierarchical,
+  // eager; allgather: ring, hierarchical), and whether the hierarchical ones were on and why.
+  static constexpr int kAllreduceAlgorithms = 6;
   static constexpr int kHierarchical = 4;  // index of the hierarchical allreduce
   int64_t allreduce_runs[kAllreduceAlgorithms] = {};
   int64_t allgather_runs[2] = {};

@@ -11,8 +11,9 @@ namespace hvd {
 namespace {
 
 // Timeline and watchdog name of each AllreduceAlgorithm, in its order.
-const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE", "DIRECT_ALLREDUCE", "RING_ALLREDUCE",
-                                          "ADASUM_ALLREDUCE", "HIERARCHICAL_ALLREDUCE"};
+const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE",          "DIRECT_ALLREDUCE",
+                                          "RING_ALLREDUCE",         "ADASUM_ALLREDUCE",
+                                          "HIERARCHICAL_ALLREDUCE", "EAGER_ALLREDUCE"};
 
 // A fused ring runs over the tensors themselves (one message per piece) when they average at
 // least this many bytes; below, a message costs more than copying the piece in and out of the
@@ -257,7 +258,23 @@ Status Operations::AllreduceWidened(const Response& r, std::vector<TensorEntry>&
   return Status();
 }
 
+Status Operations::AllreduceEager(const Response& r, std::vector<TensorEntry>& es) {
+  // Every rank's contribution is here: reduce them in rank order, as the direct exchange does,
+  // so that every rank computes the same bits.
+  ++allreduce_runs[static_cast<int>(AllreduceAlgorithm::EAGER)];
+  const size_t count = static_cast<size_t>(r.num_elements[0]);
+  void* out = es[0].output;
+  Activity(es, kAllreduceActivity[static_cast<int>(AllreduceAlgorithm::EAGER)]);
+  std::memcpy(out, r.eager_parts[0], count * DataTypeSize(r.dtype));
+  for (size_t q = 1; q < r.eager_parts.size(); ++q)
+    ReduceInto(out, r.eager_parts[q], count, r.dtype, r.reduce_op);
+  Average(out, count, r);
+  EndActivity(es);
+  return Status();
+}
+
 Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
+  if (!r.eager_parts.empty()) return AllreduceEager(r, es);
   if (AveragesWidened(r.dtype, r.reduce_op)) return AllreduceWidened(r, es);
   const size_t esize = DataTypeSize(r.dtype);
   size_t total = 0;

@@ -26,17 +26,19 @@ class Operations {
 
   // MPI: HOROVOD_CPU_OPERATIONS=mpi; DIRECT: one-step exchange up to
   // HOROVOD_SMALL_ALLREDUCE_BYTES; HIERARCHICAL: above that on several hosts
-  // (HOROVOD_HIERARCHICAL_ALLREDUCE); RING: everything else; ADASUM: op=Adasum (ops/adasum.cc).
-  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING, ADASUM, HIERARCHICAL };
+  // (HOROVOD_HIERARCHICAL_ALLREDUCE); RING: everything else; ADASUM: op=Adasum (ops/adasum.cc);
+  // EAGER: the data came with the negotiation round (Response::eager_parts), reduced here.
+  enum class AllreduceAlgorithm { MPI = 0, DIRECT, RING, ADASUM, HIERARCHICAL, EAGER };
   // How many responses each algorithm ran, and whether the hierarchical ones are used and why
   // (or why not), for the end-of-job summary.
-  static constexpr int kAllreduceAlgorithms = 5;  // in AllreduceAlgorithm's order
+  static constexpr int kAllreduceAlgorithms = 6;  // in AllreduceAlgorithm's order
   int64_t allreduce_runs[kAllreduceAlgorithms] = {};
   int64_t allgather_runs[2] = {};  // ring, hierarchical
   std::string hierarchy_note;
 
  private:
   Status Allreduce(const Response& r, std::vector<TensorEntry>& entries);
+  Status AllreduceEager(const Response& r, std::vector<TensorEntry>& entries);
   Status AllreduceWidened(const Response& r, std::vector<TensorEntry>& entries);  // integer Average
   Status Allgather(const Response& r, TensorEntry& e);
   Status Broadcast(const Response& r, TensorEntry& e);

@@ -211,21 +211,67 @@ void MpiContext::Finalize() {
   notes_out_.clear();
 }
 
-void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work) {
-  MPI_Request req;
-  HVD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
-                               MPI_UINT64_T, MPI_BAND, comm_, &req));
+namespace {
+
+// The round message's tag (ExchangeRound); distinct from every collective's in ops/.
+constexpr int kRoundTag = 500;
+
+// Waits for `reqs` as the controller's rounds do: spins a while if this rank has work waiting
+// (peers usually arrive within microseconds in steady state), then polls with naps of up to
+// 200 us so that an early rank leaves the core to the training computation.
+void WaitPolling(std::vector<MPI_Request>* reqs, std::vector<MPI_Status>* statuses, bool has_work) {
   const int64_t spin_us = has_work ? 500 : 0;
   const int64_t start = NowMicros();
   int done = 0;
   long sleep_us = 0;
   while (true) {
-    HVD_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    HVD_MPI_CHECK(MPI_Testall(static_cast<int>(reqs->size()), reqs->data(), &done,
+                              statuses ? statuses->data() : MPI_STATUSES_IGNORE));
     if (done) return;
     if (NowMicros() - start >= spin_us) {
       sleep_us = sleep_us ? std::min(sleep_us * 2, 200L) : 10;
       SleepMicros(sleep_us);
     }
+  }
+}
+
+}  // namespace
+
+void MpiContext::BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work) {
+  std::vector<MPI_Request> req(1);
+  HVD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
+                               MPI_UINT64_T, MPI_BAND, comm_, &req[0]));
+  WaitPolling(&req, nullptr, has_work);
+}
+
+void MpiContext::ExchangeRound(const std::vector<char>& mine, size_t capacity,
+                               std::vector<std::vector<char>>* all, std::vector<size_t>* lens,
+                               bool has_work) {
+  all->resize(size);
+  lens->assign(size, 0);
+  std::vector<MPI_Request> reqs;
+  reqs.reserve(2 * (size - 1));
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    if ((*all)[q].size() < capacity) (*all)[q].resize(capacity);
+    reqs.emplace_back();
+    HVD_MPI_CHECK(MPI_Irecv((*all)[q].data(), static_cast<int>(capacity), MPI_BYTE, q, kRoundTag,
+                            comm_, &reqs.back()));
+  }
+  const int receives = static_cast<int>(reqs.size());
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    reqs.emplace_back();
+    HVD_MPI_CHECK(MPI_Isend(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, q, kRoundTag,
+                            comm_, &reqs.back()));
+  }
+  std::vector<MPI_Status> statuses(reqs.size());
+  WaitPolling(&reqs, &statuses, has_work);
+  for (int q = 0, i = 0; q < size && i < receives; ++q) {
+    if (q == rank) continue;
+    int count = 0;
+    HVD_MPI_CHECK(MPI_Get_count(&statuses[i++], MPI_BYTE, &count));
+    (*lens)[q] = static_cast<size_t>(count);
   }
 }
 

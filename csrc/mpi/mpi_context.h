@@ -78,6 +78,12 @@ class MpiContext {
   // sleeps so an early rank leaves the core to the training computation. (The watchdog reports
   // a round that never completes.)
   void BitAndAllreduce(std::vector<uint64_t>* bits, bool has_work);
+  // Every rank's round message on every rank, in one step: `mine` goes to each peer, and each
+  // peer's (at most `capacity` bytes) lands in (*all)[q] with its length in (*lens)[q];
+  // (*all)[rank] is left alone. n-1 messages each way where an allreduce takes log2(n) steps,
+  // so the controller uses it for few ranks only (its eager allreduces). Waits as above.
+  void ExchangeRound(const std::vector<char>& mine, size_t capacity,
+                     std::vector<std::vector<char>>* all, std::vector<size_t>* lens, bool has_work);
   void BitOrAllreduce(std::vector<uint64_t>* bits);
   // Rank 0 receives every rank's blob (index = rank); others get an empty vector.
   std::vector<std::string> GatherToRoot(const std::string& blob);

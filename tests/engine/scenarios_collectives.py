@@ -257,3 +257,57 @@ def sc_fusion_digest():
     outs += hvd.grouped_allreduce(xs, op=hvd.Average, name="fzg")
     digest = hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()
     print(f"DIGEST rank={r} {digest}")
+
+
+def sc_eager():
+    """Small allreduces repeated under the same names: after the first step they are cached and
+    their data travels with the negotiation round (eager), reduced locally on every rank. Every
+    dtype and op, scale factors (a prescale keeps the tensor out of the eager path), more than
+    the round's payload limit at once, and a rank that submits late (the others resend their data
+    every round until it arrives)."""
+    r, n = hvd.rank(), hvd.size()
+    small = [d for d in DTYPES]
+    for step in range(6):
+        late = step % n  # this rank submits its second half 20 ms after the others
+        cases = []
+        for i, dt in enumerate(small):
+            for op in OPS:
+                shape = (17,) if i % 2 else (5, 3)
+                x = make(r, shape, dt, op, salt=step)
+                if r == late and len(cases) == len(small) * len(OPS) // 2:
+                    time.sleep(0.02)
+                name = f"eager/{dt.name}/{op}"
+                cases.append((name, dt, shape, op, hvd.allreduce_async(x, op=OPS[op], name=name)))
+        # 40 x 1 KiB: more than HOROVOD_EAGER_ALLREDUCE_BYTES (16 KiB) at once.
+        many = [
+            hvd.allreduce_async(np.full(256, r + i + step, np.float32), op=hvd.Sum, name=f"eg/{i}")
+            for i in range(40)
+        ]
+        scaled = []
+        for dt in [d for d in small if is_float(d)]:
+            x = make(r, (33,), dt, salt=step)
+            post = hvd.allreduce_async(
+                x, op=hvd.Average, name=f"eager/post/{dt.name}", postscale_factor=3.0
+            )
+            pre = hvd.allreduce_async(
+                x, op=hvd.Sum, name=f"eager/pre/{dt.name}", prescale_factor=0.5
+            )
+            scaled.append((dt, post, pre, step))
+        for name, dt, shape, op, h in cases:
+            want = reference([make(q, shape, dt, op, salt=step) for q in range(n)], op, dt)
+            check(hvd.synchronize(h), want, dt, f"{name} step {step}")
+        for i, h in enumerate(many):
+            got = hvd.synchronize(h)
+            assert (got == sum(q + i + step for q in range(n))).all(), f"eg/{i}: {got[:3]}"
+        for dt, post, pre, s in scaled:
+            ins = [make(q, (33,), dt, salt=s).astype(np.float64) for q in range(n)]
+            check(hvd.synchronize(post), reference(ins, "average", dt) * 3.0, dt, f"post {dt}")
+            check(
+                hvd.synchronize(pre), reference([x * 0.5 for x in ins], "sum", dt), dt, f"pre {dt}"
+            )
+    # In place: the data went out with the round before the output is written.
+    buf = np.full(100, r + 1, np.int64)
+    for _ in range(3):
+        buf[:] = r + 1
+        hvd.allreduce(buf, op=hvd.Sum, name="eager/inplace", out=buf)
+        assert (buf == n * (n + 1) // 2).all(), f"in-place eager: {buf[:3]}"

@@ -73,3 +73,25 @@ def test_single_process_without_mpirun():
 def test_bad_config_is_a_clear_error():
     rc, out, err = ENGINE.launch(2, "topology", env={"HOROVOD_CPU_OPERATIONS": "gloo"}, timeout=60)
     assert rc != 0 and "HOROVOD_CPU_OPERATIONS" in err
+
+
+def eager_runs(err):
+    m = re.search(r"\[horovod summary\] algorithms: allreduce [^;]*", err)
+    assert m, err
+    found = re.search(r"eager (\d+)", m.group(0))
+    return int(found.group(1)) if found else 0
+
+
+def test_eager_allreduce(world):
+    """Cached small allreduces reduced from the data sent with the negotiation round: right for
+    every dtype and op, and the summary counts them."""
+    _, err = ENGINE.run_ok(world, "eager", env={"HOROVOD_SUMMARY": "1"})
+    assert eager_runs(err) > 0, err
+
+
+def test_eager_allreduce_off(world):
+    """HOROVOD_EAGER_ALLREDUCE_BYTES=0: the bit-vector rounds and the operations, same results."""
+    _, err = ENGINE.run_ok(
+        world, "eager", env={"HOROVOD_SUMMARY": "1", "HOROVOD_EAGER_ALLREDUCE_BYTES": "0"}
+    )
+    assert eager_runs(err) == 0, err

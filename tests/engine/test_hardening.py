@@ -30,6 +30,7 @@ def test_invalid_arguments_on_one_rank_fail_every_rank():
         ("HOROVOD_CACHE_CAPACITY", ("1024", "64")),
         ("HOROVOD_RING_CHUNK_BYTES", ("1048576", "4096")),
         ("HOROVOD_SMALL_ALLREDUCE_BYTES", ("32768", "0")),
+        ("HOROVOD_EAGER_ALLREDUCE_BYTES", ("16384", "0")),
         ("HOROVOD_FUSION_THRESHOLD", ("134217728", "0")),
         ("HOROVOD_CPU_OPERATIONS", ("ring", "mpi")),
     ],

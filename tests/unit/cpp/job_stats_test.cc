@@ -1,6 +1,7 @@
 // The end-of-job summary's comparison with the slowest measured link (engine/job_stats.h,
 // HOROVOD_LINK_GBPS): what it says on one host, at full speed, and the causes it names below
-// half of the link. Counters are made up: the engine tests run the real summary on one host.
+// half of the link; and how eager allreduces are counted. Counters are made up: the engine tests
+// run the real summary on one host.
 #include "engine/job_stats.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +89,41 @@ TEST(JobStatsLinks, NoAllreduceIsSaid) {
   std::vector<JobStats> job = Job(2, 2, 0, 0, 0);
   const std::string l = LinkLine(SummaryLines(job, 1, 1.0));
   EXPECT_NE(l.find("no allreduce ran"), std::string::npos) << l;
+}
+
+// The time line ("allreduce bus bandwidth ..."), or "".
+std::string TimeLine(const std::vector<std::string>& lines) {
+  for (const std::string& l : lines)
+    if (l.find("bus bandwidth") != std::string::npos) return l;
+  return "";
+}
+
+// Eager allreduces move their data in negotiation rounds: neither their bytes nor their local
+// reduction time count in the bus bandwidth, though they count as reduced bytes.
+TEST(JobStatsEager, EagerBytesStayOutOfTheBusBandwidth) {
+  std::vector<JobStats> job = Job(2, 1, 1 << 30, 10, 1000000);
+  for (JobStats& s : job) {
+    s.bytes_reduced += 1 << 30;  // as much again, eager
+    s.bytes_eager = 1 << 30;
+    s.allreduce_runs[5] = 1000;
+  }
+  const std::vector<std::string> lines = SummaryLines(job, 1);
+  EXPECT_NE(TimeLine(lines).find("allreduce bus bandwidth 1.07 GB/s"), std::string::npos)
+      << TimeLine(lines);
+  EXPECT_NE(lines[0].find("(2.0 GiB)"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[2].find("allreduce ring 10, eager 1000"), std::string::npos) << lines[2];
+}
+
+TEST(JobStatsEager, OnlyEagerAllreducesSaySo) {
+  std::vector<JobStats> job = Job(2, 1, 4096 * 100, 100, 0);
+  for (JobStats& s : job) {
+    s.bytes_eager = s.bytes_reduced;
+    s.allreduce_runs[2] = 0;
+    s.allreduce_runs[5] = 100;
+  }
+  EXPECT_NE(TimeLine(SummaryLines(job, 1)).find("n/a (every allreduce was eager"),
+            std::string::npos)
+      << TimeLine(SummaryLines(job, 1));
 }
 
 }  // namespace
