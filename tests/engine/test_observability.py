@@ -29,6 +29,10 @@ def test_timeline_is_valid_chrome_trace(tmp_path, world):
     fused_ring = {pid for pid, name in rows.items() if name.startswith("tl/fring")}
     spans = {e["name"] for e in events if e.get("pid") in fused_ring}
     assert "RING_ALLREDUCE" in spans and "MEMCPY_IN_FUSION_BUFFER" not in spans, spans
+    # Cached from the second step on, the small one's data travels with the negotiation round.
+    single = {pid for pid, name in rows.items() if name == "tl/single"}
+    spans = [e["name"] for e in events if e.get("pid") in single]
+    assert "EAGER_ALLREDUCE" in spans and "NEGOTIATE_ALLREDUCE" in spans, spans
     ticks = {e["name"] for e in events if e["ph"] == "X"}
     assert {str(r) for r in range(world)} <= ticks, "one negotiation tick per rank"
     for pid in rows:  # every span that begins also ends
