@@ -275,6 +275,10 @@ Status Operations::AllreduceEager(const Response& r, std::vector<TensorEntry>& e
 
 Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   if (!r.eager_parts.empty()) return AllreduceEager(r, es);
+  // Every rank's tensors are empty (the shapes were agreed): nothing to exchange or write.
+  int64_t elements = 0;
+  for (auto n : r.num_elements) elements += n;
+  if (elements == 0) return Status();
   if (AveragesWidened(r.dtype, r.reduce_op)) return AllreduceWidened(r, es);
   const size_t esize = DataTypeSize(r.dtype);
   size_t total = 0;

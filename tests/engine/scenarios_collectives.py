@@ -164,6 +164,10 @@ def sc_fused_over_tensors():
         for i, (s, got) in enumerate(zip(shapes, outs)):
             want = reference([make(q, s, dt, salt=i) * pre for q in range(n)], "average", dt)
             check(got, want * post, dt, f"pieces scaled {pre} {i}")
+    # Empty on every rank and alone in its response: nothing to exchange, the empty result.
+    for dt in (np.dtype(np.float32), np.dtype(np.int32)):
+        got = hvd.allreduce(np.zeros((0, 4), dt), op=hvd.Average, name=f"pieces/empty/{dt.name}")
+        assert got.shape == (0, 4) and got.dtype == dt, (got.shape, got.dtype)
     # In place: each input is its own output.
     xs = [np.full(s, r + 1, np.int64) for s in shapes]
     handles = [
