@@ -143,8 +143,8 @@ size_t Controller::EagerBytes(int slot) const {
   return static_cast<size_t>(r.num_elements[0]) * DataTypeSize(r.dtype);
 }
 
-void Controller::EagerLayout(const uint64_t* bits,
-                             std::vector<std::pair<int, size_t>>* layout) const {
+size_t Controller::EagerLayout(const uint64_t* bits,
+                               std::vector<std::pair<int, size_t>>* layout) const {
   layout->clear();
   size_t used = 0;
   for (size_t w = 1; w < words_; ++w)
@@ -155,15 +155,14 @@ void Controller::EagerLayout(const uint64_t* bits,
       layout->push_back({slot, used});
       used += bytes;
     }
+  return used;
 }
 
 std::map<int, std::vector<const void*>> Controller::EagerRound(std::vector<uint64_t>* bits,
                                                                bool has_work) {
   const size_t head = words_ * sizeof(uint64_t);
   std::vector<std::pair<int, size_t>> mine, theirs;
-  EagerLayout(bits->data(), &mine);
-  size_t payload = mine.empty() ? 0 : mine.back().second + EagerBytes(mine.back().first);
-  round_out_.resize(head + payload);
+  round_out_.resize(head + EagerLayout(bits->data(), &mine));
   std::memcpy(round_out_.data(), bits->data(), head);
   for (const auto& [slot, offset] : mine) {
     // In the layout only if pending here (a joined rank, which sets bits for slots it lacks,
@@ -196,8 +195,8 @@ std::map<int, std::vector<const void*>> Controller::EagerRound(std::vector<uint6
   // Keep those whose data every other rank sent too; its layout says where.
   for (int q = 0; q < n; ++q) {
     if (q == mpi_->rank) continue;
-    EagerLayout(reinterpret_cast<const uint64_t*>(round_in_[q].data()), &theirs);
-    const size_t sent = theirs.empty() ? 0 : theirs.back().second + EagerBytes(theirs.back().first);
+    const size_t sent =
+        EagerLayout(reinterpret_cast<const uint64_t*>(round_in_[q].data()), &theirs);
     if (round_len_[q] != head + sent) {
       // Every rank's cache is the same, so the layouts agree; a difference is a bug that would
       // reduce the wrong bytes: stop rather than return a wrong sum.

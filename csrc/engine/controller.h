@@ -69,13 +69,13 @@ class Controller {
   void FailGroupsLocally(const std::vector<Response>& responses, std::vector<Response>* out);
   void InspectStalls(int64_t now);
   // Eager allreduces: the bytes of the cached response in `slot` if its data may travel in the
-  // round message (a CPU allreduce that reduces plainly: no Adasum, prescale or widened integer
-  // average), else 0. The same on every rank: it reads only the cache.
+  // round message (a non-empty CPU allreduce that reduces plainly: no Adasum, prescale or
+  // widened integer average), else 0. The same on every rank: it reads only the cache.
   size_t EagerBytes(int slot) const;
   // The slots whose data a round message with bit vector `bits` carries, and their offsets in
   // its payload: set bits in slot order, each taken if it still fits in eager_bytes_. Sender
-  // and receivers compute the same layout from the same bits.
-  void EagerLayout(const uint64_t* bits, std::vector<std::pair<int, size_t>>* layout) const;
+  // and receivers compute the same layout from the same bits. Returns the payload's bytes.
+  size_t EagerLayout(const uint64_t* bits, std::vector<std::pair<int, size_t>>* layout) const;
   // One round's exchange with eager data: packs this rank's message, exchanges, ANDs every
   // rank's bits into `bits`, and returns the slots every rank sent data for (with pointers to it).
   std::map<int, std::vector<const void*>> EagerRound(std::vector<uint64_t>* bits, bool has_work);

@@ -1,5 +1,6 @@
 #include "engine/operations.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common/logging.h"
@@ -225,6 +226,11 @@ void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const
       if (src != dst) CopyWithProgress(dst, src, count * DataTypeSize(r.dtype));
       AdasumAllreduce(dst, r.num_elements, r.dtype, &scratch_, mpi_->comm());
       break;
+    case AllreduceAlgorithm::EAGER:
+      // Never chosen for a buffer: eager responses arrive with their data (AllreduceEager).
+      // Reaching here would return an unreduced buffer as the result: stop instead.
+      HVD_LOG(ERROR, "internal error: an eager allreduce reached the buffer algorithms");
+      std::abort();
   }
   Average(dst, count, r);  // Adasum: postscale only
 }
@@ -275,14 +281,12 @@ Status Operations::AllreduceEager(const Response& r, std::vector<TensorEntry>& e
 
 Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   if (!r.eager_parts.empty()) return AllreduceEager(r, es);
-  // Every rank's tensors are empty (the shapes were agreed): nothing to exchange or write.
-  int64_t elements = 0;
-  for (auto n : r.num_elements) elements += n;
-  if (elements == 0) return Status();
-  if (AveragesWidened(r.dtype, r.reduce_op)) return AllreduceWidened(r, es);
-  const size_t esize = DataTypeSize(r.dtype);
   size_t total = 0;
   for (auto n : r.num_elements) total += static_cast<size_t>(n);
+  // Every rank's tensors are empty (the shapes were agreed): nothing to exchange or write.
+  if (total == 0) return Status();
+  if (AveragesWidened(r.dtype, r.reduce_op)) return AllreduceWidened(r, es);
+  const size_t esize = DataTypeSize(r.dtype);
   // One decision per response: the timeline label and the dispatch cannot disagree. Adasum
   // responses fuse (with each other only: the op is part of fusion's key), and the tensor
   // boundaries go along (r.num_elements): each tensor is combined as a vector of its own.
