@@ -203,7 +203,16 @@ def main():
         action="store_true",
         help="only: 4 KiB through the engine against MPI_Allreduce, and the idle CPU",
     )
+    ap.add_argument(
+        "--fusion",
+        action="store_true",
+        help="only: 100 x 40 KiB grouped and async against one 4000 KiB tensor",
+    )
     args = ap.parse_args()
+    if args.fusion:
+        fusion_line()
+        hvd.shutdown()
+        return
     if args.latency:
         latency_and_idle()
         hvd.shutdown()
@@ -240,13 +249,17 @@ def main():
         f"(p99 {p99 * 1e6:.1f} us), "
         f"slowest rank's median"
     )
+    fusion_line()
+    hvd.shutdown()
+
+
+def fusion_line():
     t_grouped, t_async, t_whole = fusion_case()
     say(
         f"# fusion: 100 x 40 KiB grouped_allreduce {t_grouped * 1e6:.0f} us, 100 x allreduce_async "
         f"{t_async * 1e6:.0f} us, one 4000 KiB tensor {t_whole * 1e6:.0f} us; "
         f"ratios {t_grouped / t_whole:.2f} (grouped) {t_async / t_whole:.2f} (async)"
     )
-    hvd.shutdown()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <sys/mman.h>
 
 #include <condition_variable>
 #include <cstdlib>
@@ -15,25 +14,13 @@
 #include "engine/engine.h"
 #include "python/dlpack.h"
 #include "python/handles.h"
+#include "python/output_blocks.h"
 
 namespace py = pybind11;
 using namespace hvd;
 using namespace hvd_py;
 
 namespace {
-
-// An output the engine fills (allgather, alltoall, reducescatter), freed with std::free. Large
-// ones are 2 MiB aligned and advised to use transparent huge pages, as NumPy does for its own
-// arrays: the first touch then faults 2 MiB at a time instead of 4 KiB. A 1.2 GB allgather on 2
-// ranks took 1.2M faults and 2.4 s before (docs/benchmarks.md).
-void* AllocateOutput(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  if (bytes < 2 * kHuge) return std::malloc(bytes ? bytes : 1);
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, rounded);
-  if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
-  return p;
-}
 
 MPI_Comm CommFromHandle(uintptr_t h) {
   if (h == 0) return MPI_COMM_NULL;
@@ -50,10 +37,22 @@ std::shared_ptr<Handle> FindHandle(int64_t h) {
   return it->second;
 }
 
+// dtype.isnative without a Python attribute lookup (read once per tensor of a group). NumPy
+// writes a native order as '=' ('|' where order does not apply); an explicit native '<' or '>'
+// counts too.
+bool IsNative(const py::dtype& dt) {
+  const char order = dt.byteorder();
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return order == '=' || order == '|' || order == '<';
+#else
+  return order == '=' || order == '|' || order == '>';
+#endif
+}
+
 // The engine's dtype of a NumPy dtype; false with the reason (not naming the tensor) if none.
 bool ToDataType(const py::dtype& dt, const char* what, DataType* out, std::string* why) {
   // The kernels read native values: a byte-swapped array would be reduced as garbage.
-  if (!dt.attr("isnative").cast<bool>()) {
+  if (!IsNative(dt)) {
     *why = std::string(what) + " dtype " + py::str(dt).cast<std::string>() +
            " is not in this machine's byte order; convert it first, e.g. with "
            "a.astype(a.dtype.newbyteorder('='))";
@@ -112,24 +111,47 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
   auto h = std::make_shared<Handle>();
   const size_t n = names.size();
   if (inputs.size() != n) throw py::value_error("one name per input is needed");
+  // One list of the outputs, read by index below (making it per tensor was O(n^2)).
+  std::vector<py::object> outs;
+  if (!outputs.is_none()) {
+    for (py::handle o : outputs) outs.push_back(py::reinterpret_borrow<py::object>(o));
+    if (outs.size() != n) throw py::value_error("one output slot per input is needed");
+  }
+  std::vector<py::array> ins(n);
+  for (size_t i = 0; i < n; ++i) {
+    ins[i] = py::array::ensure(inputs[i], py::array::c_style);
+    if (!ins[i]) throw py::value_error("tensor '" + names[i] + "': input is not array-like");
+  }
+  // Same-shape outputs not given: views of one block for the whole call (output_blocks.h).
+  const bool same_shape = op_type == static_cast<int>(OpType::ALLREDUCE) ||
+                          op_type == static_cast<int>(OpType::BROADCAST);
+  py::capsule block;
+  char* block_data = nullptr;
+  if (outputs.is_none() && same_shape) {
+    size_t total = 0;
+    for (const auto& a : ins) total += BlockStride(static_cast<size_t>(a.nbytes()));
+    void* data = nullptr;
+    block = TakeOutputBlock(total, &data);
+    block_data = static_cast<char*>(data);
+  }
   h->slots.resize(n);
   std::vector<TensorEntry> entries(n);
   const int rank = GetTopology().rank;
   for (size_t i = 0; i < n; ++i) {
-    auto input = py::array::ensure(inputs[i], py::array::c_style);
-    if (!input) throw py::value_error("tensor '" + names[i] + "': input is not array-like");
+    py::array input = std::move(ins[i]);
     Slot& slot = h->slots[i];
     TensorEntry& e = entries[i];
     Request& r = e.request;
     r.type = static_cast<OpType>(op_type);
     r.name = names[i];
     // A byte-swapped input means a caller skipped the frontend's conversion: raised here.
-    if (!input.dtype().attr("isnative").cast<bool>()) DataTypeOf(input.dtype(), names[i], "input");
+    const py::dtype dtype = input.dtype();
+    if (!IsNative(dtype)) DataTypeOf(dtype, names[i], "input");
     std::string why;
     // A dtype the engine lacks (complex, object, ...) is not raised here: raised on this rank
     // only, it would leave the other ranks waiting for the op. It is negotiated as invalid
     // (dtype not sent), so every rank fails; this rank with its own message (Handle::refused).
-    if (!ToDataType(input.dtype(), "input", &r.dtype, &why)) {
+    if (!ToDataType(dtype, "input", &r.dtype, &why)) {
       r.dtype = DataType::UINT8;
       r.invalid = why;
       if (h->refused.empty()) h->refused = "tensor '" + names[i] + "': " + why;
@@ -152,7 +174,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     }
     r.rank = rank;
     r.shape.assign(input.shape(), input.shape() + input.ndim());
-    py::object out = outputs.is_none() ? py::object(py::none()) : py::list(outputs)[i];
+    py::object out = outs.empty() ? py::object(py::none()) : outs[i];
     if (!out.is_none() && r.invalid.empty()) {
       auto arr =
           py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out) : py::array();
@@ -179,9 +201,16 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
       e.output = o;
       slot.output = arr;
     }
+    if (block_data) {
+      e.output = block_data;
+      slot.output =
+          py::array(dtype, std::vector<py::ssize_t>(input.shape(), input.shape() + input.ndim()),
+                    block_data, block);
+      block_data += BlockStride(static_cast<size_t>(input.nbytes()));
+    }
     e.input = input.data();
     slot.input = input;
-    slot.dtype = input.dtype();
+    slot.dtype = dtype;
     slot.name = names[i];
     Slot* sp = &slot;
     const size_t itemsize = static_cast<size_t>(input.itemsize());

@@ -6,6 +6,7 @@ steps take the engine's cached fast path. Unnamed ops get a per-process counter 
 matches across ranks only if every rank issues unnamed ops in the same order.
 """
 
+import functools
 import itertools
 import operator
 
@@ -57,6 +58,7 @@ from horovod.common.process_sets import set_size as _set_size
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER = range(5)
 _KIND_NAMES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
 _counters = {}  # (kind, process set id) -> counter of unnamed ops
+_DTYPE = operator.attrgetter("dtype")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -200,6 +202,38 @@ def _reduce_op(name, op):
     raise ValueError(f"tensor '{name}': unknown reduce op {op!r}")
 
 
+_NONE_TYPE = type(None)
+
+
+def _plain(tensors, outs):
+    """(arrays, outputs) without per-tensor checks when every tensor is a NumPy array in native
+    byte order and every out is None (outputs None: the binding allocates them) or a NumPy
+    array; else None, and _submit checks each tensor. Two Python calls per tensor were most of
+    a grouped op's time for many small tensors; these checks run at C speed (map, set)."""
+    if len(tensors) == 1:  # the usual single-tensor call: no sets to build
+        t = tensors[0]
+        if type(t) is not np.ndarray or not t.dtype.isnative:
+            return None
+        if outs is None:
+            return tensors, None
+        o = outs[0]
+        if o is None:
+            return tensors, None  # the binding allocates it
+        return (tensors, outs) if type(o) is np.ndarray else None
+    if set(map(type, tensors)) != {np.ndarray}:
+        return None
+    if not all(dt.isnative for dt in set(map(_DTYPE, tensors))):
+        return None
+    if outs is None:
+        return tensors, None
+    kinds = set(map(type, outs))
+    if kinds == {_NONE_TYPE}:
+        return tensors, None  # the binding allocates them, in one block (output_blocks.h)
+    if kinds == {np.ndarray}:
+        return tensors, outs
+    return None
+
+
 def _submit(
     kind,
     names,
@@ -221,7 +255,10 @@ def _submit(
     refused = None
     devices = None
     try:
-        if any(_device.is_device_array(t) for t in tensors):
+        plain = _plain(tensors, outs)
+        if plain is not None:
+            arrays, outputs = plain
+        elif any(_device.is_device_array(t) for t in tensors):
             devices = [_local_check(_device_arg, n, t) for n, t in zip(names, tensors)]
             outputs = [None] * len(names)
             if outs is not None:
@@ -368,6 +405,12 @@ def allreduce(
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _group_names(base, n):
+    """The names of a group's tensors: the same every step for a named group, so kept."""
+    return tuple(f"{base}.{i}" for i in range(n))
+
+
 def grouped_allreduce_async(
     tensors,
     op=Average,
@@ -378,7 +421,7 @@ def grouped_allreduce_async(
 ):
     base = _name(_ALLREDUCE, name, process_set)
     tensors = list(tensors)
-    names = [f"{base}.{i}" for i in range(len(tensors))]
+    names = _group_names(base, len(tensors))
     return _submit(
         _ALLREDUCE,
         names,

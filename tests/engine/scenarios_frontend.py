@@ -211,6 +211,62 @@ def sc_dropped_handles():
     assert lib.live_handles() == 0, "shutdown left abandoned handles behind"
 
 
+def sc_output_blocks():
+    """Outputs the binding allocates (same-shape ops without `out`): a call's are views of one
+    block, each 64-byte aligned, C-contiguous, writable and independent of the others; a block
+    is reused by a later call once every view of it has died, never while one lives."""
+    r, n = hvd.rank(), hvd.size()
+    dtypes = [np.float32, np.int8, np.float64, np.int16, np.float16]
+    sizes = [7, 3, 1000, 0, 5]  # odd sizes and an empty tensor: offsets must still align
+
+    def step(k):
+        return [np.full(size, r + k, dt) for size, dt in zip(sizes, dtypes)]
+
+    def total(k):
+        return sum(q + k for q in range(n))
+
+    def check_step(got, k, what):
+        assert len(got) == len(sizes), what
+        for a, size, dt in zip(got, sizes, dtypes):
+            assert a.dtype == dt and a.shape == (size,), (what, a.dtype, a.shape)
+            assert a.flags.c_contiguous and a.flags.writeable, (what, a.flags)
+            if size:
+                assert a.ctypes.data % 64 == 0, (what, hex(a.ctypes.data))
+                assert np.all(a == total(k)), (what, a[:3])
+
+    first = hvd.grouped_allreduce(step(1), op=hvd.Sum, name="ob/group")
+    check_step(first, 1, "first")
+    first[0][:] = -1  # its neighbours in the block are untouched
+    assert all(np.all(a == total(1)) for a in first[1:]), "writing one output changed another"
+    first[0][:] = total(1)
+    ptrs = [a.ctypes.data for a in first]
+    # A call while the first's outputs live gets another block: the first keeps its values.
+    second = hvd.grouped_allreduce(step(2), op=hvd.Sum, name="ob/group")
+    check_step(second, 2, "second")
+    check_step(first, 1, "first, after the second call")
+    assert not set(ptrs) & {a.ctypes.data for a in second}, "two live calls share memory"
+    # One view kept alive keeps the whole block: a third call must not write into it.
+    last = first[2]
+    del first
+    third = hvd.grouped_allreduce(step(3), op=hvd.Sum, name="ob/group")
+    check_step(third, 3, "third")
+    assert np.all(last == total(1)), "a live view's block was reused"
+    # Once every view has died the block is reused: the next call writes into mapped pages.
+    del last, second
+    fourth = hvd.grouped_allreduce(step(4), op=hvd.Sum, name="ob/group")
+    check_step(fourth, 4, "fourth")
+    reused = {a.ctypes.data for a in fourth} & set(ptrs)
+    assert reused, "a freed block of the same size was not reused"
+    # Single ops without `out` take a block too.
+    x = np.arange(33, dtype=np.float64) + r
+    got = hvd.allreduce(x, op=hvd.Sum, name="ob/single")
+    assert got.ctypes.data % 64 == 0 and got.flags.writeable
+    assert np.array_equal(got, n * np.arange(33.0) + n * (n - 1) / 2), got[:3]
+    got = hvd.broadcast(np.full((4, 3), r, np.int32), root_rank=n - 1, name="ob/bcast")
+    assert got.shape == (4, 3) and np.all(got == n - 1), got
+    hvd.synchronize(hvd.allreduce_async(np.ones(3), name="ob/async"))  # dropped at once: freed
+
+
 def sc_bad_args():
     """Every bad argument is a TypeError/ValueError naming the tensor, on every rank: raised
     locally, or, for alltoall splits, negotiated (a ValueError then)."""

@@ -13,6 +13,10 @@ def test_out_overlapping_the_input(world):
     ENGINE.run_ok(world, "overlap")
 
 
+def test_outputs_the_binding_allocates(world):
+    ENGINE.run_ok(world, "output_blocks")
+
+
 def test_dropped_handles_release_their_buffers():
     out, _ = ENGINE.run_ok(2, "dropped_handles", "5000", timeout=300)
     grown = [float(g) for g in re.findall(r"grown=(-?[\d.]+) MB", out)]

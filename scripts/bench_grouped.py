@@ -1,0 +1,78 @@
+"""Per-tensor costs of grouped allreduces (issue 20, part 2), float32 sum, medians of rank 0:
+mpirun -np N python bench_grouped.py            # one line:
+  grouped: 100 x 40 KiB through grouped_allreduce; whole(out): one 4000 KiB tensor into an
+  `out`; whole(alloc): the same without `out`; ratio grouped / whole(out); tiny100: 100
+  one-element tensors grouped (the per-tensor work, nothing to move)
+mpirun -np N python bench_grouped.py --outputs  # the same group through the binding, with
+  the same output arrays every call ('same'), new NumPy arrays every call ('fresh'), and
+  one 4000 KiB tensor ('whole'), interleaved: what fresh outputs cost
+"""
+
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import horovod.numpy as hvd
+from horovod.common import basics as _b
+
+KIB = 1024  # float32 elements in 4 KiB
+
+
+def median_us(fn, n=60):
+    for _ in range(5):
+        fn()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1e6
+
+
+def frontend():
+    parts = [np.ones(10 * KIB, np.float32) for _ in range(100)]
+    tiny = [np.ones(1, np.float32) for _ in range(100)]
+    whole = np.ones(1000 * KIB, np.float32)
+    out = np.empty_like(whole)
+    g = median_us(lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="g"))
+    w = median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="w", out=out))
+    wn = median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="wn"))
+    t = median_us(lambda: hvd.grouped_allreduce(tiny, op=hvd.Sum, name="t"))
+    if hvd.rank() == 0:
+        print(
+            f"grouped {g:.0f} whole(out) {w:.0f} whole(alloc) {wn:.0f} ratio {g / w:.2f} "
+            f"tiny100 {t:.0f}",
+            flush=True,
+        )
+
+
+def outputs():
+    lib = _b._lib()
+    parts = [np.ones(10 * KIB, np.float32) for _ in range(100)]
+    names = [f"t.{i}" for i in range(100)]
+    outs = [np.empty(10 * KIB, np.float32) for _ in range(100)]
+    whole = np.ones(1000 * KIB, np.float32)
+    wout = np.empty_like(whole)
+    samples = {"same": [], "fresh": [], "whole": []}
+    for _ in range(400):
+        for mode in samples:
+            t0 = time.perf_counter()
+            if mode == "whole":
+                hvd.allreduce(whole, op=hvd.Sum, name="w", out=wout)
+            else:
+                o = outs if mode == "same" else [np.empty_like(p) for p in parts]
+                hid = lib.enqueue(
+                    0, names, parts, o, int(hvd.Sum), 0, 1.0, 1.0, [], group="t", process_set=0
+                )
+                lib.wait(hid, -1.0)
+            samples[mode].append(time.perf_counter() - t0)
+    if hvd.rank() == 0:
+        print({k: round(statistics.median(v[50:]) * 1e6) for k, v in samples.items()}, flush=True)
+
+
+if __name__ == "__main__":
+    hvd.init()
+    outputs() if "--outputs" in sys.argv else frontend()
+    hvd.shutdown()
