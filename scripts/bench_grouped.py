@@ -17,18 +17,14 @@ import numpy as np
 import horovod.numpy as hvd
 from horovod.common import basics as _b
 
+hvd.init()
+from bench_timing import per_op_us  # noqa: E402  (after hvd.init: it imports mpi4py)
+
 KIB = 1024  # float32 elements in 4 KiB
 
 
-def median_us(fn, n=60):
-    for _ in range(5):
-        fn()
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e6
+def median_us(fn):
+    return per_op_us(fn, n=60, warm=5)
 
 
 def frontend():
@@ -73,6 +69,5 @@ def outputs():
 
 
 if __name__ == "__main__":
-    hvd.init()
     outputs() if "--outputs" in sys.argv else frontend()
     hvd.shutdown()

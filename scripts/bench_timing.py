@@ -16,6 +16,20 @@ def say(*a):
         print(*a, flush=True)
 
 
+def per_op_us(fn, n=2000, warm=200, quantile=0.5):
+    """This rank's `quantile` (the median by default) of n single calls of fn, in microseconds,
+    after `warm` untimed ones."""
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[min(n - 1, int(n * quantile))] * 1e6
+
+
 def trial(fn, iters):
     """Seconds per op: all ranks start together; the slowest rank's time counts."""
     COMM.Barrier()
