@@ -21,10 +21,13 @@ struct Block {
   size_t bytes;
 };
 
-// Enough blocks for a step's calls in flight at once (100 async allreduces hold one each), and
-// no more memory than a large model's fusion buffer.
+// Blocks of 4 MiB and more are 2 MiB pages (AllocateOutput), 512 times fewer faults: not kept,
+// so a large allreduce's memory goes back to the system when it dies, as NumPy's would.
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kKeepBelow = 2 * kHugePage;
+// Enough blocks for a step's calls in flight at once (100 async allreduces hold one each).
 constexpr size_t kKeepBlocks = 128;
-constexpr size_t kKeepBytes = size_t(512) << 20;
+constexpr size_t kKeepBytes = size_t(64) << 20;
 
 std::mutex g_mu;
 // Never destroyed: capsules may die during interpreter exit, after static destructors.
@@ -34,7 +37,8 @@ size_t g_kept_bytes = 0;
 void Keep(Block b) {
   {
     std::lock_guard<std::mutex> lk(g_mu);
-    if (g_kept.size() < kKeepBlocks && g_kept_bytes + b.bytes <= kKeepBytes) {
+    if (b.bytes < kKeepBelow && g_kept.size() < kKeepBlocks &&
+        g_kept_bytes + b.bytes <= kKeepBytes) {
       g_kept.push_back(b);
       g_kept_bytes += b.bytes;
       return;
@@ -50,11 +54,11 @@ void* AllocateOutput(size_t bytes) {
   // own arrays: the first touch then faults 2 MiB at a time instead of 4 KiB. A 1.2 GB
   // allgather on 2 ranks took 1.2M faults and 2.4 s before (docs/benchmarks.md).
   // Small ones 64-byte aligned, as NumPy's are (a block's views keep that alignment).
-  constexpr size_t kHuge = size_t(2) << 20, kLine = 64;
-  if (bytes < 2 * kHuge)
+  constexpr size_t kLine = 64;
+  if (bytes < kKeepBelow)
     return std::aligned_alloc(kLine, bytes ? (bytes + kLine - 1) / kLine * kLine : kLine);
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, rounded);
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = std::aligned_alloc(kHugePage, rounded);
   if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
   return p;
 }
