@@ -37,7 +37,7 @@ enum class Scope { LOCAL, AGREE };
     AGREE, "allreduces up to this size exchange whole buffers in one step instead of the ring")   \
   X(eager_allreduce_bytes, "HOROVOD_EAGER_ALLREDUCE_BYTES", int64_t, 16LL << 10, 0, 1LL << 20,    \
     AGREE,                                                                                        \
-    "jobs of up to 16 ranks: bytes of small cached allreduces a rank sends along with its "       \
+    "jobs of up to 8 ranks: bytes of small cached allreduces a rank sends along with its "        \
     "negotiation message each round; those ready on every rank are reduced there, one round "     \
     "trip instead of two; 0: off")                                                                \
   X(hierarchical_allreduce, "HOROVOD_HIERARCHICAL_ALLREDUCE", std::string, "auto", 0, 0, AGREE,   \

@@ -16,9 +16,11 @@ namespace {
 
 // kNewParams: rank 0 sends autotuned settings this round, which needs the slow path.
 constexpr uint64_t kHasUncached = 1, kWantsShutdown = 2, kHasInvalid = 4, kNewParams = 8;
-// Eager rounds send n-1 messages each way (MpiContext::ExchangeRound); above this many ranks the
-// bit-vector allreduce's log2(n) steps cost less than the round trip eager data saves.
-constexpr int kEagerMaxRanks = 16;
+// Eager rounds send n-1 messages each way (MpiContext::ExchangeRound) and wait for every peer's;
+// above this many ranks the bit-vector allreduce's log2(n) steps cost less than the round trip
+// eager data saves. Measured on 16 cores (docs/benchmarks.md): 4 KiB faster with eager at 2, 4
+// and 8 ranks every time; at 10-16 slower in 3 runs of 5 (up to 10x).
+constexpr int kEagerMaxRanks = 8;
 
 inline void SetBit(std::vector<uint64_t>* v, size_t base, int slot) {
   (*v)[base + slot / 64] |= uint64_t(1) << (slot % 64);
