@@ -20,7 +20,7 @@ from horovod.common import basics as _b
 hvd.init()
 from bench_timing import per_op_us  # noqa: E402  (after hvd.init: it imports mpi4py)
 
-KIB = 1024  # float32 elements in 4 KiB
+ELEMS_4K = 1024  # float32 elements in 4 KiB
 
 
 def median_us(fn):
@@ -28,9 +28,9 @@ def median_us(fn):
 
 
 def frontend():
-    parts = [np.ones(10 * KIB, np.float32) for _ in range(100)]
+    parts = [np.ones(10 * ELEMS_4K, np.float32) for _ in range(100)]
     tiny = [np.ones(1, np.float32) for _ in range(100)]
-    whole = np.ones(1000 * KIB, np.float32)
+    whole = np.ones(1000 * ELEMS_4K, np.float32)
     out = np.empty_like(whole)
     g = median_us(lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="g"))
     w = median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="w", out=out))
@@ -46,10 +46,10 @@ def frontend():
 
 def outputs():
     lib = _b._lib()
-    parts = [np.ones(10 * KIB, np.float32) for _ in range(100)]
+    parts = [np.ones(10 * ELEMS_4K, np.float32) for _ in range(100)]
     names = [f"t.{i}" for i in range(100)]
-    outs = [np.empty(10 * KIB, np.float32) for _ in range(100)]
-    whole = np.ones(1000 * KIB, np.float32)
+    outs = [np.empty(10 * ELEMS_4K, np.float32) for _ in range(100)]
+    whole = np.ones(1000 * ELEMS_4K, np.float32)
     wout = np.empty_like(whole)
     samples = {"same": [], "fresh": [], "whole": []}
     for _ in range(400):
