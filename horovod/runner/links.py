@@ -11,7 +11,7 @@ import os
 import re
 import time
 
-# The line of the check's report that carries the figure (network_check.report prints it).
+# The line of the check's report that carries the figure (network_report.report prints it).
 REPORT_LINE = re.compile(r"^links: slowest ([0-9.]+) GB/s between hosts")
 
 

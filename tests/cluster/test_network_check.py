@@ -52,6 +52,18 @@ def test_healthy_cluster_is_ok(cluster):
         assert re.search(rf"^ +{size}: +[0-9.]+ us +[0-9.]+ GB/s$", out, re.M), out
     reach = re.search(r"^allreduce reaches (\d+)% of what the links allow", out, re.M)
     assert reach, out
+    # The links all busy at once, as the ring keeps them: measured for every host to the next.
+    at_once = re.search(
+        r"^links at once \(.*\): slowest ([0-9.]+) GB/s \((\S+) -> (\S+)\), (\d+)% of the slowest "
+        r"link alone$",
+        out,
+        re.M,
+    )
+    assert at_once and float(at_once.group(1)) > 0, out
+    assert at_once.group(2) in workers and at_once.group(3) in workers, out
+    assert re.search(r"^allreduce reaches \d+% .*, \d+% of what they carry all at once$", out, re.M)
+    if int(at_once.group(4)) < 70:
+        assert "cause: the links slow each other down" in out, out
     # Healthy links: the verdict turns on how close allreduce comes to them (the containers
     # share this machine's cores, so it may not), and then names the cause it sees.
     verdict = re.search(r"^verdict: (.*)$", out, re.M).group(1)

@@ -12,7 +12,7 @@ import pytest
 
 from horovod.runner import hosts, launch, links, network, preflight, probe, supervise
 from horovod.runner.cluster import discovery, entrypoint
-from horovod.runner.task import network_check
+from horovod.runner.task import network_report
 
 
 def test_host_list():
@@ -284,7 +284,7 @@ def test_check_network_report_uses_the_fusion_threshold_it_is_given():
     plan = {"network": "this host", "model_bytes": 64 << 20}
 
     def predicted_ms(fusion):
-        text = network_check.report(checker, {}, {}, allreduce, {}, plan, fusion)
+        text = network_report.report(checker, {}, {}, allreduce, {}, plan, fusion)
         line = next(ln for ln in text.splitlines() if ln.startswith("model of"))
         return float(line.split("about ")[1].split(" ms")[0])
 
@@ -319,7 +319,7 @@ def test_check_network_keeps_the_slowest_link_for_later_jobs(tmp_path, monkeypat
     )
     bw = {("w1", "w2"): 1.2e9, ("w2", "w1"): 0.97e9, ("w1", "w1"): 5e9}
     allreduce = {64 << 20: (0.3, 0.5e9)}
-    text = network_check.report(checker, {}, bw, allreduce, {}, {"network": "n"}, 128 << 20)
+    text = network_report.report(checker, {}, bw, allreduce, {}, {"network": "n"}, 128 << 20)
     line = next(ln for ln in text.splitlines() if ln.startswith("links:"))
     assert line.startswith("links: slowest 0.970 GB/s between hosts (w2 -> w1)"), line
     report = {}

@@ -6,7 +6,7 @@ import re
 import types
 
 from horovod.runner import oversubscription, probe
-from horovod.runner.task import network_check
+from horovod.runner.task import network_report
 
 
 def p(boot, cpus):
@@ -61,7 +61,7 @@ def test_report_compares_allreduce_with_the_slowest_link():
         "network": "10.0.0.0/24",
         "oversubscribed": oversubscription.describe([(["w1", "w2"], 2, 3)]),
     }
-    text = network_check.report(checker, {}, bw, allreduce, {}, plan, 0)
+    text = network_report.report(checker, {}, bw, allreduce, {}, plan, 0)
     assert "allreduce reaches 25% of what the links allow" in text, text
     assert "slowest link 0.80 GB/s" in text, text
     assert "oversubscribed: hosts w1, w2 share one machine with 2 core(s) and 3 rank(s)" in text
@@ -82,7 +82,7 @@ def _two_by_two(ranks_of, plan_extra=None, busbw=0.2e9, hierarchical="auto"):
     bw = {(a, b): 1e9 for a in ranks_of for b in ranks_of}
     allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, busbw)}
     plan = {"network": "10.0.0.0/24", **(plan_extra or {})}
-    return network_check.report(checker, {}, bw, allreduce, {}, plan, 0, hierarchical)
+    return network_report.report(checker, {}, bw, allreduce, {}, plan, 0, hierarchical)
 
 
 def test_hierarchical_off_is_named_where_it_would_help():
@@ -117,9 +117,77 @@ def test_small_messages_far_above_the_link_latency_are_named():
     bw = {("w1", "w2"): 1e9, ("w2", "w1"): 1e9}
     lat = {("w1", "w2"): 100e-6, ("w2", "w1"): 100e-6}
     slow = {4 << 10: (1600e-6, 1e6), 64 << 20: (0.1, 0.8e9)}
-    text = network_check.report(checker, lat, bw, slow, {}, {"network": "n"}, 0)
+    text = network_report.report(checker, lat, bw, slow, {}, {"network": "n"}, 0)
     assert "small messages: a 4 KiB allreduce takes 1600 us, 16x the slowest link's latency" in text
     fast = {4 << 10: (300e-6, 1e6), 64 << 20: (0.1, 0.8e9)}
-    assert "small messages" not in network_check.report(
+    assert "small messages" not in network_report.report(
         checker, lat, bw, fast, {}, {"network": "n"}, 0
     )
+
+
+def test_links_that_slow_each_other_down_are_named():
+    """Links carrying less all at once (as a ring keeps them) than alone: containers on one
+    machine. The report compares allreduce with both figures and names the cause."""
+    checker = types.SimpleNamespace(
+        hosts=["w1", "w2", "w3"], size=3, seconds=0.5, ranks_of={"w1": [0], "w2": [1], "w3": [2]}
+    )
+    bw = {(a, b): 1.0e9 for a in checker.hosts for b in checker.hosts}
+    allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (0.1, 0.3e9)}
+    shared = {("w1", "w2"): 0.40e9, ("w2", "w3"): 0.35e9, ("w3", "w1"): 0.45e9}
+    text = network_report.report(
+        checker, {}, bw, allreduce, {}, {"network": "n"}, 0, "auto", shared
+    )
+    assert (
+        "allreduce reaches 30% of what the links allow (0.30 GB/s bus bandwidth at 64 MiB; " in text
+    )
+    assert "slowest link 1.00 GB/s), 86% of what they carry all at once" in text, text
+    assert (
+        "links at once (each host streams to the next while receiving, as a ring does): "
+        "slowest 0.35 GB/s (w2 -> w3), 35% of the slowest link alone" in text
+    ), text
+    assert "cause: the links slow each other down: all busy at once" in text, text
+    assert re.search(r"^verdict: WARN: allreduce reaches 30% .* \(1 likely cause", text, re.M), text
+    # Separate hosts with full-duplex links: nearly the same figure at once, no cause.
+    apart = {k: 0.95e9 for k in shared}
+    text = network_report.report(checker, {}, bw, allreduce, {}, {"network": "n"}, 0, "auto", apart)
+    assert "95% of the slowest link alone" in text and "slow each other" not in text, text
+    assert "(no cause this check can see" in text, text
+
+
+def test_check_network_program_on_one_machine():
+    """The check's own program under real mpirun, each rank called a host of its own (shared
+    memory between them): every step runs, the links-at-once step included, and rank 0 reports."""
+    import json
+
+    from tests.support import mpi
+
+    for np_ in (2, 3):
+        plan = {
+            "network": "local",
+            "seconds": 0.2,
+            "step_timeout": 30,
+            "placement": {str(r): f"h{r}" for r in range(np_)},
+        }
+        rc, out, err = mpi.launch(
+            np_,
+            "-m",
+            "horovod.runner.task.network_check",
+            env={"HOROVOD_NETWORK_CHECK_PLAN": json.dumps(plan)},
+            timeout=120,
+        )
+        assert rc == 0, out + err
+        ring = " ".join(f"h{r} -> h{(r + 1) % np_}" for r in range(np_))
+        found = re.search(
+            r"^links at once \(.*\): slowest ([0-9.]+) GB/s \((h\d -> h\d)\), (\d+)% of the "
+            r"slowest link alone$",
+            out,
+            re.M,
+        )
+        assert found and float(found.group(1)) > 0 and found.group(2) in ring, out + err
+        assert re.search(
+            r"^allreduce reaches \d+% of what the links allow .*, \d+% of what they "
+            r"carry all at once$",
+            out,
+            re.M,
+        ), out
+        assert re.search(r"^verdict: ", out, re.M), out

@@ -6,6 +6,9 @@ Measured, one step at a time so that measurements do not compete for the links o
   - per host pair, both directions: latency (8-byte ping-pong, half the round trip) and
     bandwidth (4 MiB messages for --check-seconds) over MPI, i.e. what the job's transport gets;
     the diagonal is the same between two ranks of one host (shared memory);
+  - the links all at once, as a ring uses them: each host's first rank streams to the next
+    host's while receiving from the previous one (containers on one machine, or hosts behind
+    one NIC, carry less each this way than one link alone);
   - allreduce bus bandwidth through our engine at 4 KiB, 1 MiB and 64 MiB, all ranks;
   - every subnet all hosts share, raw TCP from each host to the next: which interface is fastest.
 Rank 0 coordinates: after each step every rank reports to it, and it releases the next step.
@@ -25,17 +28,10 @@ import sys
 import time
 
 from horovod.common import basics
+from horovod.runner.task.network_report import KIB, MESSAGE, MIB, report
 
-KIB, MIB = 1 << 10, 1 << 20
-TAG_DATA, TAG_STOP, TAG_CTRL = 11, 12, 13
-MESSAGE = 4 * MIB  # large enough that per-message costs (Python, rendezvous) are small
+TAG_DATA, TAG_STOP, TAG_CTRL, TAG_RING = 11, 12, 13, 14
 IN_FLIGHT = 8
-SLOW_FACTOR = 3.0  # a link this many times below the median is named
-FASTER_FACTOR = 1.3  # another interface this much faster than the chosen one is a warning
-# Below this share of what the slowest link allows, allreduce is called slow (a ring's bus
-# bandwidth can approach the link's; half is already generous for TCP and Python in between).
-REACH_FLOOR = 0.5
-LATENCY_FACTOR = 10.0  # a small allreduce this many link latencies long is called latency-bound
 
 
 class NoAnswer(Exception):
@@ -151,6 +147,51 @@ class Checker:
         self.wait(self.comm.Isend(np.zeros(1, np.uint8), dest=src, tag=TAG_STOP), src, deadline)
         return None
 
+    def stream_ring(self, dst, src):
+        """Streams 4 MiB messages to dst for self.seconds while receiving src's stream, as a
+        ring step does; bytes/s sent, as seen by this rank after dst acknowledged the end. A
+        message shorter than 4 MiB ends a stream; the acknowledgements travel on TAG_STOP and
+        the streams on TAG_RING, so they stay apart when dst and src are one rank (2 hosts)."""
+        import numpy as np
+        from mpi4py import MPI
+
+        deadline = time.monotonic() + self.step_timeout + self.seconds
+        data, buf = np.ones(MESSAGE, np.uint8), np.empty(MESSAGE, np.uint8)
+        end, ack, ack_out = np.zeros(1, np.uint8), np.zeros(1, np.uint8), np.zeros(1, np.uint8)
+        status = MPI.Status()
+        pending, sent, rate = [], 0, None
+        end_req = ack_req = ack_back = None
+        recv = self.comm.Irecv(buf, source=src, tag=TAG_RING)
+        t0 = time.perf_counter()
+        while rate is None or recv is not None or not ack_back.Test():
+            if end_req is None and (time.perf_counter() - t0 < self.seconds or sent == 0):
+                while len(pending) < IN_FLIGHT:  # several in flight keep the link busy
+                    pending.append(self.comm.Isend(data, dest=dst, tag=TAG_RING))
+                    sent += MESSAGE
+            while pending and pending[0].Test():
+                pending.pop(0)
+            if end_req is None and not pending and time.perf_counter() - t0 >= self.seconds:
+                end_req = self.comm.Isend(end, dest=dst, tag=TAG_RING)
+                ack_req = self.comm.Irecv(ack, source=dst, tag=TAG_STOP)
+            if rate is None and ack_req is not None and ack_req.Test():
+                rate = sent / (time.perf_counter() - t0)
+            if recv is not None and recv.Test(status):
+                if status.Get_count(MPI.BYTE) < MESSAGE:  # src's stream ended
+                    recv = None
+                    ack_back = self.comm.Isend(ack_out, dest=src, tag=TAG_STOP)
+                else:
+                    recv = self.comm.Irecv(buf, source=src, tag=TAG_RING)
+            if time.monotonic() > deadline:
+                peer = src if recv is not None else dst
+                raise NoAnswer(
+                    f"{self.who(peer)} did not answer within {self.step_timeout:.0f} s "
+                    f"(step: {self.step})"
+                )
+            time.sleep(0)
+        if end_req is not None:
+            self.wait(end_req, dst, deadline)
+        return rate
+
     # -- raw TCP on one subnet -----------------------------------------------------------
     def tcp(self, src, dst, address):
         """Raw TCP from src to dst's address; GB/s as seen by dst, or an error string."""
@@ -228,9 +269,25 @@ class Checker:
                 res = self.sync(mine)
                 if res:
                     bw[(hs, hd)] = res[s]
+        at_once = self.ring_at_once(rep)
         allreduce = self.allreduce_sweep()
         interfaces = self.interface_sweep(rep)
-        return lat, bw, allreduce, interfaces
+        return lat, bw, at_once, allreduce, interfaces
+
+    def ring_at_once(self, rep):
+        """{(host, next host): bytes/s}: every host's first rank streams to the next host's, all
+        at the same time (the ring's steps between hosts); {} on one host."""
+        if len(self.hosts) < 2:
+            return {}
+        self.step = "links at once (each host to the next)"
+        nxt = {h: self.hosts[(i + 1) % len(self.hosts)] for i, h in enumerate(self.hosts)}
+        prev = {b: a for a, b in nxt.items()}
+        mine = None
+        for h, r in rep.items():
+            if r == self.rank:
+                mine = self.stream_ring(rep[nxt[h]], rep[prev[h]])
+        res = self.sync(mine)
+        return {(h, nxt[h]): res[rep[h]] for h in self.hosts} if res else {}
 
     def allreduce_sweep(self):
         import numpy as np
@@ -281,219 +338,6 @@ class Checker:
         return result
 
 
-# -- the report (rank 0) ---------------------------------------------------------------------
-def _gbs(v):
-    """GB/s with at least two significant digits (a throttled link is 0.05, not 0.0)."""
-    if not isinstance(v, (int, float)):
-        return "-"
-    x = v / 1e9
-    return f"{x:.2f}" if x >= 0.1 else f"{x:.3f}"
-
-
-def _matrix(title, hosts, values, fmt):
-    width = max(8, max(len(h) for h in hosts) + 1)
-    lines = [title, " " * (width + 2) + "".join(f"{h:>{width}}" for h in hosts)]
-    for a in hosts:
-        row = "".join(f"{fmt(values.get((a, b))):>{width}}" for b in hosts)
-        lines.append(f"  {a:<{width}}{row}")
-    return lines
-
-
-def slowdown_causes(checker, plan, hierarchical="auto"):
-    """What this check can see that slows allreduce down below what the links allow: ranks that
-    outnumber the cores of the machine they share, the hierarchical allreduce off where it would
-    help (or impossible: hosts with different rank counts), a small /dev/shm."""
-    causes = []
-    if plan.get("oversubscribed"):
-        causes.append(plan["oversubscribed"].replace("horovodrun: ", "", 1))
-    counts = {h: len(rs) for h, rs in checker.ranks_of.items()}
-    if len(counts) > 1 and max(counts.values()) > 1:
-        if min(counts.values()) != max(counts.values()):
-            causes.append(
-                f"hosts hold {min(counts.values())} to {max(counts.values())} ranks each, so "
-                "the hierarchical allreduce cannot run (it needs the same number on every "
-                "host): give every host the same slots"
-            )
-        elif hierarchical == "0":
-            causes.append(
-                f"HOROVOD_HIERARCHICAL_ALLREDUCE=0 on {len(counts)} hosts of "
-                f"{max(counts.values())} ranks: the flat ring crosses each host boundary "
-                "through one rank; leave it unset (auto) for the hierarchical allreduce"
-            )
-    for h, shm in sorted((plan.get("small_shm") or {}).items()):  # the launcher chose them
-        if counts.get(h, 0) > 1:
-            causes.append(
-                f"/dev/shm on {h} is only {shm / MIB:.0f} MiB for its {counts[h]} ranks: "
-                "give the container more (docker run --shm-size=1g, compose shm_size)"
-            )
-    return causes
-
-
-def report(checker, lat, bw, allreduce, interfaces, plan, fusion_threshold, hierarchical="auto"):
-    """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off);
-    hierarchical: its HOROVOD_HIERARCHICAL_ALLREDUCE."""
-    hosts = checker.hosts
-    lines = [
-        f"horovodrun --check-network: {len(hosts)} host(s), {checker.size} rank(s); "
-        f"network {plan['network']} ({plan.get('interface', '?')}); "
-        f"{checker.seconds:g} s per bandwidth measurement"
-    ]
-    lines += _matrix(
-        "latency, us (8 bytes, half a round trip over MPI; diagonal: two ranks of one host)",
-        hosts,
-        lat,
-        lambda v: f"{v * 1e6:.1f}" if v else "-",
-    )
-    lines += _matrix(
-        f"bandwidth, GB/s (row sends to column, {MESSAGE // MIB} MiB messages over MPI; "
-        "diagonal: shared memory)",
-        hosts,
-        bw,
-        _gbs,
-    )
-    lines.append(
-        f"allreduce through the engine, {checker.size} ranks "
-        "(bus bandwidth, slowest rank's median time):"
-    )
-    for size, (t, busbw) in sorted(allreduce.items()):
-        label = f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
-        lines.append(f"  {label:>7}: {t * 1e6:9.1f} us  {_gbs(busbw) if busbw else 'n/a'} GB/s")
-    verdicts = []
-    # Links between hosts: the slow ones, by direction.
-    links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
-    # A ring's bus bandwidth is bounded by its slowest link: how close the engine comes.
-    top = allreduce.get(max(allreduce)) if allreduce else None
-    if links and top and top[1]:
-        bound = min(links.values())
-        lines.append(
-            f"allreduce reaches {top[1] / bound:.0%} of what the links allow ({_gbs(top[1])} "
-            f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(bound)} GB/s)"
-        )
-    if links:
-        (a, b), slowest = min(links.items(), key=lambda kv: kv[1])
-        # horovodrun reads this line (runner/links.py REPORT_LINE) and keeps the figure.
-        lines.append(
-            f"links: slowest {slowest / 1e9:.3f} GB/s between hosts ({a} -> {b}); horovodrun "
-            "keeps it for later jobs on these hosts, whose summary compares with it"
-        )
-    causes = slowdown_causes(checker, plan, hierarchical)
-    for cause in causes:
-        lines.append("cause: " + cause)
-    # Small messages against the links' latency: what a model of many small tensors pays.
-    link_lat = [v for k, v in lat.items() if k[0] != k[1] and v]
-    if link_lat and allreduce and min(allreduce) <= 64 * KIB:
-        t_small, worst = allreduce[min(allreduce)][0], max(link_lat)
-        if t_small > LATENCY_FACTOR * worst:
-            lines.append(
-                f"small messages: a {min(allreduce) // KIB} KiB allreduce takes "
-                f"{t_small * 1e6:.0f} us, {t_small / worst:.0f}x the slowest link's latency "
-                f"({worst * 1e6:.0f} us): many small gradients per step are latency-bound; "
-                "fusion packs them into fewer allreduces (HOROVOD_FUSION_THRESHOLD, and "
-                "HOROVOD_CYCLE_TIME for how long it waits to gather them)"
-            )
-    if links and top and top[1] and top[1] / bound < REACH_FLOOR:
-        verdicts.append(
-            f"allreduce reaches {top[1] / bound:.0%} of what the links allow"
-            + (
-                f" ({len(causes)} likely cause(s) above)"
-                if causes
-                else " (no cause this check can see: look for other processes on the CPUs, "
-                "and compare HOROVOD_CPU_OPERATIONS=mpi)"
-            )
-        )
-    if links:
-        median = statistics.median(links.values())
-        slow = sorted(
-            (k for k, v in links.items() if v < median / SLOW_FACTOR), key=lambda k: links[k]
-        )
-        for a, b in slow:
-            lines.append(
-                f"slow link: {a} -> {b}: {_gbs(links[(a, b)])} GB/s, median {_gbs(median)} GB/s"
-            )
-        if slow:
-            involved = sorted(
-                {h for k in slow for h in k}, key=lambda h: -sum(h in k for k in slow)
-            )
-            verdicts.append(
-                f"{len(slow)} slow link(s), more than {SLOW_FACTOR:g}x below the median "
-                f"(most involved: {involved[0]}); check that host's network"
-            )
-    # Interfaces: the chosen one against every other subnet, per host.
-    chosen = plan["network"]
-    if interfaces:
-        lines.append("interfaces (raw TCP from each host to the next, GB/s):")
-        for h in hosts:
-            cells = []
-            for subnet, per_host in interfaces.items():
-                if h in per_host:
-                    ifname, addr, value, nxt = per_host[h]
-                    mark = " (chosen)" if subnet == chosen else ""
-                    v = f"{_gbs(value)} GB/s" if isinstance(value, float) else f"failed: {value}"
-                    cells.append(f"{ifname} {addr}{mark} {v}")
-            lines.append(f"  {h}: " + "; ".join(cells))
-        for h in hosts:
-            mine = interfaces.get(chosen, {}).get(h)
-            if not mine or not isinstance(mine[2], float):
-                continue
-            for subnet, per_host in interfaces.items():
-                other = per_host.get(h)
-                if (
-                    subnet != chosen
-                    and other
-                    and isinstance(other[2], float)
-                    and other[2] > FASTER_FACTOR * mine[2]
-                ):
-                    msg = (
-                        f"{h}: the job's interface {mine[0]} ({chosen}) "
-                        f"carries {_gbs(mine[2])} GB/s, "
-                        f"but {other[0]} ({subnet}) carries {_gbs(other[2])} GB/s: use "
-                        f"--network-interface {other[0]}"
-                    )
-                    lines.append("warning: " + msg)
-                    if not any("faster interface" in v for v in verdicts):
-                        verdicts.append(
-                            f"a faster interface than the chosen one exists ({other[0]} on {h})"
-                        )
-    model = plan.get("model_bytes")
-    if model and allreduce:
-        n = checker.size
-        big = allreduce[max(allreduce)]
-        small = allreduce[min(allreduce)]
-        if big[1]:
-            fusion = fusion_threshold or model
-            t_comm = model * 2 * (n - 1) / n / big[1] + -(-model // fusion) * small[0]
-            line = (
-                f"model of {model / MIB:.1f} MiB of gradients: "
-                f"about {t_comm * 1e3:.1f} ms of allreduce per "
-                f"step on {n} ranks ({_gbs(big[1])} GB/s bus bandwidth at 64 MiB)"
-            )
-            step = plan.get("step_time_ms")
-            if step:
-                s = step / 1e3
-                line += (
-                    f"; with a {step:g} ms compute step, scaling efficiency is at most "
-                    f"{s / (s + t_comm):.0%} without overlap, "
-                    f"{min(1.0, s / t_comm) if t_comm else 1.0:.0%} "
-                    f"if communication fully overlaps compute"
-                )
-            else:
-                line += (
-                    "; pass --step-time-ms (one rank's step time) for the scaling efficiency bound"
-                )
-            lines.append(line)
-    if verdicts:
-        lines.append("verdict: WARN: " + "; ".join(verdicts))
-    elif links:
-        lines.append(
-            f"verdict: OK: every link between hosts within {SLOW_FACTOR:g}x of the median "
-            f"({_gbs(statistics.median(links.values()))} GB/s), "
-            "and the chosen interface is the fastest measured"
-        )
-    else:
-        lines.append("verdict: OK (one host: no links between hosts to judge)")
-    return "\n".join(lines)
-
-
 def main():
     plan = json.loads(os.environ["HOROVOD_NETWORK_CHECK_PLAN"])
     # The engine's watchdog warns after one step bound and aborts after two: the check's own
@@ -526,7 +370,7 @@ def main():
             flush=True,
         )
     try:
-        lat, bw, allreduce, interfaces = checker.run()
+        lat, bw, at_once, allreduce, interfaces = checker.run()
     except NoAnswer as e:
         print(
             f"horovodrun --check-network: {checker.who(checker.rank)}: {e}",
@@ -543,7 +387,7 @@ def main():
             knobs["HOROVOD_HIERARCHICAL_ALLREDUCE"],
         )
         print(
-            report(checker, lat, bw, allreduce, interfaces, plan, fusion, hierarchical),
+            report(checker, lat, bw, allreduce, interfaces, plan, fusion, hierarchical, at_once),
             flush=True,
         )
     hvd.shutdown()

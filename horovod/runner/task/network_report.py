@@ -1,0 +1,260 @@
+"""Rank 0's report of `horovodrun --check-network` (network_check.py measures): the matrices,
+the engine's allreduce against what the links allow, the causes this check can see, and the
+verdict. Pure text from the measurements, so the tests feed it figures of their own."""
+
+import statistics
+
+KIB, MIB = 1 << 10, 1 << 20
+MESSAGE = 4 * MIB  # the check's bandwidth messages: large, so per-message costs are small
+SLOW_FACTOR = 3.0  # a link this many times below the median is named
+FASTER_FACTOR = 1.3  # another interface this much faster than the chosen one is a warning
+# Below this share of what the slowest link allows, allreduce is called slow (a ring's bus
+# bandwidth can approach the link's; half is already generous for TCP and Python in between).
+REACH_FLOOR = 0.5
+LATENCY_FACTOR = 10.0  # a small allreduce this many link latencies long is called latency-bound
+# Links that carry less than this share of their one-at-a-time figure when all carry the ring at
+# once are named as slowing each other down (separate hosts with full-duplex NICs come close to 1).
+AT_ONCE_FLOOR = 0.7
+
+
+def _gbs(v):
+    """GB/s with at least two significant digits (a throttled link is 0.05, not 0.0)."""
+    if not isinstance(v, (int, float)):
+        return "-"
+    x = v / 1e9
+    return f"{x:.2f}" if x >= 0.1 else f"{x:.3f}"
+
+
+def _matrix(title, hosts, values, fmt):
+    width = max(8, max(len(h) for h in hosts) + 1)
+    lines = [title, " " * (width + 2) + "".join(f"{h:>{width}}" for h in hosts)]
+    for a in hosts:
+        row = "".join(f"{fmt(values.get((a, b))):>{width}}" for b in hosts)
+        lines.append(f"  {a:<{width}}{row}")
+    return lines
+
+
+def slowdown_causes(checker, plan, hierarchical="auto"):
+    """What this check can see that slows allreduce down below what the links allow: ranks that
+    outnumber the cores of the machine they share, the hierarchical allreduce off where it would
+    help (or impossible: hosts with different rank counts), a small /dev/shm."""
+    causes = []
+    if plan.get("oversubscribed"):
+        causes.append(plan["oversubscribed"].replace("horovodrun: ", "", 1))
+    counts = {h: len(rs) for h, rs in checker.ranks_of.items()}
+    if len(counts) > 1 and max(counts.values()) > 1:
+        if min(counts.values()) != max(counts.values()):
+            causes.append(
+                f"hosts hold {min(counts.values())} to {max(counts.values())} ranks each, so "
+                "the hierarchical allreduce cannot run (it needs the same number on every "
+                "host): give every host the same slots"
+            )
+        elif hierarchical == "0":
+            causes.append(
+                f"HOROVOD_HIERARCHICAL_ALLREDUCE=0 on {len(counts)} hosts of "
+                f"{max(counts.values())} ranks: the flat ring crosses each host boundary "
+                "through one rank; leave it unset (auto) for the hierarchical allreduce"
+            )
+    for h, shm in sorted((plan.get("small_shm") or {}).items()):  # the launcher chose them
+        if counts.get(h, 0) > 1:
+            causes.append(
+                f"/dev/shm on {h} is only {shm / MIB:.0f} MiB for its {counts[h]} ranks: "
+                "give the container more (docker run --shm-size=1g, compose shm_size)"
+            )
+    return causes
+
+
+def report(
+    checker,
+    lat,
+    bw,
+    allreduce,
+    interfaces,
+    plan,
+    fusion_threshold,
+    hierarchical="auto",
+    at_once=None,
+):
+    """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off);
+    hierarchical: its HOROVOD_HIERARCHICAL_ALLREDUCE; at_once: Checker.ring_at_once()'s
+    {(host, next host): bytes/s}."""
+    hosts = checker.hosts
+    lines = [
+        f"horovodrun --check-network: {len(hosts)} host(s), {checker.size} rank(s); "
+        f"network {plan['network']} ({plan.get('interface', '?')}); "
+        f"{checker.seconds:g} s per bandwidth measurement"
+    ]
+    lines += _matrix(
+        "latency, us (8 bytes, half a round trip over MPI; diagonal: two ranks of one host)",
+        hosts,
+        lat,
+        lambda v: f"{v * 1e6:.1f}" if v else "-",
+    )
+    lines += _matrix(
+        f"bandwidth, GB/s (row sends to column, {MESSAGE // MIB} MiB messages over MPI; "
+        "diagonal: shared memory)",
+        hosts,
+        bw,
+        _gbs,
+    )
+    lines.append(
+        f"allreduce through the engine, {checker.size} ranks "
+        "(bus bandwidth, slowest rank's median time):"
+    )
+    for size, (t, busbw) in sorted(allreduce.items()):
+        label = f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
+        lines.append(f"  {label:>7}: {t * 1e6:9.1f} us  {_gbs(busbw) if busbw else 'n/a'} GB/s")
+    verdicts = []
+    # Links between hosts: the slow ones, by direction.
+    links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
+    # A ring's bus bandwidth is bounded by its slowest link: how close the engine comes.
+    top = allreduce.get(max(allreduce)) if allreduce else None
+    # The same links all busy at once, as the ring's steps keep them: what a ring can get.
+    together = {k: v for k, v in (at_once or {}).items() if isinstance(v, float)}
+    ring_min = min(together.items(), key=lambda kv: kv[1]) if together else None
+    if links and top and top[1]:
+        bound = min(links.values())
+        line = (
+            f"allreduce reaches {top[1] / bound:.0%} of what the links allow ({_gbs(top[1])} "
+            f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(bound)} GB/s)"
+        )
+        if ring_min:
+            line += f", {top[1] / ring_min[1]:.0%} of what they carry all at once"
+        lines.append(line)
+    if links:
+        (a, b), slowest = min(links.items(), key=lambda kv: kv[1])
+        # horovodrun reads this line (runner/links.py REPORT_LINE) and keeps the figure.
+        lines.append(
+            f"links: slowest {slowest / 1e9:.3f} GB/s between hosts ({a} -> {b}); horovodrun "
+            "keeps it for later jobs on these hosts, whose summary compares with it"
+        )
+    causes = slowdown_causes(checker, plan, hierarchical)
+    if links and ring_min:
+        (a, b), carried = ring_min
+        share = carried / min(links.values())
+        lines.append(
+            f"links at once (each host streams to the next while receiving, as a ring does): "
+            f"slowest {_gbs(carried)} GB/s ({a} -> {b}), {share:.0%} of the slowest link alone"
+        )
+        if share < AT_ONCE_FLOOR:
+            causes.append(
+                f"the links slow each other down: all busy at once, as a ring keeps them, the "
+                f"slowest carries {_gbs(carried)} GB/s, {share:.0%} of the "
+                f"{_gbs(min(links.values()))} GB/s one link gets alone (hosts that share one "
+                "machine's CPUs, or one NIC or switch port): no allreduce gets more from them"
+            )
+    for cause in causes:
+        lines.append("cause: " + cause)
+    # Small messages against the links' latency: what a model of many small tensors pays.
+    link_lat = [v for k, v in lat.items() if k[0] != k[1] and v]
+    if link_lat and allreduce and min(allreduce) <= 64 * KIB:
+        t_small, worst = allreduce[min(allreduce)][0], max(link_lat)
+        if t_small > LATENCY_FACTOR * worst:
+            lines.append(
+                f"small messages: a {min(allreduce) // KIB} KiB allreduce takes "
+                f"{t_small * 1e6:.0f} us, {t_small / worst:.0f}x the slowest link's latency "
+                f"({worst * 1e6:.0f} us): many small gradients per step are latency-bound; "
+                "fusion packs them into fewer allreduces (HOROVOD_FUSION_THRESHOLD, and "
+                "HOROVOD_CYCLE_TIME for how long it waits to gather them)"
+            )
+    if links and top and top[1] and top[1] / bound < REACH_FLOOR:
+        verdicts.append(
+            f"allreduce reaches {top[1] / bound:.0%} of what the links allow"
+            + (
+                f" ({len(causes)} likely cause(s) above)"
+                if causes
+                else " (no cause this check can see: look for other processes on the CPUs, "
+                "and compare HOROVOD_CPU_OPERATIONS=mpi)"
+            )
+        )
+    if links:
+        median = statistics.median(links.values())
+        slow = sorted(
+            (k for k, v in links.items() if v < median / SLOW_FACTOR), key=lambda k: links[k]
+        )
+        for a, b in slow:
+            lines.append(
+                f"slow link: {a} -> {b}: {_gbs(links[(a, b)])} GB/s, median {_gbs(median)} GB/s"
+            )
+        if slow:
+            involved = sorted(
+                {h for k in slow for h in k}, key=lambda h: -sum(h in k for k in slow)
+            )
+            verdicts.append(
+                f"{len(slow)} slow link(s), more than {SLOW_FACTOR:g}x below the median "
+                f"(most involved: {involved[0]}); check that host's network"
+            )
+    # Interfaces: the chosen one against every other subnet, per host.
+    chosen = plan["network"]
+    if interfaces:
+        lines.append("interfaces (raw TCP from each host to the next, GB/s):")
+        for h in hosts:
+            cells = []
+            for subnet, per_host in interfaces.items():
+                if h in per_host:
+                    ifname, addr, value, nxt = per_host[h]
+                    mark = " (chosen)" if subnet == chosen else ""
+                    v = f"{_gbs(value)} GB/s" if isinstance(value, float) else f"failed: {value}"
+                    cells.append(f"{ifname} {addr}{mark} {v}")
+            lines.append(f"  {h}: " + "; ".join(cells))
+        for h in hosts:
+            mine = interfaces.get(chosen, {}).get(h)
+            if not mine or not isinstance(mine[2], float):
+                continue
+            for subnet, per_host in interfaces.items():
+                other = per_host.get(h)
+                if (
+                    subnet != chosen
+                    and other
+                    and isinstance(other[2], float)
+                    and other[2] > FASTER_FACTOR * mine[2]
+                ):
+                    msg = (
+                        f"{h}: the job's interface {mine[0]} ({chosen}) "
+                        f"carries {_gbs(mine[2])} GB/s, "
+                        f"but {other[0]} ({subnet}) carries {_gbs(other[2])} GB/s: use "
+                        f"--network-interface {other[0]}"
+                    )
+                    lines.append("warning: " + msg)
+                    if not any("faster interface" in v for v in verdicts):
+                        verdicts.append(
+                            f"a faster interface than the chosen one exists ({other[0]} on {h})"
+                        )
+    model = plan.get("model_bytes")
+    if model and allreduce:
+        n = checker.size
+        big = allreduce[max(allreduce)]
+        small = allreduce[min(allreduce)]
+        if big[1]:
+            fusion = fusion_threshold or model
+            t_comm = model * 2 * (n - 1) / n / big[1] + -(-model // fusion) * small[0]
+            line = (
+                f"model of {model / MIB:.1f} MiB of gradients: "
+                f"about {t_comm * 1e3:.1f} ms of allreduce per "
+                f"step on {n} ranks ({_gbs(big[1])} GB/s bus bandwidth at 64 MiB)"
+            )
+            step = plan.get("step_time_ms")
+            if step:
+                s = step / 1e3
+                line += (
+                    f"; with a {step:g} ms compute step, scaling efficiency is at most "
+                    f"{s / (s + t_comm):.0%} without overlap, "
+                    f"{min(1.0, s / t_comm) if t_comm else 1.0:.0%} "
+                    f"if communication fully overlaps compute"
+                )
+            else:
+                line += (
+                    "; pass --step-time-ms (one rank's step time) for the scaling efficiency bound"
+                )
+            lines.append(line)
+    if verdicts:
+        lines.append("verdict: WARN: " + "; ".join(verdicts))
+    elif links:
+        lines.append(
+            f"verdict: OK: every link between hosts within {SLOW_FACTOR:g}x of the median "
+            f"({_gbs(statistics.median(links.values()))} GB/s), "
+            "and the chosen interface is the fastest measured"
+        )
+    else:
+        lines.append("verdict: OK (one host: no links between hosts to judge)")
+    return "\n".join(lines)
