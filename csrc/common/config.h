@@ -83,7 +83,11 @@ enum class Scope { LOCAL, AGREE };
     "2 the job and one line per rank")                                                            \
   X(link_gbps, "HOROVOD_LINK_GBPS", double, 0.0, 0, 1e5, LOCAL,                                   \
     "the slowest link between the job's hosts in GB/s, for the summary to compare the job's "     \
-    "allreduce with; horovodrun sets it from a saved --check-network result; 0: unknown")
+    "allreduce with; horovodrun sets it from a saved --check-network result; 0: unknown")         \
+  X(link_at_once_gbps, "HOROVOD_LINK_AT_ONCE_GBPS", double, 0.0, 0, 1e5, LOCAL,                   \
+    "the slowest of the job's links measured all busy at once, as a ring keeps them, in GB/s "    \
+    "(hosts that share CPUs or a NIC carry less each this way than alone); horovodrun sets it "   \
+    "from a saved --check-network result; 0: unknown")
 
 struct Config {
 #define HVD_DECLARE_FIELD(field, env, type, def, lo, hi, scope, doc) type field = def;

@@ -91,7 +91,8 @@ void ReportSummary(Engine* e) {
   }
   std::vector<JobStats> ranks(e->mpi.size);
   std::memcpy(ranks.data(), all.data(), all.size());
-  PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level), e->config.link_gbps));
+  PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level), e->config.link_gbps,
+                            e->config.link_at_once_gbps));
 }
 
 // Background thread: the latest start/stop request, if one is new.

@@ -18,6 +18,9 @@ constexpr double kReachFloor = 0.5;
 // Allreduces smaller than this on average spend their time in latency: at 1 GB/s a 1 MiB
 // allreduce moves data for about 1 ms, against link latencies of 0.05-0.2 ms per ring step.
 constexpr int64_t kLatencyBoundBytes = 1 << 20;
+// Links carrying less than this share of their one-at-a-time figure when all are busy at once
+// slow each other down (the check's AT_ONCE_FLOOR, runner/task/network_report.py).
+constexpr double kAtOnceFloor = 0.7;
 
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string Format(const char* fmt, ...) {
@@ -70,9 +73,11 @@ std::string Plural(int64_t n, const char* word) {
 // horovodrun --check-network): a flat ring's bus bandwidth cannot pass its slowest link, so the
 // ratio says how much of the network the job used, and below kReachFloor the causes the counters
 // can show are named. busbw < 0: no allreduce ran. ranks_per_host: the job's hosts and their
-// rank counts.
+// rank counts. at_once_gbps > 0: the slowest link with all of them busy at once (a ring's real
+// bound where hosts share CPUs or a NIC).
 std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double link_gbps,
-                     const std::map<std::string, int>& ranks_per_host, int slow_rank) {
+                     double at_once_gbps, const std::map<std::string, int>& ranks_per_host,
+                     int slow_rank) {
   const std::string link = "slowest link " + GBps(link_gbps) + " (HOROVOD_LINK_GBPS)";
   if (ranks_per_host.size() < 2)
     return "links: " + link + ", but every rank ran on one host: no link carried the allreduce";
@@ -81,6 +86,9 @@ std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double li
   std::string line = Format("allreduce reaches %.0f %% of what the links allow (bus bandwidth %s; ",
                             100 * reach, GBps(busbw).c_str()) +
                      link + ")";
+  if (at_once_gbps > 0)
+    line += Format(", %.0f %% of what they carry all at once (%s (HOROVOD_LINK_AT_ONCE_GBPS))",
+                   100 * busbw / at_once_gbps, GBps(at_once_gbps).c_str());
   if (reach >= kReachFloor) return line;
   const JobStats& root = ranks[0];
   int64_t runs = 0;
@@ -91,6 +99,12 @@ std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double li
         "allreduces of " + HumanBytes(root.bytes_reduced / runs) +
         " on average are bound by latency, not bandwidth (fusion packs small tensors into "
         "fewer: HOROVOD_FUSION_THRESHOLD, and HOROVOD_CYCLE_TIME for how long it gathers them)");
+  if (at_once_gbps > 0 && at_once_gbps < kAtOnceFloor * link_gbps)
+    causes.push_back(
+        Format("the links slow each other down: all busy at once, as a ring keeps "
+               "them, they carry %.0f %% of what one gets alone (hosts that share "
+               "one machine's CPUs, or one NIC): no allreduce gets more from them",
+               100 * at_once_gbps / link_gbps));
   const bool crowded =
       std::any_of(ranks_per_host.begin(), ranks_per_host.end(),
                   [](const std::pair<const std::string, int>& h) { return h.second > 1; });
@@ -135,7 +149,7 @@ void JobStats::SetHierarchyNote(const std::string& note) {
 }
 
 std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level,
-                                      double link_gbps) {
+                                      double link_gbps, double link_at_once_gbps) {
   const int n = static_cast<int>(ranks.size());
   std::vector<std::string> lines;
   if (n == 0) return lines;
@@ -211,8 +225,8 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
                               : "ranks are balanced, none waits notably for another"));
   }
   if (link_gbps > 0 && n > 1)
-    lines.push_back(
-        LinkLine(ranks, busbw.empty() ? -1 : Median(busbw), link_gbps, ranks_per_host, slow_rank));
+    lines.push_back(LinkLine(ranks, busbw.empty() ? -1 : Median(busbw), link_gbps,
+                             link_at_once_gbps, ranks_per_host, slow_rank));
   if (level >= 2) {
     for (int r = 0; r < n; ++r) {
       const double bw = BusBandwidth(ranks[r], n);

@@ -566,6 +566,8 @@ def launch_job(args, env, hosts, report=None):
         known = links.load(hosts)
         if known:
             env["HOROVOD_LINK_GBPS"] = f"{known['slowest_gbps']:g}"
+            if isinstance(known.get("at_once_gbps"), (int, float)) and known["at_once_gbps"] > 0:
+                env.setdefault("HOROVOD_LINK_AT_ONCE_GBPS", f"{known['at_once_gbps']:g}")
             _say(links.describe(known))
     if args.check_network and "HOROVOD_NETWORK_CHECK_PLAN" not in env:
         env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(check_plan(args, hosts, None, None))
@@ -593,7 +595,12 @@ def launch_job(args, env, hosts, report=None):
         if args.check_network and rc == 0 and remote and report.get("slowest_link_gbps"):
             plan = json.loads(env["HOROVOD_NETWORK_CHECK_PLAN"])
             try:
-                saved = links.save(hosts, report["slowest_link_gbps"], plan.get("interface"))
+                saved = links.save(
+                    hosts,
+                    report["slowest_link_gbps"],
+                    plan.get("interface"),
+                    report.get("links_at_once_gbps"),
+                )
                 _say(f"horovodrun: kept the slowest link for later jobs on these hosts: {saved}")
             except OSError as e:  # the check itself succeeded: its report stands
                 _say(f"horovodrun: could not keep the slowest link for later jobs ({e})")

@@ -12,7 +12,10 @@ import re
 import time
 
 # The line of the check's report that carries the figure (network_report.report prints it).
-REPORT_LINE = re.compile(r"^links: slowest ([0-9.]+) GB/s between hosts")
+# The second figure: the slowest link with all of them busy at once, as a ring keeps them.
+REPORT_LINE = re.compile(
+    r"^links: slowest ([0-9.]+) GB/s between hosts \(\S+ -> \S+\)(?:, ([0-9.]+) GB/s all at once)?"
+)
 
 
 def path():
@@ -36,11 +39,14 @@ def _read(p):
         return {}
 
 
-def save(hosts, gbps, interface):
-    """Records `gbps` as the slowest link among `hosts` ([(host, slots)]); returns the file."""
+def save(hosts, gbps, interface, at_once_gbps=None):
+    """Records `gbps` as the slowest link among `hosts` ([(host, slots)]), and `at_once_gbps` as
+    the slowest with all links busy at once if measured; returns the file."""
     p = path()
     data = _read(p)
     data[key(hosts)] = {"slowest_gbps": gbps, "interface": interface, "measured": time.time()}
+    if at_once_gbps:
+        data[key(hosts)]["at_once_gbps"] = at_once_gbps
     os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
     tmp = f"{p}.{os.getpid()}"
     with open(tmp, "w") as f:
@@ -66,6 +72,13 @@ def describe(entry):
         when = f"{age / 60:.0f} min ago"
     else:
         when = f"{age / 3600:.0f} h ago"
+    at_once = entry.get("at_once_gbps")
+    if isinstance(at_once, (int, float)) and at_once > 0:
+        return (
+            f"horovodrun: slowest link between these hosts {entry['slowest_gbps']:.3g} GB/s, "
+            f"{at_once:.3g} GB/s all at once (horovodrun --check-network, {when}): "
+            "HOROVOD_LINK_GBPS and HOROVOD_LINK_AT_ONCE_GBPS for the end-of-job summary"
+        )
     return (
         f"horovodrun: slowest link between these hosts {entry['slowest_gbps']:.3g} GB/s "
         f"(horovodrun --check-network, {when}): HOROVOD_LINK_GBPS for the end-of-job summary"

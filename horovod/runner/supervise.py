@@ -40,6 +40,7 @@ class _Relay:
         self.waiting_for = set()
         self.signalled = []  # (rank, host, signal) as mpirun reported them
         self.slowest_link_gbps = None  # from a --check-network report (runner/links.py)
+        self.links_at_once_gbps = None  # the same links all busy at once
         self._selector = selectors.DefaultSelector()
         for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
             os.set_blocking(src.fileno(), False)
@@ -101,6 +102,7 @@ class _Relay:
         m = links.REPORT_LINE.match(line)
         if m:
             self.slowest_link_gbps = float(m.group(1))
+            self.links_at_once_gbps = float(m.group(2)) if m.group(2) else None
         if self.aborted_at is None and any(k in line for k in ABORT_MARKERS):
             self.aborted_at = time.monotonic()
 
@@ -143,7 +145,7 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
     passes.  No process of the job outlives horovodrun, even killed (see _mpirun_preexec).
     `report` (a dict), if given, gets what the job's end looked like: `aborted` (mpirun said
     the job aborted), `signalled` ([(rank, host, signal)]), `signal` (one horovodrun got) and
-    `slowest_link_gbps` (a --check-network report's, else None)."""
+    `slowest_link_gbps`, `links_at_once_gbps` (a --check-network report's, else None)."""
     started = time.monotonic()
     # A session of its own: when mpirun must be stopped, its ssh clients go with it.
     proc = subprocess.Popen(
@@ -211,6 +213,7 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
             signalled=list(relay.signalled),
             signal=signalled[0][0] if signalled else None,
             slowest_link_gbps=relay.slowest_link_gbps,
+            links_at_once_gbps=relay.links_at_once_gbps,
         )
     if signalled and rc != 0:
         return 128 + signalled[0][0]  # like a shell: the job ended because of that signal

@@ -83,7 +83,11 @@ def test_healthy_cluster_is_ok(cluster):
         assert f"horovodrun: oversubscribed: {named}" in err, err
     # The slowest link is kept on the launcher, and a later job on the same hosts compares its
     # own allreduce with it in the end-of-job summary.
-    slowest = re.search(r"^links: slowest ([0-9.]+) GB/s between hosts \(\S+ -> \S+\)", out, re.M)
+    slowest = re.search(
+        r"^links: slowest ([0-9.]+) GB/s between hosts \(\S+ -> \S+\), ([0-9.]+) GB/s all at once;",
+        out,
+        re.M,
+    )
     assert slowest, out
     assert "horovodrun: kept the slowest link for later jobs on these hosts" in err, err
     job = (
@@ -91,16 +95,21 @@ def test_healthy_cluster_is_ok(cluster):
         '[hvd.allreduce(np.ones(1 << 22, np.float32), name="l%d" % i) for i in range(5)]\''
     )
     _, err = cluster.run_ok(f"horovodrun {job}")
-    link = float(slowest.group(1))
-    assert f"horovodrun: slowest link between these hosts {link:.3g} GB/s" in err, err
+    link, together = float(slowest.group(1)), float(slowest.group(2))
+    assert (
+        f"horovodrun: slowest link between these hosts {link:.3g} GB/s, {together:.3g} GB/s all "
+        "at once" in err
+    ), err
     line = re.search(
         r"^\[horovod summary\] allreduce reaches \d+ % of what the links allow \(bus bandwidth "
-        r"[0-9.e-]+ GB/s; slowest link ([0-9.]+) GB/s \(HOROVOD_LINK_GBPS\)\)"
+        r"[0-9.e-]+ GB/s; slowest link ([0-9.]+) GB/s \(HOROVOD_LINK_GBPS\)\), \d+ % of what "
+        r"they carry all at once \(([0-9.]+) GB/s \(HOROVOD_LINK_AT_ONCE_GBPS\)\)"
         r"(; likely cause: .+)?$",
         err,
         re.M,
     )
     assert line and abs(float(line.group(1)) - link) <= 0.006, err
+    assert abs(float(line.group(2)) - together) <= 0.006, err
 
 
 def test_hierarchical_off_is_named_as_a_cause(cluster):

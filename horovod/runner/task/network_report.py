@@ -124,9 +124,10 @@ def report(
     if links:
         (a, b), slowest = min(links.items(), key=lambda kv: kv[1])
         # horovodrun reads this line (runner/links.py REPORT_LINE) and keeps the figure.
+        together_text = f", {ring_min[1] / 1e9:.3f} GB/s all at once" if ring_min else ""
         lines.append(
-            f"links: slowest {slowest / 1e9:.3f} GB/s between hosts ({a} -> {b}); horovodrun "
-            "keeps it for later jobs on these hosts, whose summary compares with it"
+            f"links: slowest {slowest / 1e9:.3f} GB/s between hosts ({a} -> {b}){together_text}; "
+            "horovodrun keeps it for later jobs on these hosts, whose summary compares with it"
         )
     causes = slowdown_causes(checker, plan, hierarchical)
     if links and ring_min:

@@ -56,6 +56,22 @@ TEST(JobStatsLinks, FullSpeedNamesNoCause) {
   EXPECT_EQ(l.find("cause"), std::string::npos) << l;
 }
 
+TEST(JobStatsLinks, LinksThatSlowEachOtherDownAreNamed) {
+  // 2 ranks, 0.43 GB/s: 34 % of a 1.25 GB/s link alone, 86 % of the 0.5 GB/s all at once.
+  const std::string l = LinkLine(SummaryLines(Job(2, 2, 1 << 30, 10, 2500000), 1, 1.25, 0.5));
+  EXPECT_NE(l.find("allreduce reaches 34 % of what the links allow (bus bandwidth 0.43 GB/s; "
+                   "slowest link 1.25 GB/s (HOROVOD_LINK_GBPS)), 86 % of what they carry all at "
+                   "once (0.50 GB/s (HOROVOD_LINK_AT_ONCE_GBPS)); likely cause: the links slow "
+                   "each other down: all busy at once, as a ring keeps them, they carry 40 % of "
+                   "what one gets alone"),
+            std::string::npos)
+      << l;
+  // Links that keep their speed at once (separate hosts): compared, but no such cause.
+  const std::string apart = LinkLine(SummaryLines(Job(2, 2, 1 << 30, 10, 2500000), 1, 1.25, 1.2));
+  EXPECT_NE(apart.find("36 % of what they carry all at once"), std::string::npos) << apart;
+  EXPECT_EQ(apart.find("slow each other"), std::string::npos) << apart;
+}
+
 TEST(JobStatsLinks, SmallAllreducesAreCalledLatencyBound) {
   // 1000 allreduces of 64 KiB in 1 s: 0.066 GB/s against 1 GB/s.
   const std::string l = LinkLine(SummaryLines(Job(2, 2, 64000 * 1000, 1000, 1000000), 1, 1.0));
