@@ -141,8 +141,8 @@ def sc_fused_over_tensors():
     chunk and segment boundaries inside tensors, empty tensors among them, every dtype and op,
     prescale (which takes the fusion buffer) next to postscale, and inputs reduced in place."""
     r, n = hvd.rank(), hvd.size()
-    # The large one keeps the average above 16 KiB even for int8: the pieces path, not the
-    # fusion buffer that smaller tensors take.
+    # Tensors under 16 KiB are packed into the fusion buffer as one piece, larger ones are
+    # pieces of their own: these sizes give both in every dtype, small and large interleaved.
     shapes = [(0,), (1,), (1000,), (4097,), (3, 5), (0, 4), (30011,), (7,), (200003,)]
     for dt in DTYPES:
         for op in OPS:
