@@ -6,6 +6,9 @@ mpirun -np N python bench_grouped.py            # one line:
 mpirun -np N python bench_grouped.py --outputs  # the same group through the binding, with
   the same output arrays every call ('same'), new NumPy arrays every call ('fresh'), and
   one 4000 KiB tensor ('whole'), interleaved: what fresh outputs cost
+mpirun -np N python bench_grouped.py --model MobileNetV2   # a model's gradients: the float32
+  shapes of a keras.applications model's trainable variables (32x32 images, 1000 classes, as
+  the synthetic benchmark builds it) grouped, against one tensor of the same total
 """
 
 import statistics
@@ -68,6 +71,45 @@ def outputs():
         print({k: round(statistics.median(v[50:]) * 1e6) for k, v in samples.items()}, flush=True)
 
 
+def model(name):
+    import keras
+
+    net = getattr(keras.applications, name)(weights=None, input_shape=(32, 32, 3), classes=1000)
+    sizes = [int(np.prod(v.shape)) for v in net.trainable_variables]
+    del net
+    parts = [np.ones(s, np.float32) for s in sizes]
+    whole = np.ones(sum(sizes), np.float32)
+    out = np.empty_like(whole)
+    # grouped_allreduce has no `out`: the same outputs every call go through the binding.
+    lib, outs = _b._lib(), [np.empty_like(p) for p in parts]
+    names = [f"mo.{i}" for i in range(len(parts))]
+
+    def grouped_out():
+        hid = lib.enqueue(
+            0, names, parts, outs, int(hvd.Sum), 0, 1.0, 1.0, [], group="mo", process_set=0
+        )
+        lib.wait(hid, -1.0)
+
+    g = median_us(lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="m"))
+    go = median_us(grouped_out)
+    w = median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="mw", out=out))
+    wn = median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="mwn"))
+    if hvd.rank() == 0:
+        small = sum(4 * s < 16 << 10 for s in sizes)
+        print(
+            f"{name}: {len(sizes)} tensors ({small} under 16 KiB), {4 * sum(sizes) / 2**20:.1f} "
+            f"MiB: grouped {g:.0f} us, grouped(out) {go:.0f}, one tensor(out) {w:.0f}, "
+            f"one tensor(alloc) {wn:.0f}; grouped / one tensor(out) {g / w:.2f}, "
+            f"grouped(out) / one tensor(out) {go / w:.2f}",
+            flush=True,
+        )
+
+
 if __name__ == "__main__":
-    outputs() if "--outputs" in sys.argv else frontend()
+    if "--model" in sys.argv:
+        model(sys.argv[sys.argv.index("--model") + 1])
+    elif "--outputs" in sys.argv:
+        outputs()
+    else:
+        frontend()
     hvd.shutdown()

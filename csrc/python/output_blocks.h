@@ -16,8 +16,8 @@ namespace py = pybind11;
 void* AllocateOutput(size_t bytes);
 
 // A block of at least `bytes` in *data, and the capsule that owns it: NumPy views of the block
-// take the capsule as their base, and when the last one dies a block under 4 MiB is kept for a
-// later call (up to 128 blocks, 64 MiB) instead of freed. Throws std::bad_alloc when memory is
+// take the capsule as their base, and when the last one dies the block is kept for a later call
+// (the newest 128 blocks, up to 256 MiB; a larger block is freed) instead of freed. Throws std::bad_alloc when memory is
 // exhausted (MemoryError on this rank, as NumPy's own allocation raised it before).
 py::capsule TakeOutputBlock(size_t bytes, void** data);
 

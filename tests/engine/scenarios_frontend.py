@@ -257,6 +257,14 @@ def sc_output_blocks():
     check_step(fourth, 4, "fourth")
     reused = {a.ctypes.data for a in fourth} & set(ptrs)
     assert reused, "a freed block of the same size was not reused"
+    # A large block (huge pages: a model's gradients) is kept and reused the same way.
+    big = [np.full(3 << 20, r + 1, np.float32), np.full(5, r + 1, np.float32)]
+    first_big = hvd.grouped_allreduce(big, op=hvd.Sum, name="ob/big")
+    base = first_big[0].ctypes.data
+    del first_big
+    again = hvd.grouped_allreduce(big, op=hvd.Sum, name="ob/big")
+    assert all(np.all(a == n * (n + 1) // 2) for a in again), "large block results"
+    assert again[0].ctypes.data == base, "a freed large block was not reused"
     # Single ops without `out` take a block too.
     x = np.arange(33, dtype=np.float64) + r
     got = hvd.allreduce(x, op=hvd.Sum, name="ob/single")
