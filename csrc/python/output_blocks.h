@@ -17,8 +17,9 @@ void* AllocateOutput(size_t bytes);
 
 // A block of at least `bytes` in *data, and the capsule that owns it: NumPy views of the block
 // take the capsule as their base, and when the last one dies the block is kept for a later call
-// (the newest 128 blocks, up to 256 MiB; a larger block is freed) instead of freed. Throws std::bad_alloc when memory is
-// exhausted (MemoryError on this rank, as NumPy's own allocation raised it before).
+// (the newest 128 blocks, up to 256 MiB; a larger block is freed) instead of freed. Throws
+// std::bad_alloc when memory is exhausted (MemoryError on this rank, as NumPy's own allocation
+// raised it before).
 py::capsule TakeOutputBlock(size_t bytes, void** data);
 
 // Bytes a view at the start of a block may hold before the next view starts: views stay 64-byte
