@@ -325,19 +325,19 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
       pieces.dst.push_back(es[i].output);
       pieces.count.push_back(n);
     }
-    char* buf = nullptr;
-    if (!small.empty()) {
-      buf = static_cast<char*>(FusionBuffer(small_count * esize));
+    char* const packed =
+        small.empty() ? nullptr : static_cast<char*>(FusionBuffer(small_count * esize));
+    if (packed) {
       Activity(es, "MEMCPY_IN_FUSION_BUFFER");
+      char* p = packed;
       for (size_t i : small) {
         const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-        std::memcpy(buf, es[i].input, bytes);
-        buf += bytes;
+        std::memcpy(p, es[i].input, bytes);
+        p += bytes;
       }
-      buf -= small_count * esize;
       EndActivity(es);
-      pieces.src.insert(pieces.src.begin(), buf);
-      pieces.dst.insert(pieces.dst.begin(), buf);
+      pieces.src.insert(pieces.src.begin(), packed);
+      pieces.dst.insert(pieces.dst.begin(), packed);
       pieces.count.insert(pieces.count.begin(), small_count);
     }
     const SegmentFn finish = [&](void* seg, size_t n) { Average(seg, n, r); };
@@ -349,12 +349,13 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
       HierarchicalAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
                                   mpi_->local_comm(), mpi_->cross_comm(), finish);
     EndActivity(es);
-    if (!small.empty()) {
+    if (packed) {
       Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
+      const char* p = packed;
       for (size_t i : small) {
         const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-        std::memcpy(es[i].output, buf, bytes);
-        buf += bytes;
+        std::memcpy(es[i].output, p, bytes);
+        p += bytes;
       }
       EndActivity(es);
     }
