@@ -30,6 +30,18 @@ def median_us(fn):
     return per_op_us(fn, n=60, warm=5)
 
 
+def grouped_into(names, parts, outs, group):
+    """One grouped allreduce (sum) into `outs` through the binding (grouped_allreduce takes no
+    `out`)."""
+    lib = _b._lib()
+    lib.wait(
+        lib.enqueue(
+            0, names, parts, outs, int(hvd.Sum), 0, 1.0, 1.0, [], group=group, process_set=0
+        ),
+        -1.0,
+    )
+
+
 def frontend():
     parts = [np.ones(10 * ELEMS_4K, np.float32) for _ in range(100)]
     tiny = [np.ones(1, np.float32) for _ in range(100)]
@@ -48,7 +60,6 @@ def frontend():
 
 
 def outputs():
-    lib = _b._lib()
     parts = [np.ones(10 * ELEMS_4K, np.float32) for _ in range(100)]
     names = [f"t.{i}" for i in range(100)]
     outs = [np.empty(10 * ELEMS_4K, np.float32) for _ in range(100)]
@@ -62,10 +73,7 @@ def outputs():
                 hvd.allreduce(whole, op=hvd.Sum, name="w", out=wout)
             else:
                 o = outs if mode == "same" else [np.empty_like(p) for p in parts]
-                hid = lib.enqueue(
-                    0, names, parts, o, int(hvd.Sum), 0, 1.0, 1.0, [], group="t", process_set=0
-                )
-                lib.wait(hid, -1.0)
+                grouped_into(names, parts, o, "t")
             samples[mode].append(time.perf_counter() - t0)
     if hvd.rank() == 0:
         print({k: round(statistics.median(v[50:]) * 1e6) for k, v in samples.items()}, flush=True)
@@ -80,18 +88,10 @@ def model(name):
     parts = [np.ones(s, np.float32) for s in sizes]
     whole = np.ones(sum(sizes), np.float32)
     out = np.empty_like(whole)
-    # grouped_allreduce has no `out`: the same outputs every call go through the binding.
-    lib, outs = _b._lib(), [np.empty_like(p) for p in parts]
+    outs = [np.empty_like(p) for p in parts]
     names = [f"mo.{i}" for i in range(len(parts))]
-
-    def grouped_out():
-        hid = lib.enqueue(
-            0, names, parts, outs, int(hvd.Sum), 0, 1.0, 1.0, [], group="mo", process_set=0
-        )
-        lib.wait(hid, -1.0)
-
     g = median_us(lambda: hvd.grouped_allreduce(parts, op=hvd.Sum, name="m"))
-    go = median_us(grouped_out)
+    go = median_us(lambda: grouped_into(names, parts, outs, "mo"))
     w = median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="mw", out=out))
     wn = median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="mwn"))
     if hvd.rank() == 0:

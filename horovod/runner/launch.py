@@ -566,8 +566,8 @@ def launch_job(args, env, hosts, report=None):
         known = links.load(hosts)
         if known:
             env["HOROVOD_LINK_GBPS"] = f"{known['slowest_gbps']:g}"
-            if isinstance(known.get("at_once_gbps"), (int, float)) and known["at_once_gbps"] > 0:
-                env.setdefault("HOROVOD_LINK_AT_ONCE_GBPS", f"{known['at_once_gbps']:g}")
+            if links.at_once(known):
+                env.setdefault("HOROVOD_LINK_AT_ONCE_GBPS", f"{links.at_once(known):g}")
             _say(links.describe(known))
     if args.check_network and "HOROVOD_NETWORK_CHECK_PLAN" not in env:
         env["HOROVOD_NETWORK_CHECK_PLAN"] = json.dumps(check_plan(args, hosts, None, None))

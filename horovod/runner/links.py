@@ -63,6 +63,12 @@ def load(hosts):
     return entry if entry["slowest_gbps"] > 0 else None
 
 
+def at_once(entry):
+    """The record's slowest link with all links busy at once, or None (not measured)."""
+    v = entry.get("at_once_gbps")
+    return v if isinstance(v, (int, float)) and v > 0 else None
+
+
 def describe(entry):
     """How the launcher names a record it passes on."""
     age = max(0.0, time.time() - float(entry.get("measured", 0)))
@@ -72,11 +78,11 @@ def describe(entry):
         when = f"{age / 60:.0f} min ago"
     else:
         when = f"{age / 3600:.0f} h ago"
-    at_once = entry.get("at_once_gbps")
-    if isinstance(at_once, (int, float)) and at_once > 0:
+    together = at_once(entry)
+    if together:
         return (
             f"horovodrun: slowest link between these hosts {entry['slowest_gbps']:.3g} GB/s, "
-            f"{at_once:.3g} GB/s all at once (horovodrun --check-network, {when}): "
+            f"{together:.3g} GB/s all at once (horovodrun --check-network, {when}): "
             "HOROVOD_LINK_GBPS and HOROVOD_LINK_AT_ONCE_GBPS for the end-of-job summary"
         )
     return (
