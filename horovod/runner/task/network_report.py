@@ -132,7 +132,7 @@ def report(
     causes = slowdown_causes(checker, plan, hierarchical)
     if links and ring_min:
         (a, b), carried = ring_min
-        share = carried / min(links.values())
+        share = carried / slowest
         lines.append(
             f"links at once (each host streams to the next while receiving, as a ring does): "
             f"slowest {_gbs(carried)} GB/s ({a} -> {b}), {share:.0%} of the slowest link alone"
@@ -141,7 +141,7 @@ def report(
             causes.append(
                 f"the links slow each other down: all busy at once, as a ring keeps them, the "
                 f"slowest carries {_gbs(carried)} GB/s, {share:.0%} of the "
-                f"{_gbs(min(links.values()))} GB/s one link gets alone (hosts that share one "
+                f"{_gbs(slowest)} GB/s one link gets alone (hosts that share one "
                 "machine's CPUs, or one NIC or switch port): no allreduce gets more from them"
             )
     for cause in causes:
