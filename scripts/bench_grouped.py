@@ -11,6 +11,7 @@ mpirun -np N python bench_grouped.py --model MobileNetV2   # a model's gradients
   the synthetic benchmark builds it) grouped, against one tensor of the same total
 """
 
+import os
 import statistics
 import sys
 import time
@@ -79,12 +80,26 @@ def outputs():
         print({k: round(statistics.median(v[50:]) * 1e6) for k, v in samples.items()}, flush=True)
 
 
-def model(name):
-    import keras
-
+def model_sizes(name):
+    """The element counts of the model's trainable variables: from Keras where it is installed
+    (and kept in model_sizes/NAME.txt), else from that file (a GPU machine without TensorFlow)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_sizes", f"{name}.txt")
+    try:
+        import keras
+    except ImportError:
+        with open(path) as f:
+            return [int(line) for line in f if line.strip()]
     net = getattr(keras.applications, name)(weights=None, input_shape=(32, 32, 3), classes=1000)
     sizes = [int(np.prod(v.shape)) for v in net.trainable_variables]
-    del net
+    if hvd.rank() == 0 and not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("".join(f"{s}\n" for s in sizes))
+    return sizes
+
+
+def model(name):
+    sizes = model_sizes(name)
     parts = [np.ones(s, np.float32) for s in sizes]
     whole = np.ones(sum(sizes), np.float32)
     out = np.empty_like(whole)

@@ -119,19 +119,34 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
   }
   std::vector<py::array> ins(n);
   for (size_t i = 0; i < n; ++i) {
-    ins[i] = py::array::ensure(inputs[i], py::array::c_style);
+    py::handle in = inputs[i];
+    // An array that is already C-contiguous is used as it is (ensure() would go through
+    // NumPy's conversion machinery: a good part of a small tensor's cost in a large group).
+    if (py::isinstance<py::array>(in) &&
+        (py::reinterpret_borrow<py::array>(in).flags() & py::array::c_style)) {
+      ins[i] = py::reinterpret_borrow<py::array>(in);
+      continue;
+    }
+    ins[i] = py::array::ensure(in, py::array::c_style);
     if (!ins[i]) throw py::value_error("tensor '" + names[i] + "': input is not array-like");
   }
-  // Same-shape outputs not given: views of one block for the whole call (output_blocks.h).
+  // Same-shape outputs not given (outputs None, or None in a tensor's slot): views of one block
+  // for the whole call (output_blocks.h).
   const bool same_shape = op_type == static_cast<int>(OpType::ALLREDUCE) ||
                           op_type == static_cast<int>(OpType::BROADCAST);
+  auto from_block = [&](size_t i) { return same_shape && (outs.empty() || outs[i].is_none()); };
   py::capsule block;
   char* block_data = nullptr;
-  if (outputs.is_none() && same_shape) {
-    size_t total = 0;
-    for (const auto& a : ins) total += BlockStride(static_cast<size_t>(a.nbytes()));
+  size_t block_total = 0;
+  bool any_from_block = false;
+  for (size_t i = 0; i < n; ++i)
+    if (from_block(i)) {
+      block_total += BlockStride(static_cast<size_t>(ins[i].nbytes()));
+      any_from_block = true;
+    }
+  if (any_from_block) {
     void* data = nullptr;
-    block = TakeOutputBlock(total, &data);
+    block = TakeOutputBlock(block_total, &data);
     block_data = static_cast<char*>(data);
   }
   h->slots.resize(n);
@@ -201,7 +216,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
       e.output = o;
       slot.output = arr;
     }
-    if (block_data) {
+    if (block_data && from_block(i)) {
       e.output = block_data;
       slot.output =
           py::array(dtype, std::vector<py::ssize_t>(input.shape(), input.shape() + input.ndim()),
@@ -476,6 +491,17 @@ PYBIND11_MODULE(_core, m) {
     return g_handles.size();
   });
   m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
+  // enqueue, then wait without a limit: a blocking call's one crossing into the binding (the
+  // frontend's allreduce of a plain array; no handle object, no second call).
+  m.def("enqueue_wait",
+        [](int op_type, const std::vector<std::string>& names, const py::list& inputs,
+           const py::object& outputs, int reduce_op, int root, double prescale, double postscale,
+           const std::vector<int64_t>& splits, int device, const std::string& invalid,
+           const std::string& group, int process_set) {
+          return Wait(EnqueueGroup(op_type, names, inputs, outputs, reduce_op, root, prescale,
+                                   postscale, splits, device, invalid, group, process_set),
+                      -1.0);
+        });
   m.def("ring_allreduce_raw", [](py::array buf) {
     // The bare ring on a separate communicator, bypassing queue and negotiation: the benchmark's
     // "ring alone" line. float32 sum, in place.

@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 import horovod.numpy as hvd
+from horovod.common import basics as _b
 from tests.engine.reference import DTYPES, check, make, reference
 
 
@@ -273,6 +274,27 @@ def sc_output_blocks():
     got = hvd.broadcast(np.full((4, 3), r, np.int32), root_rank=n - 1, name="ob/bcast")
     assert got.shape == (4, 3) and np.all(got == n - 1), got
     hvd.synchronize(hvd.allreduce_async(np.ones(3), name="ob/async"))  # dropped at once: freed
+    # The binding called directly with None in one tensor's output slot and an array in the
+    # other's: the None slot gets a block view (it was left without an output: a crash).
+    given = np.full(4, -1.0)
+    got = _b._lib().enqueue_wait(
+        0,
+        ["ob/mixed.0", "ob/mixed.1"],
+        [np.full(6, r + 1.0), np.full(4, r + 1.0)],
+        [None, given],
+        int(hvd.Sum),
+        0,
+        1.0,
+        1.0,
+        [],
+        -1,
+        "",
+        "ob/mixed",
+        0,
+    )
+    want = n * (n + 1) / 2
+    assert np.all(got[0][0] == want) and got[0][0].ctypes.data % 64 == 0, got[0][0]
+    assert got[1][0] is given and np.all(given == want), (got[1][0], given)
 
 
 def sc_bad_args():
@@ -411,3 +433,41 @@ def sc_threads():
     assert hvd.synchronize(h).tolist() == [n * (n + 1) / 2] * 2
     for o in others:
         hvd.synchronize(o)
+
+
+def sc_blocking_calls():
+    """hvd.allreduce and hvd.grouped_allreduce on plain arrays go to the binding in one call
+    (queue and wait): the same results as the handle path, with `out` given, in place or not,
+    every op and scale; anything else (an int factor, a list, a strided view) takes the
+    checked path and agrees too."""
+    r, n = hvd.rank(), hvd.size()
+    for dt in (np.float32, np.int32, np.float16, np.float64):
+        x = (np.arange(10) % 7 + r).astype(dt)
+        for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max):
+            if op == hvd.Average and np.issubdtype(dt, np.integer):
+                continue
+            for pre, post in ((1.0, 1.0), (2.0, 0.5), (3, 1)):
+                if np.issubdtype(dt, np.integer) and (pre, post) != (1.0, 1.0):
+                    continue
+                nm = f"bc/{np.dtype(dt).name}/{op}/{pre}"
+                kw = dict(op=op, prescale_factor=pre, postscale_factor=post)
+                want = hvd.synchronize(hvd.allreduce_async(x, name=nm + "/h", **kw))
+                got = hvd.allreduce(x, name=nm, **kw)
+                assert got.dtype == dt and np.array_equal(got, want), (nm, got, want)
+                out = np.empty_like(x)
+                assert hvd.allreduce(x, name=nm + "/o", out=out, **kw) is out
+                assert np.array_equal(out, want), (nm, out, want)
+                y = x.copy()
+                assert hvd.allreduce(y, name=nm + "/i", out=y, **kw) is y
+                assert np.array_equal(y, want), (nm, y, want)
+    strided = np.arange(20, dtype=np.float64)[::2] + r
+    got = hvd.allreduce(strided, op=hvd.Sum, name="bc/strided")
+    assert np.array_equal(got, n * np.arange(0.0, 20.0, 2) + n * (n - 1) / 2), got
+    parts = [np.full(3, r, np.float32), np.full((2, 2), r + 1, np.int64), np.ones(0)]
+    for tensors in (parts, [p.tolist() for p in parts[:2]]):
+        got = hvd.grouped_allreduce(tensors, op=hvd.Sum, name=f"bc/group{len(tensors)}")
+        want = [n * (n - 1) / 2, n * (n + 1) / 2, None][: len(tensors)]
+        assert len(got) == len(tensors)
+        for g, w in zip(got, want):
+            assert w is None and g.shape == (0,) or np.all(g == w), (got, want)
+    assert hvd.grouped_allreduce([], name="bc/empty") == []

@@ -29,3 +29,7 @@ def test_bad_arguments_name_the_tensor(world):
 
 def test_concurrent_synchronize_of_one_handle(world):
     ENGINE.run_ok(world, "threads")
+
+
+def test_blocking_calls_agree_with_handles(world):
+    ENGINE.run_ok(world, "blocking_calls")
