@@ -60,6 +60,23 @@ std::string Disagreement(const MpiContext& mpi, const std::string& name, const c
   return os.str();
 }
 
+// Whether every rank's request equals the first in all that ConstructResponse compares (the
+// group, the spec, the shape or, for allgather and alltoall, the dimensions after the first):
+// the usual case, answered without describing any rank's request. Equal values describe
+// alike, so every Disagreement would be empty; otherwise they decide.
+bool AllAgree(const std::vector<Request>& reqs) {
+  const Request& f = reqs[0];
+  const bool rows = f.type == OpType::ALLGATHER || f.type == OpType::ALLTOALL;
+  for (const Request& r : reqs) {
+    if (r.group_size != f.group_size || r.group != f.group || r.spec() != f.spec()) return false;
+    if (!rows && r.shape != f.shape) return false;
+    if (rows && (r.shape.size() != f.shape.size() || r.shape.empty() ||
+                 !std::equal(r.shape.begin() + 1, r.shape.end(), f.shape.begin() + 1)))
+      return false;
+  }
+  return true;
+}
+
 std::string TrailingDims(const Request& r) {
   std::vector<int64_t> rest(r.shape.begin() + (r.shape.empty() ? 0 : 1), r.shape.end());
   return "dimensions after the first " + ShapeString(rest);
@@ -281,12 +298,14 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
     mpi_->BitAndAllreduce(&bits, has_work);
   flags = ~bits[0];
 
-  std::vector<Response> fast, eager_responses;
+  // The cached responses ready everywhere, read in place: fusion copies what it needs.
+  std::vector<const Response*> fast;
+  std::vector<Response> eager_responses;
   if (joined) {
     // The same slots, in the same (slot) order, as the ranks that have them pending.
     for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
       if (!cache_.Used(slot) || !TestBit(bits, 1, slot) || invalid_slots_.count(slot)) continue;
-      fast.push_back(cache_.Get(slot));
+      fast.push_back(&cache_.Get(slot));
       cache_.Touch(slot);
       pending_hits_.erase(slot);
     }
@@ -302,7 +321,7 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
       eager_responses.push_back(cache_.Get(it->first));
       eager_responses.back().eager_parts = std::move(parts->second);
     } else {
-      fast.push_back(cache_.Get(it->first));
+      fast.push_back(&cache_.Get(it->first));
     }
     cache_.Touch(it->first);
     if (timeline_->enabled()) {
@@ -312,6 +331,12 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
     }
     it = pending_hits_.erase(it);
   }
+  // Fused now, while the cache entries `fast` points to are as they were: the steps below may
+  // erase or replace slots. Ranks that have joined contribute zeros, so Average divides by the
+  // others.
+  std::vector<Response> fused =
+      FuseCachedResponses(fast, fusion_threshold_,
+                          joined_.empty() ? -1 : mpi_->size - static_cast<int32_t>(joined_.size()));
   if (flags & kHasInvalid) {
     std::vector<uint64_t> inv(words_, 0);
     for (int slot : invalid_slots_) SetBit(&inv, 1, slot);
@@ -328,12 +353,9 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   }
   invalid_slots_.clear();
 
-  if (!joined_.empty())
-    for (auto& r : fast) r.contributors = mpi_->size - static_cast<int32_t>(joined_.size());
   ResponseList out;
   out.responses = std::move(eager_responses);
-  for (auto& r : FuseResponses(std::move(fast), fusion_threshold_))
-    out.responses.push_back(std::move(r));
+  for (auto& r : fused) out.responses.push_back(std::move(r));
   if (flags & (kHasUncached | kWantsShutdown | kNewParams)) {
     RequestList mine;
     mine.requests.swap(to_send_);
@@ -484,14 +506,14 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
   }
 
   // A rank's own bad arguments come first: nothing else about its request can be trusted.
-  std::ostringstream invalid;
+  std::string invalid;
   for (size_t r = 0; r < reqs.size(); ++r)
     if (!reqs[r].invalid.empty())
-      invalid << (invalid.tellp() ? "; " : "") << "on rank " << mpi_->WorldRank(r) << ": "
-              << reqs[r].invalid;
-  if (invalid.tellp()) {
-    resp.error = "Invalid arguments for tensor '" + name + "' " + invalid.str() +
-                 " (the op fails on every rank)";
+      invalid += (invalid.empty() ? "" : "; ") + std::string("on rank ") +
+                 std::to_string(mpi_->WorldRank(static_cast<int>(r))) + ": " + reqs[r].invalid;
+  if (!invalid.empty()) {
+    resp.error =
+        "Invalid arguments for tensor '" + name + "' " + invalid + " (the op fails on every rank)";
     resp.error_is_invalid_argument = true;
     return resp;
   }
@@ -513,25 +535,29 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
     resp.error = err;
     return resp;
   }
-  std::string err = Disagreement(*mpi_, name, "group sizes", reqs, [](const Request& r) {
-    return r.group_size == 0 ? std::string("it outside a group")
-                             : std::to_string(r.group_size) + " tensor" +
-                                   (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
-  });
-  if (err.empty())
+  const bool agree = AllAgree(reqs);
+  std::string err;
+  if (!agree)
+    err = Disagreement(*mpi_, name, "group sizes", reqs, [](const Request& r) {
+      return r.group_size == 0 ? std::string("it outside a group")
+                               : std::to_string(r.group_size) + " tensor" +
+                                     (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
+    });
+  if (!agree && err.empty())
     err = Disagreement(*mpi_, name, "operations", reqs,
                        [](const Request& r) { return std::string(OpTypeName(r.type)); });
-  if (err.empty())
+  if (!agree && err.empty())
     err = Disagreement(*mpi_, name, "devices (host or GPU memory)", reqs,
                        [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
-  if (err.empty())
+  if (!agree && err.empty())
     err = Disagreement(*mpi_, name, "data types", reqs,
                        [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
   const OpType t = first.type;
-  if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
+  const bool reduces = t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER;
+  if (!agree && err.empty() && reduces)
     err = Disagreement(*mpi_, name, "reduction operations", reqs,
                        [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
-  if (err.empty() && (t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER))
+  if (!agree && err.empty() && reduces)
     err = Disagreement(*mpi_, name, "prescale/postscale factors", reqs, [](const Request& r) {
       return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
     });
@@ -545,15 +571,15 @@ Response Controller::ConstructResponse(const std::string& name, const TableEntry
       return resp;
     }
   }
-  if (err.empty() &&
+  if (!agree && err.empty() &&
       (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
     err = Disagreement(*mpi_, name, "shapes", reqs,
                        [](const Request& r) { return "shape " + ShapeString(r.shape); });
-  if (err.empty() && t == OpType::BROADCAST)
+  if (!agree && err.empty() && t == OpType::BROADCAST)
     err = Disagreement(*mpi_, name, "broadcast root ranks", reqs, [this](const Request& r) {
       return "root " + std::to_string(mpi_->WorldRank(r.root));
     });
-  if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
+  if (!agree && err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
     err = Disagreement(*mpi_, name, "shapes (all dimensions but the first must agree)", reqs,
                        TrailingDims);
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL)) {

@@ -15,6 +15,11 @@ namespace hvd {
 // fit, in order); other responses and errors pass through where they were. threshold <= 0
 // disables fusion. Deterministic: every rank fusing the same list gets the same groups.
 std::vector<Response> FuseResponses(std::vector<Response> responses, int64_t threshold);
+// The same over responses read in place (the response cache's, on the fast path): a group
+// copies its first response and only the name and count of the others, not every response
+// whole. contributors >= 0 replaces every response's own (ranks that have joined).
+std::vector<Response> FuseCachedResponses(const std::vector<const Response*>& responses,
+                                          int64_t threshold, int32_t contributors = -1);
 
 // Copies each entry's input (num_elements[i] elements of dtype) into `buf`, one after the other.
 // widen: the elements go in as int64 (an integer Average reduces in int64; AveragesWidened).

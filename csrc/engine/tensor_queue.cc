@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <string_view>
-#include <unordered_set>
 
 namespace hvd {
 
@@ -11,22 +9,27 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (closed_) return closed_status_;
-    std::unordered_set<std::string_view> group;  // a large group checked in linear time
-    group.reserve(entries.size());
-    for (const auto& e : entries) {
-      const auto& name = e.request.name;
-      if (table_.count(name) > 0 || !group.insert(name).second)
+    // Each entry goes straight into the table: a name already there (in flight, or earlier in
+    // this group) takes back the ones this call put in and rejects the whole call. One lookup
+    // per name, where a separate check took three.
+    const int64_t now = NowMicros();
+    std::vector<TensorEntry*> added;
+    added.reserve(entries.size());
+    for (auto& e : entries) {
+      e.enqueued_us = now;
+      auto [it, inserted] = table_.try_emplace(e.request.name);
+      if (!inserted) {
+        const std::string name = e.request.name;
+        for (TensorEntry* a : added) table_.erase(a->request.name);
         return Status::InvalidArgument("tensor name '" + name +
                                        "' is already in flight on this rank; names of "
                                        "concurrent ops must be unique");
+      }
+      it->second = std::move(e);
+      added.push_back(&it->second);  // elements stay put when the table rehashes
     }
-    int64_t now = NowMicros();
-    for (auto& e : entries) {
-      e.enqueued_us = now;
-      new_requests_.push_back(e.request);
-      std::string name = e.request.name;
-      table_.emplace(std::move(name), std::move(e));
-    }
+    new_requests_.reserve(new_requests_.size() + added.size());
+    for (TensorEntry* a : added) new_requests_.push_back(a->request);
     wake_ = true;
     wake_hint_.store(true, std::memory_order_release);
   }

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 import horovod.numpy as hvd
+from horovod.common import basics as _b
 from tests.support.scenario import expect_error
 
 
@@ -119,6 +120,25 @@ def sc_mismatch():
         f"mm/dup/{r}",
         "already in flight",
     )
+    # Ops queued in one call are all or nothing: a call naming an op in flight, or one name
+    # twice, is refused whole and leaves none of its ops behind (the names work afterwards).
+    lib = _b._lib()
+    expect_error(
+        lambda: lib.enqueue(
+            0, ["mm/new", f"mm/dup/{r}"], [np.ones(2)] * 2, None, 0, 0, 1.0, 1.0, []
+        ),
+        ValueError,
+        f"mm/dup/{r}",
+        "already in flight",
+    )
+    expect_error(
+        lambda: lib.enqueue(0, ["mm/twice"] * 2, [np.ones(2)] * 2, None, 0, 0, 1.0, 1.0, []),
+        ValueError,
+        "mm/twice",
+        "already in flight",
+    )
+    assert (hvd.allreduce(np.ones(2), op=hvd.Sum, name="mm/new") == n).all()
+    assert (hvd.allreduce(np.ones(2), op=hvd.Sum, name="mm/twice") == n).all()
     hvd.allreduce(np.ones(1), name="mm/dup/checked")
     others = [hvd.allreduce_async(np.ones(2), name=f"mm/dup/{q}") for q in range(n) if q != r]
     for h in [mine] + others:

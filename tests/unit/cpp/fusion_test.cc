@@ -111,6 +111,33 @@ TEST(FuseResponses, TheSameListFusesTheSameWayEveryTime) {
   EXPECT_EQ(NamesOf(FuseResponses(in, 64)), NamesOf(FuseResponses(in, 64)));
 }
 
+TEST(FuseResponses, ReadInPlaceTheCacheFusesAsTheCopiesDoAndLeavesItsInputsAlone) {
+  std::vector<Response> in;
+  for (int i = 0; i < 40; ++i)
+    in.push_back(Allreduce("a/long/name/of/a/gradient/" + std::to_string(i), 1 + (i * 5) % 11,
+                           i % 4 ? DataType::FLOAT32 : DataType::FLOAT64));
+  in[7].type = OpType::BROADCAST;
+  in[12].error = "failed";
+  const std::vector<Response> before = in;
+  std::vector<const Response*> ptrs;
+  for (const auto& r : in) ptrs.push_back(&r);
+  for (int64_t threshold : {0, 16, 64, 1 << 20}) {
+    const auto by_pointer = FuseCachedResponses(ptrs, threshold);
+    const auto by_value = FuseResponses(in, threshold);
+    EXPECT_EQ(NamesOf(by_pointer), NamesOf(by_value)) << threshold;
+    ASSERT_EQ(by_pointer.size(), by_value.size());
+    for (size_t i = 0; i < by_value.size(); ++i) {
+      EXPECT_EQ(by_pointer[i].num_elements, by_value[i].num_elements);
+      EXPECT_EQ(by_pointer[i].spec(), by_value[i].spec());
+      EXPECT_EQ(by_pointer[i].error, by_value[i].error);
+    }
+  }
+  EXPECT_EQ(NamesOf(in), NamesOf(before));  // nothing moved out of the cache's responses
+  // Ranks that have joined: every response gets the count of the others, fused or not.
+  for (const auto& r : FuseCachedResponses(ptrs, 64, 3)) EXPECT_EQ(r.contributors, 3);
+  for (const auto& r : FuseCachedResponses(ptrs, 0, 2)) EXPECT_EQ(r.contributors, 2);
+}
+
 // Entries whose inputs and outputs live in `storage`.
 struct Tensors {
   std::vector<std::vector<char>> in, out;
