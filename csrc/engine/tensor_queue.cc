@@ -18,17 +18,18 @@ Status TensorQueue::Add(std::vector<TensorEntry> entries) {
     for (auto& e : entries) {
       e.enqueued_us = now;
       auto [it, inserted] = table_.try_emplace(e.request.name);
-      if (!inserted) {
-        const std::string name = e.request.name;
-        for (TensorEntry* a : added) table_.erase(a->request.name);
-        return Status::InvalidArgument("tensor name '" + name +
+      if (!inserted) {  // e was not moved from
+        for (TensorEntry* a : added) {
+          const std::string key = a->request.name;  // not a reference into the erased node
+          table_.erase(key);
+        }
+        return Status::InvalidArgument("tensor name '" + e.request.name +
                                        "' is already in flight on this rank; names of "
                                        "concurrent ops must be unique");
       }
       it->second = std::move(e);
       added.push_back(&it->second);  // elements stay put when the table rehashes
     }
-    new_requests_.reserve(new_requests_.size() + added.size());
     for (TensorEntry* a : added) new_requests_.push_back(a->request);
     wake_ = true;
     wake_hint_.store(true, std::memory_order_release);

@@ -279,7 +279,9 @@ py::list Wait(int64_t id, double timeout_s) {
       hvd::CpuRelax();
   }
   auto start = std::chrono::steady_clock::now();
-  while (true) {
+  // Done within the spin (a small op's usual case): no second release of the GIL, no lock.
+  // finished is stored after the last done() wrote status, and read here with acquire.
+  while (!h->finished.load(std::memory_order_acquire)) {
     bool done;
     {
       py::gil_scoped_release nogil;

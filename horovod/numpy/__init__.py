@@ -365,6 +365,33 @@ def _like(name, t, out):
     return out
 
 
+def _plain_args(op, prescale, postscale):
+    """An op and factors that need no check or conversion (what _submit would find)."""
+    return type(prescale) is float and type(postscale) is float and op in _b.REDUCE_OPS
+
+
+def _allreduce_now(names, tensors, outs, op, prescale, postscale, group, process_set):
+    """The blocking allreduce of plain arrays (_plain, _plain_args): one call into the binding,
+    which queues the op and waits, and no handle. On one rank a 4 KiB op took 8-10 us through
+    the handle's path, 5.4 us so (docs/benchmarks.md). Returns each tensor's output."""
+    results = _b._lib().enqueue_wait(
+        _ALLREDUCE,
+        names,
+        tensors,
+        outs,
+        int(op),
+        0,
+        prescale,
+        postscale,
+        _NO_SPLITS,
+        -1,
+        "",
+        group,
+        _process_set_id(process_set),
+    )
+    return [r[0] for r in results]
+
+
 def allreduce_async(
     tensor,
     op=Average,
@@ -405,30 +432,13 @@ def allreduce(
         type(tensor) is np.ndarray
         and (out is None or type(out) is np.ndarray)
         and tensor.dtype.isnative
-        and type(prescale_factor) is float
-        and type(postscale_factor) is float
-        and op in _b.REDUCE_OPS
+        and _plain_args(op, prescale_factor, postscale_factor)
     ):
-        # Nothing to check or convert (what _submit would find): one call into the binding,
-        # which queues the op and waits; no handle. On one rank a 4 KiB op took 8-10 us
-        # through the handle's path, 5.4 us so (docs/benchmarks.md).
         name = _name(_ALLREDUCE, name, process_set)
-        ps = _process_set_id(process_set)
-        return _b._lib().enqueue_wait(
-            _ALLREDUCE,
-            [name],
-            [tensor],
-            None if out is None else [out],
-            int(op),
-            0,
-            prescale_factor,
-            postscale_factor,
-            _NO_SPLITS,
-            -1,
-            "",
-            "",
-            ps,
-        )[0][0]
+        outs = None if out is None else [out]
+        return _allreduce_now(
+            [name], [tensor], outs, op, prescale_factor, postscale_factor, "", process_set
+        )[0]
     return synchronize(
         allreduce_async(tensor, op, name, prescale_factor, postscale_factor, out, process_set)
     )
@@ -477,29 +487,14 @@ def grouped_allreduce(
     tensors = list(tensors)
     if (
         tensors
-        and type(prescale_factor) is float
-        and type(postscale_factor) is float
-        and op in _b.REDUCE_OPS
+        and _plain_args(op, prescale_factor, postscale_factor)
         and _plain(tensors, None) is not None
     ):
-        # As allreduce: nothing to check or convert, one call that queues the group and waits.
         base = _name(_ALLREDUCE, name, process_set)
-        results = _b._lib().enqueue_wait(
-            _ALLREDUCE,
-            _group_names(base, len(tensors)),
-            tensors,
-            None,
-            int(op),
-            0,
-            prescale_factor,
-            postscale_factor,
-            _NO_SPLITS,
-            -1,
-            "",
-            base,
-            _process_set_id(process_set),
+        names = _group_names(base, len(tensors))
+        return _allreduce_now(
+            names, tensors, None, op, prescale_factor, postscale_factor, base, process_set
         )
-        return [r[0] for r in results]
     return synchronize(
         grouped_allreduce_async(tensors, op, name, prescale_factor, postscale_factor, process_set)
     )

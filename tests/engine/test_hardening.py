@@ -145,11 +145,14 @@ def test_stopped_idle_rank_is_named(world):
 def test_grouped_allreduce_scales_linearly():
     # A complexity check, not a timing target: twice the tensors must cost about twice the time
     # (before: 20k -> 40k tensors took 3.6x, 40k -> 100k 16x). Same run, same machine.
+    # The faster of two runs of each: a busy moment on a shared two-core machine once made one
+    # run 1.4x slower (6.6 against 6.5, with other jobs beside it; 4.2-5.8 alone).
     def seconds(count):
         out, _ = ENGINE.run_ok(2, "many_tensors", str(count), timeout=180)
         return max(float(t) for t in re.findall(r"ELAPSED rank=\d+ step=0 ([\d.]+)", out))
 
-    small, large = seconds(25000), seconds(100000)
+    small = min(seconds(25000), seconds(25000))
+    large = min(seconds(100000), seconds(100000))
     assert large / small < 6.5, f"25k tensors {small:.2f} s, 100k {large:.2f} s: not linear"
 
 
