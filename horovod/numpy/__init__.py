@@ -428,14 +428,9 @@ def allreduce(
     may be a preallocated array, or `tensor` itself for an in-place reduction. Adasum (floating
     dtypes, a power-of-two number of ranks) returns its combination as it is: no division.
     With `process_set`, among its ranks only (every op takes it)."""
-    if (
-        type(tensor) is np.ndarray
-        and (out is None or type(out) is np.ndarray)
-        and tensor.dtype.isnative
-        and _plain_args(op, prescale_factor, postscale_factor)
-    ):
+    outs = None if out is None else [out]
+    if _plain_args(op, prescale_factor, postscale_factor) and _plain([tensor], outs) is not None:
         name = _name(_ALLREDUCE, name, process_set)
-        outs = None if out is None else [out]
         return _allreduce_now(
             [name], [tensor], outs, op, prescale_factor, postscale_factor, "", process_set
         )[0]
