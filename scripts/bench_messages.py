@@ -11,9 +11,9 @@ Usage: mpirun -np 2 python bench_messages.py [--pieces K] [--kib P]
 """
 
 import argparse
-import time
 
 import numpy as np
+from bench_timing import per_op_us
 from mpi4py import MPI
 
 ap = argparse.ArgumentParser()
@@ -70,20 +70,10 @@ def one():
     MPI.Request.Waitall([recv, comm.Isend([send_buf, MPI.BYTE], dest=right, tag=4)])
 
 
-def median_us(fn, iters=200):
-    for _ in range(10):
-        fn()
-    times = []
-    for _ in range(iters):
-        comm.Barrier()
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[iters // 2] * 1e6
-
-
 for _ in range(args.rounds):
-    res = {f.__name__: median_us(f) for f in (pieces, packed, dtype, one)}
+    res = {
+        f.__name__: per_op_us(f, n=200, warm=10, sync=True) for f in (pieces, packed, dtype, one)
+    }
     if comm.rank == 0:
         print(
             f"{K} x {args.kib} KiB each way: "

@@ -16,13 +16,15 @@ def say(*a):
         print(*a, flush=True)
 
 
-def per_op_us(fn, n=2000, warm=200, quantile=0.5):
+def per_op_us(fn, n=2000, warm=200, quantile=0.5, sync=False):
     """This rank's `quantile` (the median by default) of n single calls of fn, in microseconds,
-    after `warm` untimed ones."""
+    after `warm` untimed ones. sync: every rank starts each call together (a barrier, untimed)."""
     for _ in range(warm):
         fn()
     ts = []
     for _ in range(n):
+        if sync:
+            COMM.Barrier()
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
