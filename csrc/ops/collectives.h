@@ -21,16 +21,17 @@ struct Segments {
 // (a row of a reducescatter) and differ by at most one granule, the first ones larger.
 Segments EvenSegments(size_t count, int n, size_t granule = 1);
 
-// Two chunk-sized receive buffers that the ring alternates between; persistent and
-// huge-page advised so that steady-state steps never page-fault.
+// Chunk-sized buffers the ring alternates between (0 and 1: receives; 2 and 3: packed sends);
+// persistent and huge-page advised so that steady-state steps never page-fault.
 class RingScratch {
  public:
+  static constexpr int kBuffers = 4;
   ~RingScratch();
   void* Get(int which, size_t bytes);
 
  private:
-  void* buf_[2] = {nullptr, nullptr};
-  size_t size_[2] = {0, 0};
+  void* buf_[kBuffers] = {};
+  size_t size_[kBuffers] = {};
 };
 
 // Where a rank whose output allocation failed still receives, so that its peers never block.

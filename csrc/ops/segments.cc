@@ -54,8 +54,7 @@ void* AlignedAlloc(size_t bytes) {
 void AlignedFree(void* p) { std::free(p); }
 
 RingScratch::~RingScratch() {
-  AlignedFree(buf_[0]);
-  AlignedFree(buf_[1]);
+  for (void* b : buf_) AlignedFree(b);
 }
 
 void* RingScratch::Get(int which, size_t bytes) {

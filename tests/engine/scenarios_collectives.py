@@ -182,6 +182,40 @@ def sc_fused_over_tensors():
     before = [x.copy() for x in xs]
     hvd.grouped_allreduce(xs, op=hvd.Sum, name="pieces/inputs")
     assert all((a == b).all() for a, b in zip(xs, before)), "the inputs were written"
+    # Pieces back to back in memory on every rank travel as one message (the ranks agree per
+    # response), inputs that are not as one packed message per chunk: inputs and outputs as
+    # views of one array or as arrays of their own, alike on every rank or only on rank 0. The
+    # sizes (float32, >= 16 KiB each) put chunk and segment boundaries inside tensors.
+    dt, sizes = np.dtype(np.float32), [4100, 8192, 300001, 5000, 12288, 70001]
+
+    def laid(arrays, joint):
+        if not joint:
+            return [a.copy() for a in arrays]
+        block = np.concatenate(arrays)
+        return list(np.split(block, np.cumsum([a.size for a in arrays])[:-1]))
+
+    for case, (src_joint, dst_joint) in enumerate(
+        [(True, True), (r == 0, True), (True, r == 0), (r == 0, r == 0), (False, False)]
+    ):
+        names = [f"pieces/runs/{case}.{i}" for i in range(len(sizes))]
+        xs = laid([make(r, (m,), dt, salt=i) for i, m in enumerate(sizes)], src_joint)
+        outs = laid([np.zeros(m, dt) for m in sizes], dst_joint)
+        before = [x.copy() for x in xs]
+        hvd.synchronize(
+            hvd._submit(
+                hvd._ALLREDUCE,
+                names,
+                xs,
+                outs,
+                hvd.Sum,
+                group=f"pieces/runs/{case}",
+                process_set=hvd.global_process_set,
+            )
+        )
+        for i, (m, got) in enumerate(zip(sizes, outs)):
+            want = reference([make(q, (m,), dt, salt=i) for q in range(n)], "sum", dt)
+            check(got, want, dt, f"runs case {case} tensor {i}")
+        assert all((a == b).all() for a, b in zip(xs, before)), f"runs case {case}: inputs written"
 
 
 def sc_grouped():
