@@ -79,7 +79,7 @@ void RingAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp o
 void RingReduceScatterPieces(const TensorPieces& tensors, const Segments& seg, DataType dtype,
                              ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
 void RingAllgatherPieces(const TensorPieces& tensors, const Segments& seg, size_t elem_size,
-                         MPI_Comm comm);
+                         size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
 TensorPieces SliceOfOutputs(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
 TensorPieces OneTensor(const void* src, void* dst, size_t count);
 // hierarchical.cc: the same results as RingAllreduce / Allgather over the communicator whose

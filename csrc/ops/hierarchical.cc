@@ -49,7 +49,7 @@ void HierarchicalAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp
   } else if (finish) {
     for (size_t i = 0; i < mine.count.size(); ++i) finish(mine.dst[i], mine.count[i]);
   }
-  RingAllgatherPieces(t, seg, esize, local);
+  RingAllgatherPieces(t, seg, esize, chunk_bytes, scratch, local);
 }
 
 void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
