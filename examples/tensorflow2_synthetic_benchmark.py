@@ -6,6 +6,9 @@ in the shape of upstream's tensorflow2_synthetic_benchmark.py, for CPUs: images 
 
 --no-horovod-comm runs the same processes and the same work without reducing gradients (each
 rank trains alone), so the difference to a normal run is Horovod's communication overhead.
+--compare-no-comm measures both in one run, interleaved, and splits the overhead: a third block
+has the ranks wait for each other once per step without moving gradients, which is what any
+synchronous step pays where step times vary from rank to rank.
 
 Output (rank 0), as upstream: one "Iter #i: X img/sec per CPU" line per iteration, then
 "Img/sec per CPU: mean +-c" and "Total img/sec on N CPU(s): total +-c". As upstream, c is
@@ -60,8 +63,9 @@ def parse_args():
     p.add_argument(
         "--compare-no-comm",
         action="store_true",
-        help="each iteration times a block with communication, then one without, in "
-        "the same processes: prints the communication overhead of each pair",
+        help="each iteration times a block with communication, one with a barrier per step "
+        "(one tiny allreduce after the gradients) and one without, in the same processes: "
+        "prints the communication overhead and how much of it is waiting for the slowest rank",
     )
     p.add_argument(
         "--no-cuda",
@@ -104,7 +108,7 @@ def main():
         [args.batch_size, 1], minval=0, maxval=args.num_classes, dtype=tf.int64
     )
 
-    def make_step(comm):
+    def make_step(comm, barrier=False):
         @tf.function
         def step(first_batch):
             with tf.GradientTape() as tape:
@@ -113,6 +117,11 @@ def main():
                 # Horovod: average the gradients across ranks.
                 tape = hvd.DistributedGradientTape(tape, compression=compression)
             grads = tape.gradient(loss, model.trainable_variables)
+            if barrier:
+                # The ranks wait for each other where the gradients would be reduced: after the
+                # first layer's gradient, the last one backpropagation computes.
+                token = hvd.allreduce(tf.reduce_sum(grads[0]), name="step.barrier")
+                grads[0] += 0.0 * token
             opt.apply_gradients(zip(grads, model.trainable_variables))
             # Horovod: start from rank 0's state (after the first step, when the slots exist).
             if first_batch:
@@ -140,7 +149,7 @@ def main():
     timeit.timeit(lambda: benchmark_step(first_batch=False), number=args.num_warmup_batches)
 
     if args.compare_no_comm:
-        compare(args, benchmark_step, make_step(False), log)
+        compare(args, benchmark_step, make_step(False, barrier=True), make_step(False), log)
         return
 
     log("Running benchmark...")
@@ -163,37 +172,51 @@ def main():
     )
 
 
-def compare(args, with_comm, without_comm, log):
-    """Interleaved blocks (a noisy moment on a shared machine hits both alike): the overhead of
-    communication is 1 - (img/sec with) / (img/sec without), per pair, over every rank."""
-    timeit.timeit(lambda: without_comm(first_batch=False), number=args.num_warmup_batches)
-    pairs = []
-    log("Running benchmark (with / without gradient communication, interleaved)...")
+def compare(args, with_comm, barrier_only, without_comm, log):
+    """Interleaved blocks (a noisy moment on a shared machine hits all alike): the overhead of
+    communication is 1 - (img/sec with) / (img/sec without), per iteration, over every rank. A
+    block with a barrier per step and no gradients splits it: waiting for the slowest rank
+    (1 - barrier / without; what any synchronous step pays where step times vary) and moving the
+    gradients (1 - with / barrier)."""
+    for step in (barrier_only, without_comm):
+        timeit.timeit(lambda s=step: s(first_batch=False), number=args.num_warmup_batches)
+    rows = []
+    log("Running benchmark (with / a barrier per step / without communication, interleaved)...")
+    imgs = args.batch_size * args.num_batches_per_iter
     for i in range(args.num_iters):
-        t_with = timeit.timeit(
-            lambda: with_comm(first_batch=False), number=args.num_batches_per_iter
+        row = []
+        for step in (with_comm, barrier_only, without_comm):
+            # Start each block together, as the block with communication does.
+            hvd.allreduce(tf.constant(0.0), name="compare.barrier")
+            t = timeit.timeit(lambda s=step: s(first_batch=False), number=args.num_batches_per_iter)
+            row.append(imgs / t)
+        rows.append(row)
+        log(
+            f"Iter #{i}: {row[0]:.1f} img/sec per CPU with, {row[1]:.1f} barrier only, "
+            f"{row[2]:.1f} without"
         )
-        # Start the block without communication together, as the block with it did.
-        hvd.allreduce(tf.constant(0.0), name="compare.barrier")
-        t_without = timeit.timeit(
-            lambda: without_comm(first_batch=False), number=args.num_batches_per_iter
-        )
-        hvd.allreduce(tf.constant(0.0), name="compare.barrier")
-        imgs = args.batch_size * args.num_batches_per_iter
-        pairs.append((imgs / t_with, imgs / t_without))
-        log(f"Iter #{i}: {pairs[-1][0]:.1f} img/sec per CPU with, {pairs[-1][1]:.1f} without")
-    per_rank = hvd.allgather(tf.constant([pairs], tf.float64), name="pairs").numpy()
-    with_, without = per_rank[..., 0].ravel(), per_rank[..., 1].ravel()
+    per_rank = hvd.allgather(tf.constant([rows], tf.float64), name="rows").numpy()
+    with_, barrier, without = (per_rank[..., j].ravel() for j in range(3))
     overhead = 1 - with_ / without
+
+    def pct(x):
+        return f"{100 * np.median(x):.1f} %"
+
     log(
         f"Img/sec per CPU: {with_.mean():.1f} +-{1.96 * with_.std():.1f} with communication, "
+        f"{barrier.mean():.1f} +-{1.96 * barrier.std():.1f} with a barrier per step only, "
         f"{without.mean():.1f} +-{1.96 * without.std():.1f} without"
     )
     log(
-        f"Communication overhead: {100 * np.median(overhead):.1f} % median of "
+        f"Communication overhead: {pct(overhead)} median of "
         f"{overhead.size} pairs ({100 * overhead.mean():.1f} % mean, +-"
         f"{196 * overhead.std() / np.sqrt(overhead.size):.1f} %); scaling efficiency "
         f"{100 * (1 - np.median(overhead)):.1f} %"
+    )
+    log(
+        f"  of which waiting for the slowest rank (a barrier per step): "
+        f"{pct(1 - barrier / without)}; moving the gradients (with against a barrier per step): "
+        f"{pct(1 - with_ / barrier)}"
     )
 
 

@@ -276,12 +276,14 @@ int64_t ChooseSpin(int64_t want, int ranks_on_machine) {
 }
 
 // The wait before the next round. A rank with nothing in flight needs no round until its own
-// next op wakes it (the others cannot finish an op without it), so once it has been idle a
-// while it joins the others' rounds less often: idle rounds at the cycle time cost 7 % of a core
-// (measured on 16 quiet cores, 1 ms cycle). What still needs rounds without work of its own
-// (shutdown, process set changes, the stall inspector) waits at most kIdleWaitUs more. A joined
-// rank has its join in flight, so it never slows.
-constexpr int kIdleRoundsBeforeSlowing = 20;
+// next op wakes it (the others cannot finish an op without it), so after two idle rounds it
+// joins the others' rounds less often. Idle rounds at the cycle time cost 7 % of a core
+// (measured on 16 quiet cores, 1 ms cycle), and while the model computes, each one wakes the
+// engine on the core the computation runs on: twenty of them per training step cost the
+// synthetic benchmark ~4 points of its overhead on 2 cores (docs/benchmarks.md). What still
+// needs rounds without work of its own (shutdown, process set changes, the stall inspector)
+// waits at most kIdleWaitUs more. A joined rank has its join in flight, so it never slows.
+constexpr int kIdleRoundsBeforeSlowing = 2;
 constexpr int64_t kIdleWaitUs = 20000;
 int64_t IdleWait(int64_t cycle_us, int idle_rounds) {
   return idle_rounds < kIdleRoundsBeforeSlowing ? cycle_us : std::max(cycle_us, kIdleWaitUs);
