@@ -16,12 +16,13 @@ const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE",          "DIRECT_ALLR
                                           "RING_ALLREDUCE",         "ADASUM_ALLREDUCE",
                                           "HIERARCHICAL_ALLREDUCE", "EAGER_ALLREDUCE"};
 
-// A fused ring runs over the tensors themselves (one message per piece) for tensors of at least
-// this many bytes; smaller ones are packed into the fusion buffer, which travels as one more
-// piece: a message costs more than copying a small tensor in and out (~1-2 us against 16 KiB at
-// ~10 GB/s twice), and 100k tiny tensors would be 100k messages per ring step (measured: 100k
-// one-element tensors 9x the time of 25k). A model's step mixes both (convolution kernels and
-// the many small biases and norm parameters), so each tensor is decided on its own.
+// A fused ring runs over the tensors themselves for tensors of at least this many bytes;
+// smaller ones are packed into the fusion buffer, which travels as one more piece. The ring
+// sends one message per chunk either way (ops/ring_allreduce.cc), copying the chunks that span
+// tensors through scratch; packing the small ones once costs 2 B of copies against up to
+// 3(n-1)/n B for chunks of scattered pieces at n ranks, and 100k one-element tensors would be
+// 100k pieces to walk per chunk. A model's step mixes both (convolution kernels and the many
+// small biases and norm parameters), so each tensor is decided on its own.
 constexpr size_t kMinPieceBytes = 16 << 10;
 
 // Whether a hierarchical collective runs under `knob` ("auto", "1" or "0"), and why (not).

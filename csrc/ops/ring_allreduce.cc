@@ -23,12 +23,13 @@
 //   gather: received straight into the outputs where they lie back to back, else into scratch
 //           and copied out.
 // Each rank decides the copies from its own addresses alone: the message is the same either
-// way, so no rank needs another's layout. The copies cost at most what a fusion buffer's
-// packing and unpacking cost (2 B of memcpy for B bytes), in chunks still in cache, and usually
-// less (none for one block of outputs but the first step's chunks of separate inputs). A message
-// per tensor instead costs ~4 us per 40 KiB tensor on shared memory, more than copying it
-// (100 x 40 KiB: 1.9-2.3x one 4000 KiB tensor with a message per tensor, 1.05x with one per
-// chunk; an MPI datatype listing the pieces was 2.6x: docs/benchmarks.md).
+// way, so no rank needs another's layout. Copies: none for chunks inside one tensor or one
+// block of outputs; where every tensor is scattered, each chunk is packed when sent and
+// unpacked once in the allgather, 3(n-1)/n B in all against a fusion buffer's 2 B, but chunk
+// by chunk while in cache. A message per tensor instead costs ~4 us per 40 KiB tensor on shared
+// memory, more than copying it (100 x 40 KiB: 1.9-2.3x one 4000 KiB tensor with a message per
+// tensor, 1.0-1.1x with one per chunk; an MPI datatype listing the pieces was 2.6x:
+// docs/benchmarks.md).
 #include <algorithm>
 #include <climits>
 #include <cstring>
