@@ -6,6 +6,9 @@ mpirun -np N python bench_grouped.py            # one line:
 mpirun -np N python bench_grouped.py --outputs  # the same group through the binding, with
   the same output arrays every call ('same'), new NumPy arrays every call ('fresh'), and
   one 4000 KiB tensor ('whole'), interleaved: what fresh outputs cost
+mpirun -np N python bench_grouped.py --layouts  # 100 x 40 KiB grouped from separate arrays
+  ('sep') and from views of one array ('views'), and one 4000 KiB tensor ('whole'): what
+  inputs that do not lie back to back cost the ring (its chunks are packed through scratch)
 mpirun -np N python bench_grouped.py --model MobileNetV2   # a model's gradients: the float32
   shapes of a keras.applications model's trainable variables (32x32 images, 1000 classes, as
   the synthetic benchmark builds it) grouped, against one tensor of the same total
@@ -80,6 +83,21 @@ def outputs():
         print({k: round(statistics.median(v[50:]) * 1e6) for k, v in samples.items()}, flush=True)
 
 
+def layouts():
+    block = np.ones(100 * 10 * ELEMS_4K, np.float32)
+    views = np.split(block, 100)
+    sep = [np.ones(10 * ELEMS_4K, np.float32) for _ in range(100)]
+    whole = np.ones(100 * 10 * ELEMS_4K, np.float32)
+    out = np.empty_like(whole)
+    r = {
+        "views": median_us(lambda: hvd.grouped_allreduce(views, op=hvd.Sum, name="v")),
+        "sep": median_us(lambda: hvd.grouped_allreduce(sep, op=hvd.Sum, name="s")),
+        "whole": median_us(lambda: hvd.allreduce(whole, op=hvd.Sum, name="w", out=out)),
+    }
+    if hvd.rank() == 0:
+        print({k: round(v) for k, v in r.items()}, flush=True)
+
+
 def model_sizes(name):
     """The element counts of the model's trainable variables: from Keras where it is installed
     (and kept in model_sizes/NAME.txt), else from that file (a GPU machine without TensorFlow)."""
@@ -125,6 +143,8 @@ if __name__ == "__main__":
         model(sys.argv[sys.argv.index("--model") + 1])
     elif "--outputs" in sys.argv:
         outputs()
+    elif "--layouts" in sys.argv:
+        layouts()
     else:
         frontend()
     hvd.shutdown()
