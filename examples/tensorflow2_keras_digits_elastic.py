@@ -14,6 +14,7 @@ newest commit, so training picks up where it was, on the new number of ranks.
 import argparse
 import hashlib
 import os
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -33,6 +34,15 @@ def load_data(seed=0):
     return x[order], y[order]
 
 
+class Pause(keras.callbacks.Callback):
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(self.seconds)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=10)
@@ -40,6 +50,12 @@ def main():
     parser.add_argument("--lr", type=float, default=0.02, help="learning rate on one rank")
     parser.add_argument("--batches-per-commit", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--batch-sleep-ms",
+        type=float,
+        default=0,
+        help="sleep after every batch: lets a demo or test add or remove workers while it runs",
+    )
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
@@ -95,7 +111,8 @@ def main():
                 hvd.elastic.UpdateBatchStateCallback(state),
                 hvd.elastic.UpdateEpochStateCallback(state),
                 hvd.elastic.CommitStateCallback(state, batches_per_commit=args.batches_per_commit),
-            ],
+            ]
+            + ([Pause(args.batch_sleep_ms / 1000)] if args.batch_sleep_ms > 0 else []),
         )
 
     train(state)

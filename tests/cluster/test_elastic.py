@@ -15,7 +15,10 @@ EPOCHS = 30
 ELASTIC = (
     "horovodrun --min-np 2 --max-np 3 "
     "--host-discovery-script 'python -m horovod.runner.cluster --discover' "
-    f"python /opt/horovod/examples/tensorflow2_keras_digits_elastic.py --epochs {EPOCHS}"
+    f"python /opt/horovod/examples/tensorflow2_keras_digits_elastic.py --epochs {EPOCHS} "
+    # At least 0.5 s an epoch: the job must outlast a worker's start and discovery (~5 s) however
+    # fast the engine gets (30 epochs took 3 s in all once idle rounds were rarer).
+    "--batch-sleep-ms 20"
 )
 
 
