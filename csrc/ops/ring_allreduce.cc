@@ -151,13 +151,42 @@ void SendChunk(const Layout& l, size_t off, size_t n, bool src, char* pack, size
   Post(MPI_Isend, p, n * esize, peer, tag, comm, reqs);
 }
 
-// The reduce-scatter over the layout's pieces (n > 1 ranks).
-void ReduceScatterOver(const Layout& l, const TensorPieces& t, const Segments& seg, DataType dtype,
-                       ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
+}  // namespace
+
+TensorPieces OneTensor(const void* src, void* dst, size_t count) {
+  TensorPieces t;
+  t.src.push_back(src);
+  t.dst.push_back(dst);
+  t.count.push_back(count);
+  return t;
+}
+
+TensorPieces SliceOfOutputs(const TensorPieces& t, size_t off, size_t n, size_t esize) {
+  TensorPieces out;
+  Layout(t, esize).ForEach(off, n, [&](size_t i, size_t in, size_t take) {
+    char* p = static_cast<char*>(t.dst[i]) + in * esize;
+    out.src.push_back(p);
+    out.dst.push_back(p);
+    out.count.push_back(take);
+  });
+  return out;
+}
+
+void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataType dtype,
+                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   const size_t esize = DataTypeSize(dtype);
+  const Layout l(t, esize);
+  if (n == 1) {  // nothing to reduce: the output is the input
+    l.ForEach(0, l.total(), [&](size_t i, size_t in, size_t take) {
+      if (t.src[i] != t.dst[i])
+        CopyWithProgress(static_cast<char*>(t.dst[i]) + in * esize,
+                         static_cast<const char*>(t.src[i]) + in * esize, take * esize);
+    });
+    return;
+  }
   const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
   std::vector<std::vector<MPI_Request>> sends;
@@ -209,13 +238,15 @@ void ReduceScatterOver(const Layout& l, const TensorPieces& t, const Segments& s
   }
 }
 
-// The allgather over the layout's outputs (n > 1 ranks). One tensor moves a whole segment per
-// message; several move it in chunks, through scratch where they do not lie back to back.
-void AllgatherOver(const Layout& l, const Segments& seg, size_t esize, size_t chunk_bytes,
-                   RingScratch* scratch, MPI_Comm comm) {
+// One tensor moves a whole segment per message; several move it in chunks, through scratch
+// where they do not lie back to back.
+void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esize,
+                         size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
+  if (n == 1) return;
+  const Layout l(t, esize);
   const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   const size_t chunk =
       l.pieces() == 1 ? std::max<size_t>(1, l.total()) : std::max<size_t>(1, chunk_bytes / esize);
@@ -266,79 +297,21 @@ void AllgatherOver(const Layout& l, const Segments& seg, size_t esize, size_t ch
   }
 }
 
-int Size(MPI_Comm comm) {
-  int n;
-  MPI_Comm_size(comm, &n);
-  return n;
-}
-
-}  // namespace
-
-TensorPieces OneTensor(const void* src, void* dst, size_t count) {
-  TensorPieces t;
-  t.src.push_back(src);
-  t.dst.push_back(dst);
-  t.count.push_back(count);
-  return t;
-}
-
-TensorPieces SliceOfOutputs(const TensorPieces& t, size_t off, size_t n, size_t esize) {
-  TensorPieces out;
-  Layout(t, esize).ForEach(off, n, [&](size_t i, size_t in, size_t take) {
-    char* p = static_cast<char*>(t.dst[i]) + in * esize;
-    out.src.push_back(p);
-    out.dst.push_back(p);
-    out.count.push_back(take);
-  });
-  return out;
-}
-
-void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataType dtype,
-                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
-  const size_t esize = DataTypeSize(dtype);
-  if (Size(comm) == 1) {  // nothing to reduce: the output is the input
-    const Layout l(t, esize);
-    l.ForEach(0, l.total(), [&](size_t i, size_t in, size_t take) {
-      if (t.src[i] != t.dst[i])
-        CopyWithProgress(static_cast<char*>(t.dst[i]) + in * esize,
-                         static_cast<const char*>(t.src[i]) + in * esize, take * esize);
-    });
-    return;
-  }
-  ReduceScatterOver(Layout(t, esize), t, seg, dtype, op, chunk_bytes, scratch, comm);
-}
-
-void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esize,
-                         size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
-  if (Size(comm) == 1) return;
-  AllgatherOver(Layout(t, esize), seg, esize, chunk_bytes, scratch, comm);
-}
-
 void RingAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op, size_t chunk_bytes,
                          RingScratch* scratch, MPI_Comm comm, const SegmentFn& finish) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   const size_t esize = DataTypeSize(dtype);
-  size_t total = 0;
-  for (size_t c : t.count) total += c;
-  if (total == 0) return;
-  const Segments seg = EvenSegments(total, n);
-  auto finish_segment = [&](const Layout& l) {
-    if (finish)
-      l.ForEach(seg.offset[rank], seg.count[rank], [&](size_t i, size_t in, size_t take) {
-        finish(static_cast<char*>(t.dst[i]) + in * esize, take);
-      });
-  };
-  if (n == 1) {  // the copy to the outputs, where they differ from the inputs
-    RingReduceScatterPieces(t, seg, dtype, op, chunk_bytes, scratch, comm);
-    finish_segment(Layout(t, esize));
-    return;
-  }
   const Layout l(t, esize);
-  ReduceScatterOver(l, t, seg, dtype, op, chunk_bytes, scratch, comm);
-  finish_segment(l);
-  AllgatherOver(l, seg, esize, chunk_bytes, scratch, comm);
+  if (l.total() == 0) return;
+  const Segments seg = EvenSegments(l.total(), n);
+  RingReduceScatterPieces(t, seg, dtype, op, chunk_bytes, scratch, comm);
+  if (finish)
+    l.ForEach(seg.offset[rank], seg.count[rank], [&](size_t i, size_t in, size_t take) {
+      finish(static_cast<char*>(t.dst[i]) + in * esize, take);
+    });
+  RingAllgatherPieces(t, seg, esize, chunk_bytes, scratch, comm);
 }
 
 void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, const Segments& seg,
