@@ -8,12 +8,19 @@
   fusion   100 gradients of 40 KiB reduced in a tf.function through DistributedGradientTape's
            grouped allreduce, vs one 4000 KiB tensor in a tf.function, vs 100 separate
            hvd.allreduce ops in a tf.function (each its own op: what grouping saves)
+    mpirun -np 2 --bind-to core python scripts/bench_tensorflow.py --model MobileNetV2
+
+  model    a model's gradients (the float32 shapes of its trainable variables, as
+           bench_grouped.py --model takes them) made fresh in a tf.function and reduced through
+           DistributedGradientTape, against the same function without Horovod and one
+           tensor of their total through horovod.numpy (out=): what the step's allreduce adds
 Each figure is the median of 5 trials that interleave the methods (a noisy moment on this shared
 machine hits both alike); a trial runs `iters` ops back to back.
 """
 
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -123,5 +130,44 @@ def main():
     )
 
 
+def model(name):
+    from bench_grouped import model_sizes  # noqa: E402  (its hvd.init is horovod.numpy's)
+
+    sizes = model_sizes(name)
+    variables = [tf.Variable(tf.ones([s])) for s in sizes]
+
+    def gradients(reduce):
+        # Fresh gradients every call (1.5 everywhere), as backpropagation makes them.
+        with tf.GradientTape() as tape:
+            loss = tf.add_n([tf.reduce_sum(v * 1.5) for v in variables])
+        if reduce:
+            tape = hvd.DistributedGradientTape(tape, op=hvd.Sum)
+        return tape.gradient(loss, variables)[0][0]
+
+    with_hvd = tf.function(lambda: gradients(True))
+    without = tf.function(lambda: gradients(False))
+    one_np = np.ones(sum(sizes), np.float32)
+    one_out = np.empty_like(one_np)
+    t_with, t_without, t_np = median_times(
+        [
+            with_hvd,
+            without,
+            lambda: hnp.allreduce(one_np, op=hnp.Sum, name="model.np", out=one_out),
+        ],
+        iters=20,
+        trials=9,
+    )
+    mib = 4 * sum(sizes) / MIB
+    say(
+        f"{name}'s gradients ({len(sizes)} tensors, {mib:.1f} MiB) in a tf.function: with "
+        f"DistributedGradientTape {t_with * 1e3:6.2f} ms, without {t_without * 1e3:6.2f} ms: "
+        f"the allreduce adds {(t_with - t_without) * 1e3:6.2f} ms; numpy, one tensor of the same "
+        f"size (out=) {t_np * 1e3:6.2f} ms ({(t_with - t_without) / t_np:4.2f}x)"
+    )
+
+
 if __name__ == "__main__":
-    main()
+    if "--model" in sys.argv:
+        model(sys.argv[sys.argv.index("--model") + 1])
+    else:
+        main()

@@ -83,6 +83,14 @@ Status GpuDeviceCount(int* count);
 Status GpuAllocate(int device, size_t bytes, void** data);
 void GpuFree(int device, void* data);  // any thread; null is a no-op
 
+// Where a frontend that allocates one call's same-shape outputs as one block of host memory
+// puts each (byte offsets into the block; *total: its size). Every output starts 64-byte aligned
+// (as NumPy's and TensorFlow's own buffers); the tensors a fused allreduce runs its ring over
+// come first, back to back in the call's order, the small ones it packs into the fusion buffer
+// after them, so that chunks spanning tensors go to and from the outputs as they lie, without
+// copies (ops/ring_allreduce.cc). Any layout gives the same results; this one is the fastest.
+std::vector<size_t> OutputBlockOffsets(const std::vector<size_t>& bytes, size_t* total);
+
 // Benchmark hook (scripts/bench_allreduce.py's "ring alone" line): the bare ring allreduce, a
 // float32 sum of `count` elements in place, on a communicator beside the engine's, bypassing
 // the queue and negotiation. Runs on the calling thread; every rank must call it.

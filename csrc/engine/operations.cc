@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "common/reduce_kernels.h"
+#include "engine/engine.h"
 #include "engine/fusion.h"
 #include "engine/watchdog.h"
 
@@ -24,6 +25,8 @@ const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE",          "DIRECT_ALLR
 // 100k pieces to walk per chunk. A model's step mixes both (convolution kernels and the many
 // small biases and norm parameters), so each tensor is decided on its own.
 constexpr size_t kMinPieceBytes = 16 << 10;
+
+size_t Aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Whether a hierarchical collective runs under `knob` ("auto", "1" or "0"), and why (not).
 bool ResolveHierarchy(const MpiContext& m, const std::string& env, const std::string& knob,
@@ -49,6 +52,19 @@ bool ResolveHierarchy(const MpiContext& m, const std::string& env, const std::st
 }
 
 }  // namespace
+
+std::vector<size_t> OutputBlockOffsets(const std::vector<size_t>& bytes, size_t* total) {
+  std::vector<size_t> offsets(bytes.size());
+  size_t at = 0;
+  for (bool pieces : {true, false})
+    for (size_t i = 0; i < bytes.size(); ++i)
+      if ((bytes[i] >= kMinPieceBytes) == pieces) {
+        offsets[i] = at;
+        at += Aligned64(bytes[i]);
+      }
+  *total = at;
+  return offsets;
+}
 
 Operations::Operations(MpiContext* mpi, const Config& config, Timeline* timeline,
                        TensorQueue* queue)

@@ -140,14 +140,15 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
   auto from_block = [&](size_t i) { return same_shape && (outs.empty() || outs[i].is_none()); };
   py::capsule block;
   char* block_data = nullptr;
-  size_t block_total = 0;
+  std::vector<size_t> block_bytes, block_offset;  // per tensor; 0 bytes where not from the block
   bool any_from_block = false;
-  for (size_t i = 0; i < n; ++i)
-    if (from_block(i)) {
-      block_total += BlockStride(static_cast<size_t>(ins[i].nbytes()));
-      any_from_block = true;
-    }
+  for (size_t i = 0; i < n; ++i) {
+    block_bytes.push_back(from_block(i) ? static_cast<size_t>(ins[i].nbytes()) : 0);
+    any_from_block = any_from_block || from_block(i);
+  }
   if (any_from_block) {
+    size_t block_total = 0;
+    block_offset = OutputBlockOffsets(block_bytes, &block_total);
     void* data = nullptr;
     block = TakeOutputBlock(block_total, &data);
     block_data = static_cast<char*>(data);
@@ -220,11 +221,10 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
       slot.output = arr;
     }
     if (block_data && from_block(i)) {
-      e.output = block_data;
+      e.output = block_data + block_offset[i];
       slot.output =
           py::array(dtype, std::vector<py::ssize_t>(input.shape(), input.shape() + input.ndim()),
-                    block_data, block);
-      block_data += BlockStride(static_cast<size_t>(input.nbytes()));
+                    e.output, block);
     }
     e.input = input.data();
     slot.input = input;

@@ -6,8 +6,9 @@
 //    applies from the second step on). A string input rather than an attr: eager kernels are
 //    cached per attr value, so per-call names as attrs would grow that cache without bound.
 //  - Same-shape ops (allreduce, broadcast) write into an output allocated up front, forwarded
-//    from the input when TF allows it: no copy beyond the collective itself. Other ops allocate
-//    their output from the background thread once negotiation fixed its shape.
+//    from the input when TF allows it: no copy beyond the collective itself; a CPU allreduce
+//    of several tensors of one dtype takes its outputs as slices of one block (GroupOp). Other
+//    ops allocate their output from the background thread once negotiation fixed its shape.
 //  - Engine statuses become TF's own error types: a disagreement between ranks is
 //    FailedPrecondition, bad arguments InvalidArgument, a rank that left Aborted.
 //  - GPU builds (HOROVOD_GPU_NCCL) also register every op for GPU tensors: the entry carries
@@ -226,20 +227,59 @@ class HorovodKernel : public tf::AsyncOpKernel {
 // and broadcast keep the input's shape: their output is taken up front (the input's own buffer
 // when nothing else needs it, so the ring runs in place). Allgather and reducescatter learn
 // their output's shape from negotiation: it is allocated then, on the background thread.
+// A CPU allreduce of several tensors (a step's gradients) takes its outputs as slices of one
+// block instead, laid out for the fused ring (OutputBlockOffsets, engine.h): the ring then reads
+// each input once and gathers straight into the outputs. In place, the gradients are scattered
+// pieces, and each ring chunk spanning them is copied to be sent and again when gathered: about
+// 1 B more copies per step at 2 ranks (docs/benchmarks.md).
 template <OpType kType>
 class GroupOp : public HorovodKernel {
  public:
   explicit GroupOp(tf::OpKernelConstruction* c) : HorovodKernel(c, kType) {}
+
+  static tf::Status OutputsInOneBlock(tf::OpKernelContext* c, int n) {
+    const tf::DataType dtype = c->input(0).dtype();
+    const size_t esize = tf::DataTypeSize(dtype);  // divides 64: offsets are whole elements
+    std::vector<size_t> bytes(n);
+    for (int i = 0; i < n; ++i) bytes[i] = c->input(i).TotalBytes();
+    size_t total = 0;
+    const std::vector<size_t> at = OutputBlockOffsets(bytes, &total);
+    tf::Tensor block;
+    TF_RETURN_IF_ERROR(
+        c->allocate_temp(dtype, tf::TensorShape({static_cast<int64_t>(total / esize)}), &block));
+    for (int i = 0; i < n; ++i) {
+      const tf::Tensor& input = c->input(i);
+      const int64_t first = static_cast<int64_t>(at[i] / esize);
+      tf::Tensor out;
+      if (!out.CopyFrom(block.Slice(first, first + input.NumElements()), input.shape()))
+        return tf::errors::Internal("output block slice of ", input.NumElements(),
+                                    " elements does not take shape ", input.shape().DebugString());
+      c->set_output(i, out);
+    }
+    return tf::OkStatus();
+  }
   void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
     constexpr bool kSameShape = kType == OpType::ALLREDUCE || kType == OpType::BROADCAST;
     const int n = c->num_inputs() - 1;
     const std::string base = TensorName(c);
     std::vector<TensorEntry> entries(n);
+    bool block = false;
+    if constexpr (kType == OpType::ALLREDUCE) {
+      // A group may mix dtypes (its members are negotiated and fused by dtype): one block per
+      // call holds one dtype.
+      const tf::DataType dtype = c->input(0).dtype();
+      const size_t esize = tf::DataTypeSize(dtype);
+      block = !gpu_ && n > 1 && SetSize() > 1 && esize > 0 && 64 % esize == 0;
+      for (int i = 1; i < n && block; ++i) block = c->input(i).dtype() == dtype;
+      if (block) OP_REQUIRES_OK_ASYNC(c, OutputsInOneBlock(c, n), done);
+    }
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& input = c->input(i);
       const std::string name = MemberName(base, i, n, &entries[i].request);
       if (!MakeEntry(c, name, input, &entries[i])) return done();
-      if constexpr (kSameShape) {
+      if (block) {
+        entries[i].output = const_cast<char*>(c->mutable_output(i)->tensor_data().data());
+      } else if constexpr (kSameShape) {
         tf::Tensor* out = nullptr;
         OP_REQUIRES_OK_ASYNC(c, c->forward_input_or_allocate_output({i}, i, input.shape(), &out),
                              done);

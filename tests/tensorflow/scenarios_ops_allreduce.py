@@ -111,3 +111,33 @@ def sc_grouped_allreduce():
             assert len(outs) == len(specs)
             for i, ((dt, _s), got) in enumerate(zip(specs, outs)):
                 check(got, wants[i], dt, f"grouped_allreduce {mode} {op} #{i}")
+    sc_grouped_allreduce_one_block()
+
+
+def sc_grouped_allreduce_one_block():
+    """A CPU grouped_allreduce of one dtype (a step's gradients) takes its outputs as slices of
+    one block (csrc/tensorflow/mpi_ops.cc): tensors above and below the ring's 16 KiB piece
+    floor interleaved, sizes off the 64-byte alignment, an empty one. Every output is right,
+    usable by TensorFlow's own kernels (which need 64-byte alignment), and the inputs intact."""
+    r, n = hvd.rank(), hvd.size()
+    shapes = [(4099,), (3,), (65, 70), (0,), (5000,), (1,), (17, 3, 7), (12289,), (16,)]
+    for dt in (tf.float32, tf.float16, tf.float64, tf.int32):
+        for op in ("sum", "average", "max"):
+            if op == "average" and dt.is_integer:
+                continue
+            made = [make(r, s, dt, op, salt=i) for i, s in enumerate(shapes)]
+            xs = [x for x, _ in made]
+            wants = [
+                reference([make(q, s, dt, op, salt=i)[1] for q in range(n)], op, dt)
+                for i, s in enumerate(shapes)
+            ]
+            eager = hvd.grouped_allreduce(xs, op=OPS[op], name=f"block/{dt.name}/{op}")
+            traced = function(lambda ts: hvd.grouped_allreduce(ts, op=OPS[op]))(xs)
+            for mode, outs in (("eager", eager), ("function", traced)):
+                for i, got in enumerate(outs):
+                    what = f"grouped_allreduce one block {mode} {dt.name} {op} #{i} {shapes[i]}"
+                    check(got, wants[i], dt, what)
+                    # Through one of TensorFlow's Eigen kernels, which CHECK 64-byte alignment.
+                    check(tf.maximum(got, got), wants[i], dt, what + " through a kernel")
+            for i, (x, exact) in enumerate(made):
+                check(x, exact, dt, f"grouped_allreduce one block {dt.name} {op} input #{i} intact")
