@@ -12,6 +12,9 @@ mpirun -np N python bench_grouped.py --layouts  # 100 x 40 KiB grouped from sepa
 mpirun -np N python bench_grouped.py --model MobileNetV2   # a model's gradients: the float32
   shapes of a keras.applications model's trainable variables (32x32 images, 1000 classes, as
   the synthetic benchmark builds it) grouped, against one tensor of the same total
+mpirun -np N python bench_grouped.py --model MobileNetV2 --layouts   # --layouts over the
+  model's shapes, plus 'large': only its tensors of 16 KiB and up (the ring's own pieces),
+  grouped; medians of 5 interleaved rounds
 """
 
 import os
@@ -98,6 +101,27 @@ def layouts():
         print({k: round(v) for k, v in r.items()}, flush=True)
 
 
+def model_layouts(sizes):
+    sep = [np.ones(s, np.float32) for s in sizes]
+    block = np.ones(sum(sizes), np.float32)
+    views = np.split(block, np.cumsum(sizes)[:-1])
+    large = [p for p in sep if p.nbytes >= 16 << 10]
+    whole = np.ones(sum(sizes), np.float32)
+    out = np.empty_like(whole)
+    runs = {
+        "sep": lambda: hvd.grouped_allreduce(sep, op=hvd.Sum, name="ms"),
+        "views": lambda: hvd.grouped_allreduce(views, op=hvd.Sum, name="mv"),
+        "large": lambda: hvd.grouped_allreduce(large, op=hvd.Sum, name="ml"),
+        "whole": lambda: hvd.allreduce(whole, op=hvd.Sum, name="mw", out=out),
+    }
+    samples = {k: [] for k in runs}
+    for _ in range(5):
+        for k, fn in runs.items():
+            samples[k].append(per_op_us(fn, n=30, warm=3))
+    if hvd.rank() == 0:
+        print({k: round(statistics.median(v)) for k, v in samples.items()}, flush=True)
+
+
 def model_sizes(name):
     """The element counts of the model's trainable variables: from Keras where it is installed
     (and kept in model_sizes/NAME.txt), else from that file (a GPU machine without TensorFlow)."""
@@ -139,7 +163,9 @@ def model(name):
 
 
 if __name__ == "__main__":
-    if "--model" in sys.argv:
+    if "--model" in sys.argv and "--layouts" in sys.argv:
+        model_layouts(model_sizes(sys.argv[sys.argv.index("--model") + 1]))
+    elif "--model" in sys.argv:
         model(sys.argv[sys.argv.index("--model") + 1])
     elif "--outputs" in sys.argv:
         outputs()
