@@ -13,8 +13,9 @@ mpirun -np N python bench_grouped.py --model MobileNetV2   # a model's gradients
   shapes of a keras.applications model's trainable variables (32x32 images, 1000 classes, as
   the synthetic benchmark builds it) grouped, against one tensor of the same total
 mpirun -np N python bench_grouped.py --model MobileNetV2 --layouts   # --layouts over the
-  model's shapes, plus 'large': only its tensors of 16 KiB and up (the ring's own pieces),
-  grouped; medians of 5 interleaved rounds
+  model's shapes, plus only its tensors of 16 KiB and up (the ring's own pieces) grouped:
+  from separate arrays ('large'), from views of one array ('large_views'), and in place in
+  those views ('large_inplace'); medians of 5 interleaved rounds
 """
 
 import os
@@ -106,12 +107,17 @@ def model_layouts(sizes):
     block = np.ones(sum(sizes), np.float32)
     views = np.split(block, np.cumsum(sizes)[:-1])
     large = [p for p in sep if p.nbytes >= 16 << 10]
+    large_sizes = [p.size for p in large]
+    large_views = np.split(np.ones(sum(large_sizes), np.float32), np.cumsum(large_sizes)[:-1])
+    large_names = [f"mli.{i}" for i in range(len(large))]
     whole = np.ones(sum(sizes), np.float32)
     out = np.empty_like(whole)
     runs = {
         "sep": lambda: hvd.grouped_allreduce(sep, op=hvd.Sum, name="ms"),
         "views": lambda: hvd.grouped_allreduce(views, op=hvd.Sum, name="mv"),
         "large": lambda: hvd.grouped_allreduce(large, op=hvd.Sum, name="ml"),
+        "large_views": lambda: hvd.grouped_allreduce(large_views, op=hvd.Sum, name="mlv"),
+        "large_inplace": lambda: grouped_into(large_names, large_views, large_views, "mli"),
         "whole": lambda: hvd.allreduce(whole, op=hvd.Sum, name="mw", out=out),
     }
     samples = {k: [] for k in runs}
