@@ -88,7 +88,7 @@ void GpuFree(int device, void* data);  // any thread; null is a no-op
 // (as NumPy's and TensorFlow's own buffers); the tensors a fused allreduce runs its ring over
 // come first, back to back in the call's order, the small ones it packs into the fusion buffer
 // after them, so that chunks spanning tensors go to and from the outputs as they lie, without
-// copies (ops/ring_allreduce.cc). Any layout gives the same results; this one is the fastest.
+// copies (ops/ring_allreduce.cc). Any layout gives the same results; this one saves copies.
 std::vector<size_t> OutputBlockOffsets(const std::vector<size_t>& bytes, size_t* total);
 
 // Benchmark hook (scripts/bench_allreduce.py's "ring alone" line): the bare ring allreduce, a
