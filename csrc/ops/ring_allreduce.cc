@@ -13,23 +13,24 @@
 // each rank reduces each segment exactly once.
 //
 // Over several tensors at once (a fused response) without a fusion buffer, the ring runs over
-// the tensors laid back to back as one virtual buffer, and every chunk is one message, the
-// allgather's too, whatever the tensors' addresses:
-//   send:   straight from memory where the chunk lies back to back in this rank's memory (one
-//           tensor, or outputs the bindings allocate as one block), else copied into a
-//           chunk-sized scratch buffer first;
+// the tensors laid back to back as one virtual buffer, whatever the tensors' addresses. An
+// allgather chunk is one message; a reduce-scatter chunk is one message per piece of a tensor
+// of at least kOwnMessageBytes and one per run of smaller pieces between them:
+//   send:   straight from memory where the message lies back to back in this rank's memory
+//           (a large piece always does; small ones where they are one tensor or outputs the
+//           bindings allocate as one block), else copied into a chunk-sized scratch buffer;
 //   reduce: the chunk arrives in scratch and each tensor's piece of it is reduced straight from
 //           the tensor's input into its output;
 //   gather: received straight into the outputs where they lie back to back, else into scratch
 //           and copied out.
-// Each rank decides the copies from its own addresses alone: the message is the same either
-// way, so no rank needs another's layout. Copies: none for chunks inside one tensor or one
-// block of outputs; where every tensor is scattered, each chunk is packed when sent and
-// unpacked once in the allgather, 3(n-1)/n B in all against a fusion buffer's 2 B, but chunk
-// by chunk while in cache. A message per tensor instead costs ~4 us per 40 KiB tensor on shared
-// memory, more than copying it (100 x 40 KiB: 1.9-2.3x one 4000 KiB tensor with a message per
-// tensor, 1.0-1.1x with one per chunk; an MPI datatype listing the pieces was 2.6x:
-// docs/benchmarks.md).
+// Message boundaries follow from the counts alone and copies from each rank's own addresses,
+// so no rank needs another's layout. Copies: none for chunks inside one tensor or one block of
+// outputs; where every tensor is scattered, the small pieces are packed when sent and each chunk
+// unpacked once in the allgather, chunk by chunk while in cache. A message per small tensor
+// costs ~4 us per 40 KiB tensor on shared memory, more than copying it (100 x 40 KiB: 1.9-2.3x
+// one 4000 KiB tensor with a message per tensor, 1.0-1.1x with one per chunk; an MPI datatype
+// listing the pieces was 2.6x); above 128 KiB the copy costs more (MobileNetV2's gradients from
+// separate arrays: the ring 10-20 % faster than packing them: docs/benchmarks.md).
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -47,6 +48,10 @@ namespace {
 constexpr int kReduceScatterTag = 100;
 constexpr int kAllgatherTag = 200;
 constexpr size_t kMaxBlock = size_t(1) << 30;  // an MPI block length is an int
+// In the reduce-scatter a piece of a tensor this large travels as its own message, straight
+// from the tensor, instead of being packed with its neighbours: above it a message (~4 us on
+// shared memory) costs less than the copy.
+constexpr size_t kOwnMessageBytes = size_t(128) << 10;
 
 // MPI_Isend or MPI_Irecv of `bytes` at p, in blocks of at most kMaxBlock.
 template <typename Op, typename Ptr>
@@ -106,6 +111,28 @@ class Layout {
     });
     return joined ? first : nullptr;
   }
+  // The messages [off, off + n) travels in: f(offset, elements) for each piece of one tensor of
+  // at least `own` bytes, and for each run of smaller pieces between them, in order; one message
+  // if own is 0. Decided from the counts alone, so both ends cut a chunk alike.
+  template <typename F>
+  void Messages(size_t off, size_t n, size_t own, F f) const {
+    if (own == 0) {
+      if (n > 0) f(off, n);
+      return;
+    }
+    size_t run = off, run_n = 0;
+    ForEach(off, n, [&](size_t i, size_t in, size_t take) {
+      if (take * esize_ < own) {
+        run_n += take;
+        return;
+      }
+      if (run_n > 0) f(run, run_n);
+      f(start_[i] + in, take);
+      run = start_[i] + in + take;
+      run_n = 0;
+    });
+    if (run_n > 0) f(run, run_n);
+  }
   // Copies [off, off + n) of the inputs or outputs into `to`, back to back.
   void Pack(size_t off, size_t n, bool src, char* to) const {
     ForEach(off, n, [&](size_t i, size_t in, size_t take) {
@@ -138,17 +165,19 @@ size_t Total(const Segments& seg) {  // the elements the segments cover
   return end;
 }
 
-// Sends chunk [off, off + n) of the inputs (src) or outputs as one message: straight from memory
-// where it lies back to back, else packed into `pack` first.
-void SendChunk(const Layout& l, size_t off, size_t n, bool src, char* pack, size_t esize, int peer,
-               int tag, MPI_Comm comm, std::vector<MPI_Request>* reqs) {
-  if (n == 0) return;  // nothing posted, on both ends
-  char* p = l.Contiguous(off, n, src);
-  if (!p) {
-    l.Pack(off, n, src, pack);
-    p = pack;
-  }
-  Post(MPI_Isend, p, n * esize, peer, tag, comm, reqs);
+// Sends chunk [off, off + n) of the inputs (src) or outputs in the messages Layout::Messages
+// cuts it into: each straight from memory where it lies back to back, else packed into `pack`
+// at its place in the chunk first.
+void SendChunk(const Layout& l, size_t off, size_t n, bool src, size_t own, char* pack,
+               size_t esize, int peer, int tag, MPI_Comm comm, std::vector<MPI_Request>* reqs) {
+  l.Messages(off, n, own, [&](size_t moff, size_t mn) {
+    char* p = l.Contiguous(moff, mn, src);
+    if (!p) {
+      p = pack + (moff - off) * esize;
+      l.Pack(moff, mn, src, p);
+    }
+    Post(MPI_Isend, p, mn * esize, peer, tag, comm, reqs);
+  });
 }
 
 }  // namespace
@@ -200,8 +229,11 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
     // Step 0 sends this rank's inputs; later steps forward what the previous step reduced.
     const bool from_src = s == 0;
     auto post_recv = [&](size_t k) {
-      Post(MPI_Irecv, tmp[k & 1], ChunkLen(rlen, chunk, k) * esize, left, kReduceScatterTag + s,
-           comm, &recvs[k & 1]);
+      const size_t off = seg.offset[recv_idx] + k * chunk;
+      l.Messages(off, ChunkLen(rlen, chunk, k), kOwnMessageBytes, [&](size_t moff, size_t mn) {
+        Post(MPI_Irecv, tmp[k & 1] + (moff - off) * esize, mn * esize, left, kReduceScatterTag + s,
+             comm, &recvs[k & 1]);
+      });
     };
     sends.assign(nsend, {});
     auto post_send = [&](size_t k) {
@@ -210,8 +242,8 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
           l.pieces() == 1
               ? nullptr
               : static_cast<char*>(scratch->Get(2 + (k & 1), std::min(slen, chunk) * esize + 1));
-      SendChunk(l, seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), from_src, pack,
-                esize, right, kReduceScatterTag + s, comm, &sends[k]);
+      SendChunk(l, seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), from_src,
+                kOwnMessageBytes, pack, esize, right, kReduceScatterTag + s, comm, &sends[k]);
     };
     auto retire_send = [&](size_t k) {
       if (k >= nsend) return;
@@ -273,7 +305,7 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
     sends.assign(nsend, {});
     auto post_send = [&](size_t k) {
       if (k >= nsend) return;
-      SendChunk(l, seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), false,
+      SendChunk(l, seg.offset[send_idx] + k * chunk, ChunkLen(slen, chunk, k), false, 0,
                 l.pieces() == 1 ? nullptr : buffer(2 + (k & 1), slen), esize, right,
                 kAllgatherTag + s, comm, &sends[k]);
     };

@@ -35,6 +35,16 @@ def test_fused_ring_over_the_tensors(world):
     )
 
 
+def test_fused_ring_own_messages(world):
+    """Chunks larger than the reduce-scatter's own-message floor (128 KiB): pieces of a tensor
+    above it travel as messages of their own, the smaller ones between them packed together."""
+    ENGINE.run_ok(
+        world,
+        "fused_over_tensors",
+        env={"HOROVOD_SMALL_ALLREDUCE_BYTES": "0", "HOROVOD_RING_CHUNK_BYTES": str(512 << 10)},
+    )
+
+
 def test_allreduce_ring_for_small_tensors(world):
     """Small tensors normally take the one-step direct exchange; force the ring for them too."""
     ENGINE.run_ok(world, "allreduce", env={"HOROVOD_SMALL_ALLREDUCE_BYTES": "0", **SMALL_CHUNKS})
