@@ -71,6 +71,9 @@ inline bool CheckedAdd(int64_t a, int64_t b, int64_t* out) {
 inline bool CheckedMul(int64_t a, int64_t b, int64_t* out) {
   return !__builtin_mul_overflow(a, b, out);
 }
+// `bytes` rounded up to a multiple of 64: a cache line, and the alignment of output blocks
+// (OutputBlockOffsets in engine.h, std::aligned_alloc, which takes whole multiples).
+inline size_t RoundUp64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 // Bytes of a tensor; false if a dimension is negative or the size overflows int64.
 bool ShapeBytes(const std::vector<int64_t>& shape, DataType t, int64_t* bytes);
 std::string ShapeString(const std::vector<int64_t>& shape);

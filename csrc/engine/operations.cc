@@ -19,14 +19,12 @@ const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE",          "DIRECT_ALLR
 
 // A fused ring runs over the tensors themselves for tensors of at least this many bytes;
 // smaller ones are packed into the fusion buffer, which travels as one more piece. The ring
-// sends one message per chunk either way (ops/ring_allreduce.cc), copying the chunks that span
-// tensors through scratch; packing the small ones once costs 2 B of copies against up to
-// 3(n-1)/n B for chunks of scattered pieces at n ranks, and 100k one-element tensors would be
-// 100k pieces to walk per chunk. A model's step mixes both (convolution kernels and the many
+// copies the runs of small pieces that span tensors through scratch (ops/ring_allreduce.cc);
+// packing the small ones once costs 2 B of copies against up to 3(n-1)/n B for chunks of
+// scattered pieces at n ranks, and 100k one-element tensors would be 100k pieces to walk per
+// chunk. A model's step mixes both (convolution kernels and the many
 // small biases and norm parameters), so each tensor is decided on its own.
 constexpr size_t kMinPieceBytes = 16 << 10;
-
-size_t Aligned64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Whether a hierarchical collective runs under `knob` ("auto", "1" or "0"), and why (not).
 bool ResolveHierarchy(const MpiContext& m, const std::string& env, const std::string& knob,
@@ -60,7 +58,7 @@ std::vector<size_t> OutputBlockOffsets(const std::vector<size_t>& bytes, size_t*
     for (size_t i = 0; i < bytes.size(); ++i)
       if ((bytes[i] >= kMinPieceBytes) == pieces) {
         offsets[i] = at;
-        at += Aligned64(bytes[i]);
+        at += RoundUp64(bytes[i]);
       }
   *total = at;
   return offsets;

@@ -16,6 +16,8 @@
 #include <new>
 #include <vector>
 
+#include "common/common.h"
+
 namespace hvd_py {
 namespace {
 
@@ -67,7 +69,7 @@ void* AllocateOutput(size_t bytes) {
   // own arrays: the first touch then faults 2 MiB at a time instead of 4 KiB. A 1.2 GB
   // allgather on 2 ranks took 1.2M faults and 2.4 s before (docs/benchmarks.md).
   // Small ones 64-byte aligned, as NumPy's are (a block's views keep that alignment).
-  if (bytes < kHugeFrom) return std::aligned_alloc(64, BlockStride(bytes ? bytes : 1));
+  if (bytes < kHugeFrom) return std::aligned_alloc(64, hvd::RoundUp64(bytes ? bytes : 1));
   const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, rounded);
   if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing

@@ -22,8 +22,4 @@ void* AllocateOutput(size_t bytes);
 // raised it before).
 py::capsule TakeOutputBlock(size_t bytes, void** data);
 
-// `bytes` rounded up to the 64-byte alignment (std::aligned_alloc takes whole multiples). Where
-// a block's views start: OutputBlockOffsets (engine.h).
-inline size_t BlockStride(size_t bytes) { return (bytes + 63) / 64 * 64; }
-
 }  // namespace hvd_py
