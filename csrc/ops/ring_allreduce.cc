@@ -41,6 +41,7 @@
 #include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 #include "ops/ring_steps.h"
+#include "ops/tensor_layout.h"
 
 namespace hvd {
 namespace {
@@ -69,106 +70,16 @@ void WaitAll(std::vector<MPI_Request>* reqs) {
   reqs->clear();
 }
 
-// The tensors back to back: element `off` of the virtual buffer is element off - start[i] of
-// tensor i.
-class Layout {
- public:
-  Layout(const TensorPieces& t, size_t esize) : t_(t), esize_(esize) {
-    start_.push_back(0);
-    for (size_t c : t.count) start_.push_back(start_.back() + c);
-    for (size_t i = 0; i + 1 < t.count.size(); ++i) {
-      const size_t bytes = t.count[i] * esize;
-      joined_[0].push_back(static_cast<const char*>(t.src[i]) + bytes == t.src[i + 1]);
-      joined_[1].push_back(static_cast<char*>(t.dst[i]) + bytes == t.dst[i + 1]);
-    }
-  }
-  size_t total() const { return start_.back(); }
-  size_t pieces() const { return t_.count.size(); }
-  // f(tensor, element offset in it, elements) for each piece of [off, off + n), in order.
-  template <typename F>
-  void ForEach(size_t off, size_t n, F f) const {
-    size_t i = std::upper_bound(start_.begin(), start_.end(), off) - start_.begin() - 1;
-    while (n > 0 && i < t_.count.size()) {
-      const size_t in = off - start_[i], take = std::min(n, t_.count[i] - in);
-      if (take > 0) f(i, in, take);
-      off += take;
-      n -= take;
-      ++i;
-    }
-  }
-  // Where [off, off + n) (n > 0) of the inputs (src) or outputs starts, if it lies back to back
-  // in this rank's memory; nullptr if not.
-  char* Contiguous(size_t off, size_t n, bool src) const {
-    char* first = nullptr;
-    size_t last = 0;
-    bool joined = true;
-    ForEach(off, n, [&](size_t i, size_t in, size_t) {
-      if (!first)
-        first = Base(i, src) + in * esize_;
-      else
-        for (size_t b = last; b < i && joined; ++b) joined = joined_[src ? 0 : 1][b];
-      last = i;
-    });
-    return joined ? first : nullptr;
-  }
-  // The messages [off, off + n) travels in: f(offset, elements) for each piece of one tensor of
-  // at least `own` bytes, and for each run of smaller pieces between them, in order; one message
-  // if own is 0. Decided from the counts alone, so both ends cut a chunk alike.
-  template <typename F>
-  void Messages(size_t off, size_t n, size_t own, F f) const {
-    if (own == 0) {
-      if (n > 0) f(off, n);
-      return;
-    }
-    size_t run = off, run_n = 0;
-    ForEach(off, n, [&](size_t i, size_t in, size_t take) {
-      if (take * esize_ < own) {
-        run_n += take;
-        return;
-      }
-      if (run_n > 0) f(run, run_n);
-      f(start_[i] + in, take);
-      run = start_[i] + in + take;
-      run_n = 0;
-    });
-    if (run_n > 0) f(run, run_n);
-  }
-  // Copies [off, off + n) of the inputs or outputs into `to`, back to back.
-  void Pack(size_t off, size_t n, bool src, char* to) const {
-    ForEach(off, n, [&](size_t i, size_t in, size_t take) {
-      std::memcpy(to, Base(i, src) + in * esize_, take * esize_);
-      to += take * esize_;
-    });
-  }
-  // Copies `from` (back to back) into [off, off + n) of the outputs.
-  void Unpack(size_t off, size_t n, const char* from) const {
-    ForEach(off, n, [&](size_t i, size_t in, size_t take) {
-      std::memcpy(Base(i, false) + in * esize_, from, take * esize_);
-      from += take * esize_;
-    });
-  }
-
- private:
-  char* Base(size_t i, bool src) const {
-    return src ? const_cast<char*>(static_cast<const char*>(t_.src[i]))
-               : static_cast<char*>(t_.dst[i]);
-  }
-  const TensorPieces& t_;
-  size_t esize_;
-  std::vector<size_t> start_;
-  std::vector<bool> joined_[2];  // tensor i ends where i + 1 starts: inputs, outputs
-};
-
 size_t Total(const Segments& seg) {  // the elements the segments cover
   size_t end = 0;
   for (size_t i = 0; i < seg.count.size(); ++i) end = std::max(end, seg.offset[i] + seg.count[i]);
   return end;
 }
 
-// Sends chunk [off, off + n) of the inputs (src) or outputs in the messages Layout::Messages
-// cuts it into: each straight from memory where it lies back to back, else packed into `pack`
-// at its place in the chunk first.
-void SendChunk(const Layout& l, size_t off, size_t n, bool src, size_t own, char* pack,
+// Sends chunk [off, off + n) of the inputs (src) or outputs in the messages that
+// TensorLayout::Messages cuts it into: each straight from memory where it lies back to back,
+// else packed into `pack` at its place in the chunk first.
+void SendChunk(const TensorLayout& l, size_t off, size_t n, bool src, size_t own, char* pack,
                size_t esize, int peer, int tag, MPI_Comm comm, std::vector<MPI_Request>* reqs) {
   l.Messages(off, n, own, [&](size_t moff, size_t mn) {
     char* p = l.Contiguous(moff, mn, src);
@@ -192,7 +103,7 @@ TensorPieces OneTensor(const void* src, void* dst, size_t count) {
 
 TensorPieces SliceOfOutputs(const TensorPieces& t, size_t off, size_t n, size_t esize) {
   TensorPieces out;
-  Layout(t, esize).ForEach(off, n, [&](size_t i, size_t in, size_t take) {
+  TensorLayout(t, esize).ForEach(off, n, [&](size_t i, size_t in, size_t take) {
     char* p = static_cast<char*>(t.dst[i]) + in * esize;
     out.src.push_back(p);
     out.dst.push_back(p);
@@ -207,7 +118,7 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   const size_t esize = DataTypeSize(dtype);
-  const Layout l(t, esize);
+  const TensorLayout l(t, esize);
   if (n == 1) {  // nothing to reduce: the output is the input
     l.ForEach(0, l.total(), [&](size_t i, size_t in, size_t take) {
       if (t.src[i] != t.dst[i])
@@ -278,7 +189,7 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   if (n == 1) return;
-  const Layout l(t, esize);
+  const TensorLayout l(t, esize);
   const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   const size_t chunk =
       l.pieces() == 1 ? std::max<size_t>(1, l.total()) : std::max<size_t>(1, chunk_bytes / esize);
@@ -335,7 +246,7 @@ void RingAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op, siz
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   const size_t esize = DataTypeSize(dtype);
-  const Layout l(t, esize);
+  const TensorLayout l(t, esize);
   if (l.total() == 0) return;
   const Segments seg = EvenSegments(l.total(), n);
   RingReduceScatterPieces(t, seg, dtype, op, chunk_bytes, scratch, comm);

@@ -182,10 +182,12 @@ def sc_fused_over_tensors():
     before = [x.copy() for x in xs]
     hvd.grouped_allreduce(xs, op=hvd.Sum, name="pieces/inputs")
     assert all((a == b).all() for a, b in zip(xs, before)), "the inputs were written"
-    # Pieces back to back in memory on every rank travel as one message (the ranks agree per
-    # response), inputs that are not as one packed message per chunk: inputs and outputs as
-    # views of one array or as arrays of their own, alike on every rank or only on rank 0. The
-    # sizes (float32, >= 16 KiB each) put chunk and segment boundaries inside tensors.
+    # Each rank sends pieces that lie back to back in its memory without a copy and packs the
+    # others, deciding from its own addresses; the messages are cut from the counts alone, so
+    # the ranks' layouts may differ: inputs and outputs as views of one array or as arrays of
+    # their own, alike on every rank or only on rank 0. The sizes (float32, >= 16 KiB each) put
+    # chunk and segment boundaries inside tensors, and pieces on both sides of the
+    # reduce-scatter's own-message floor (128 KiB) where the chunks are larger than it.
     dt, sizes = np.dtype(np.float32), [4100, 8192, 300001, 5000, 12288, 70001]
 
     def laid(arrays, joint):
