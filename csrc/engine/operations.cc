@@ -22,8 +22,8 @@ const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE",          "DIRECT_ALLR
 // copies the runs of small pieces that span tensors through scratch (ops/ring_allreduce.cc);
 // packing the small ones once costs 2 B of copies against up to 3(n-1)/n B for chunks of
 // scattered pieces at n ranks, and 100k one-element tensors would be 100k pieces to walk per
-// chunk. A model's step mixes both (convolution kernels and the many
-// small biases and norm parameters), so each tensor is decided on its own.
+// chunk. A model's step mixes both (convolution kernels and the many small biases and norm
+// parameters), so each tensor is decided on its own.
 constexpr size_t kMinPieceBytes = 16 << 10;
 
 // Whether a hierarchical collective runs under `knob` ("auto", "1" or "0"), and why (not).

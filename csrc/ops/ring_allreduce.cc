@@ -30,10 +30,8 @@
 // costs ~4 us per 40 KiB tensor on shared memory, more than copying it (100 x 40 KiB: 1.9-2.3x
 // one 4000 KiB tensor with a message per tensor, 1.0-1.1x with one per chunk; an MPI datatype
 // listing the pieces was 2.6x); above 128 KiB the copy costs more (MobileNetV2's gradients from
-// separate arrays: the ring 10-20 % faster than packing them: docs/benchmarks.md).
+// separate arrays: the ring 10-15 % faster at 2 ranks than packing them: docs/benchmarks.md).
 #include <algorithm>
-#include <climits>
-#include <cstring>
 #include <vector>
 
 #include "common/reduce_kernels.h"
