@@ -47,10 +47,6 @@ namespace {
 constexpr int kReduceScatterTag = 100;
 constexpr int kAllgatherTag = 200;
 constexpr size_t kMaxBlock = size_t(1) << 30;  // an MPI block length is an int
-// In the reduce-scatter a piece of a tensor this large travels as its own message, straight
-// from the tensor, instead of being packed with its neighbours: above it a message (~4 us on
-// shared memory) costs less than the copy.
-constexpr size_t kOwnMessageBytes = size_t(128) << 10;
 
 // MPI_Isend or MPI_Irecv of `bytes` at p, in blocks of at most kMaxBlock.
 template <typename Op, typename Ptr>

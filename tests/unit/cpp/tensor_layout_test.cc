@@ -3,6 +3,7 @@
 // alike from the counts alone), and which chunks can be sent without a copy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <utility>
@@ -13,7 +14,7 @@
 namespace hvd {
 namespace {
 
-constexpr size_t kOwn = 128 << 10;  // the floor ring_allreduce.cc uses, in bytes
+constexpr size_t kOwn = kOwnMessageBytes;  // the ring's floor (128 KiB), in bytes
 
 // Tensors of `counts` float32 elements, each an array of its own.
 struct Separate {
