@@ -11,6 +11,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/host_blocks.h"
 #include "engine/engine.h"
 #include "python/dlpack.h"
 #include "python/handles.h"
@@ -234,7 +235,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     const size_t itemsize = static_cast<size_t>(input.itemsize());
     e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
       size_t bytes = static_cast<size_t>(NumElements(shape)) * itemsize;
-      sp->owned = AllocateOutput(bytes);
+      sp->owned = hvd::AllocateHost(bytes);
       if (!sp->owned)
         return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
       sp->owned_shape = shape;

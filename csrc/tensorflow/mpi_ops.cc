@@ -29,6 +29,7 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/output_block.h"
 #if HOROVOD_GPU_NCCL
 #include "xla/stream_executor/stream.h"
 #endif
@@ -237,27 +238,6 @@ class GroupOp : public HorovodKernel {
  public:
   explicit GroupOp(tf::OpKernelConstruction* c) : HorovodKernel(c, kType) {}
 
-  static tf::Status OutputsInOneBlock(tf::OpKernelContext* c, int n) {
-    const tf::DataType dtype = c->input(0).dtype();
-    const size_t esize = tf::DataTypeSize(dtype);  // divides 64: offsets are whole elements
-    std::vector<size_t> bytes(n);
-    for (int i = 0; i < n; ++i) bytes[i] = c->input(i).TotalBytes();
-    size_t total = 0;
-    const std::vector<size_t> at = OutputBlockOffsets(bytes, &total);
-    tf::Tensor block;
-    TF_RETURN_IF_ERROR(
-        c->allocate_temp(dtype, tf::TensorShape({static_cast<int64_t>(total / esize)}), &block));
-    for (int i = 0; i < n; ++i) {
-      const tf::Tensor& input = c->input(i);
-      const int64_t first = static_cast<int64_t>(at[i] / esize);
-      tf::Tensor out;
-      if (!out.CopyFrom(block.Slice(first, first + input.NumElements()), input.shape()))
-        return tf::errors::Internal("output block slice of ", input.NumElements(),
-                                    " elements does not take shape ", input.shape().DebugString());
-      c->set_output(i, out);
-    }
-    return tf::OkStatus();
-  }
   void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
     constexpr bool kSameShape = kType == OpType::ALLREDUCE || kType == OpType::BROADCAST;
     const int n = c->num_inputs() - 1;
