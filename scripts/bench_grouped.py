@@ -16,6 +16,10 @@ mpirun -np N python bench_grouped.py --model MobileNetV2 --layouts   # --layouts
   model's shapes, plus only its tensors of 16 KiB and up (the ring's own pieces) grouped:
   from separate arrays ('large'), from views of one array ('large_views'), and in place in
   those views ('large_inplace'); medians of 5 interleaved rounds
+mpirun -np N python bench_grouped.py --model MobileNetV2 --pages   # what 4 KiB pages cost
+  against 2 MiB (transparent huge) pages: one tensor of the model's size into an `out`, and its
+  tensors of 16 KiB and up grouped from pieces of one array with gaps between them (so they do
+  not lie back to back), the array on huge pages or not; medians of 5 interleaved rounds
 """
 
 import os
@@ -128,6 +132,37 @@ def model_layouts(sizes):
         print({k: round(statistics.median(v)) for k, v in samples.items()}, flush=True)
 
 
+def model_pages(sizes):
+    from numpy.core import multiarray  # NumPy advises huge pages for arrays of 4 MiB and up
+
+    large = [s for s in sizes if 4 * s >= 16 << 10]
+
+    def arrays(huge):
+        multiarray._set_madvise_hugepage(huge)
+        whole, out = np.ones(sum(sizes), np.float32), np.ones(sum(sizes), np.float32)
+        base = np.ones(sum(large) + 16 * len(large), np.float32)
+        at = np.cumsum([0] + [n + 16 for n in large])  # 64-byte gaps between the pieces
+        return whole, out, [base[a : a + n] for a, n in zip(at, large)]
+
+    made = {huge: arrays(huge) for huge in (True, False)}
+    multiarray._set_madvise_hugepage(True)
+    runs = {}
+    for huge, (whole, out, pieces) in made.items():
+        tag = "huge" if huge else "4k"
+        runs[f"whole_{tag}"] = lambda w=whole, o=out, t=tag: hvd.allreduce(
+            w, op=hvd.Sum, name=f"pw{t}", out=o
+        )
+        runs[f"large_{tag}"] = lambda p=pieces, t=tag: hvd.grouped_allreduce(
+            p, op=hvd.Sum, name=f"pl{t}"
+        )
+    samples = {k: [] for k in runs}
+    for _ in range(5):
+        for k, fn in runs.items():
+            samples[k].append(per_op_us(fn, n=30, warm=3))
+    if hvd.rank() == 0:
+        print({k: round(statistics.median(v)) for k, v in samples.items()}, flush=True)
+
+
 def model_sizes(name):
     """The element counts of the model's trainable variables: from Keras where it is installed
     (and kept in model_sizes/NAME.txt), else from that file (a GPU machine without TensorFlow)."""
@@ -169,7 +204,9 @@ def model(name):
 
 
 if __name__ == "__main__":
-    if "--model" in sys.argv and "--layouts" in sys.argv:
+    if "--model" in sys.argv and "--pages" in sys.argv:
+        model_pages(model_sizes(sys.argv[sys.argv.index("--model") + 1]))
+    elif "--model" in sys.argv and "--layouts" in sys.argv:
         model_layouts(model_sizes(sys.argv[sys.argv.index("--model") + 1]))
     elif "--model" in sys.argv:
         model(sys.argv[sys.argv.index("--model") + 1])
