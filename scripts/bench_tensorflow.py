@@ -14,6 +14,11 @@
            bench_grouped.py --model takes them) made fresh in a tf.function and reduced through
            DistributedGradientTape, against the same function without Horovod and one
            tensor of their total through horovod.numpy (out=): what the step's allreduce adds
+    mpirun -np 2 --bind-to core python scripts/bench_tensorflow.py --allgather
+
+  allgather 1, 4, 16 and 64 MiB float32 from each rank gathered in a tf.function (its output
+           dies every call, as a step's would), against horovod.numpy's allgather of the same
+           array: busbw (output bytes * (n-1)/n / time) of both
 Each figure is the median of 5 trials that interleave the methods (a noisy moment on this shared
 machine hits both alike); a trial runs `iters` ops back to back.
 """
@@ -166,8 +171,25 @@ def model(name):
     )
 
 
+def allgather():
+    for mib in (1, 4, 16, 64):
+        x_np = np.ones(mib * MIB // 4, np.float32)
+        x = tf.constant(x_np)
+        gathered = tf.function(lambda: hvd.allgather(x, name=f"ag.tf.{mib}")[0])
+        t_tf, t_np = median_times(
+            [gathered, lambda: hnp.allgather(x_np, name=f"ag.np.{mib}")], iters=10
+        )
+        busbw = [N * mib * MIB * (N - 1) / N / t / 1e9 for t in (t_tf, t_np)]
+        say(
+            f"allgather {mib:3d} MiB from each rank: tensorflow {t_tf * 1e3:7.2f} ms "
+            f"({busbw[0]:5.2f} GB/s), numpy {t_np * 1e3:7.2f} ms ({busbw[1]:5.2f} GB/s)"
+        )
+
+
 if __name__ == "__main__":
-    if "--model" in sys.argv:
+    if "--allgather" in sys.argv:
+        allgather()
+    elif "--model" in sys.argv:
         model(sys.argv[sys.argv.index("--model") + 1])
     else:
         main()

@@ -34,8 +34,6 @@ std::mutex g_mu;
 std::deque<HostBlock>& g_kept = *new std::deque<HostBlock>;
 size_t g_kept_bytes = 0;
 
-}  // namespace
-
 void* AllocateHost(size_t bytes) {
   // Small ones 64-byte aligned, as NumPy's arrays are (a block's views keep that alignment).
   if (bytes < kHugeFrom) return std::aligned_alloc(64, RoundUp64(bytes ? bytes : 1));
@@ -44,6 +42,8 @@ void* AllocateHost(size_t bytes) {
   if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
   return p;
 }
+
+}  // namespace
 
 HostBlock TakeHostBlock(size_t bytes) {
   HostBlock b;
@@ -70,6 +70,10 @@ HostBlock TakeHostBlock(size_t bytes) {
 
 void KeepHostBlock(HostBlock b) {
   if (!b.data) return;
+  if (b.bytes == 0) {  // an empty output's: nothing to keep, and it must not push out others
+    std::free(b.data);
+    return;
+  }
   std::vector<void*> drop;
   {
     std::lock_guard<std::mutex> lk(g_mu);

@@ -13,12 +13,9 @@ struct HostBlock {
   size_t bytes = 0;
 };
 
-// std::free-able memory of `bytes`, 64-byte aligned; from 4 MiB on, 2 MiB aligned and advised to
-// use transparent huge pages. Null when memory is exhausted.
-void* AllocateHost(size_t bytes);
-
 // A block of at least `bytes`: a kept one that fits (the smallest, and at most twice the size),
-// else a new one (AllocateHost). data is null when memory is exhausted.
+// else new memory, 64-byte aligned, and from 4 MiB on 2 MiB aligned and advised to use
+// transparent huge pages. data is null when memory is exhausted.
 HostBlock TakeHostBlock(size_t bytes);
 
 // Gives a block back once nothing refers to it: kept for a later TakeHostBlock (the newest 128,

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/host_blocks.h"
 #include "engine/engine.h"
 
 namespace hvd_py {
@@ -32,7 +33,8 @@ struct Slot {
   std::string name;
   py::object input, output;  // touched only with the GIL held
   py::dtype dtype;
-  void* owned = nullptr;  // engine-allocated output (allgather, alltoall, reducescatter)
+  void* owned = nullptr;   // engine-allocated output (allgather, alltoall, reducescatter)
+  size_t owned_bytes = 0;  // host memory: the kept host block's size (hvd::TakeHostBlock)
   std::vector<int64_t> owned_shape;
   std::vector<int64_t> received_splits;
   int device = -1;  // >= 0: a device array (`owned` is then device memory, hvd::GpuAllocate)
@@ -57,7 +59,7 @@ struct Handle {
       if (s.device >= 0)
         GpuFree(s.device, s.owned);
       else
-        std::free(s.owned);
+        hvd::KeepHostBlock({s.owned, s.owned_bytes});
     }
   }
 };

@@ -235,7 +235,9 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     const size_t itemsize = static_cast<size_t>(input.itemsize());
     e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
       size_t bytes = static_cast<size_t>(NumElements(shape)) * itemsize;
-      sp->owned = hvd::AllocateHost(bytes);
+      const hvd::HostBlock b = hvd::TakeHostBlock(bytes);
+      sp->owned = b.data;
+      sp->owned_bytes = b.bytes;
       if (!sp->owned)
         return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
       sp->owned_shape = shape;
@@ -315,10 +317,9 @@ py::list Wait(int64_t id, double timeout_s) {
       out = hvd_dlpack::Make(slot.owned, slot.device, slot.engine_dtype, slot.owned_shape);
       slot.owned = nullptr;
     } else if (slot.owned) {
-      void* data = slot.owned;
+      const hvd::HostBlock b{slot.owned, slot.owned_bytes};
       slot.owned = nullptr;
-      py::capsule free_when_done(data, [](void* p) { std::free(p); });
-      out = py::array(slot.dtype, slot.owned_shape, data, free_when_done);
+      out = py::array(slot.dtype, slot.owned_shape, b.data, OwnHostBlock(b));
     }
     py::object splits = py::none();
     if (!slot.received_splits.empty()) splits = py::cast(slot.received_splits);
@@ -496,6 +497,7 @@ PYBIND11_MODULE(_core, m) {
     std::lock_guard<std::mutex> lk(g_handles_mu);
     return g_handles.size();
   });
+  m.def("kept_host_bytes", &hvd::KeptHostBytes);  // for tests: blocks kept for a later output
   m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
   // enqueue, then wait without a limit: a blocking call's one crossing into the binding (the
   // frontend's allreduce of a plain array; no handle object, no second call).

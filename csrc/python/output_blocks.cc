@@ -4,14 +4,16 @@
 
 #include <new>
 
-#include "common/host_blocks.h"
-
 namespace hvd_py {
 
 py::capsule TakeOutputBlock(size_t bytes, void** data) {
   hvd::HostBlock b = hvd::TakeHostBlock(bytes);
   if (!b.data) throw std::bad_alloc();
   *data = b.data;
+  return OwnHostBlock(b);
+}
+
+py::capsule OwnHostBlock(hvd::HostBlock b) {
   return py::capsule(new hvd::HostBlock(b), [](void* p) {
     hvd::HostBlock* owned = static_cast<hvd::HostBlock*>(p);
     hvd::KeepHostBlock(*owned);

@@ -1,10 +1,13 @@
 // Host blocks (common/host_blocks.h) handed to NumPy: one block per call for the outputs of a
-// same-shape op (allreduce, broadcast) called without `out`.
+// same-shape op (allreduce, broadcast) called without `out`, and a block of its own for each
+// variable-size output (allgather, alltoall, reducescatter).
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+
+#include "common/host_blocks.h"
 
 namespace hvd_py {
 
@@ -15,5 +18,9 @@ namespace py = pybind11;
 // ones (hvd::KeepHostBlock). Throws std::bad_alloc when memory is exhausted (MemoryError on this
 // rank, as NumPy's own allocation raised it before).
 py::capsule TakeOutputBlock(size_t bytes, void** data);
+
+// The capsule that owns block `b` (taken with hvd::TakeHostBlock) for a NumPy array over it, and
+// gives it back when the array dies.
+py::capsule OwnHostBlock(hvd::HostBlock b);
 
 }  // namespace hvd_py

@@ -9,6 +9,8 @@
 //    from the input when TF allows it: no copy beyond the collective itself; a CPU allreduce
 //    of several tensors of one dtype takes its outputs as slices of one block (GroupOp). Other
 //    ops allocate their output from the background thread once negotiation fixed its shape.
+//    Host outputs the kernels allocate come from kept host blocks (output_block.h): mapped
+//    already from the last step, and huge pages, which Open MPI's shared memory moves faster.
 //  - Engine statuses become TF's own error types: a disagreement between ranks is
 //    FailedPrecondition, bad arguments InvalidArgument, a rank that left Aborted.
 //  - GPU builds (HOROVOD_GPU_NCCL) also register every op for GPU tensors: the entry carries
@@ -167,11 +169,16 @@ class HorovodKernel : public tf::AsyncOpKernel {
     return true;
   }
 
-  // Output `index`, allocated on the background thread once negotiation fixed its shape.
-  static OutputAllocator AllocateOutput(tf::OpKernelContext* c, int index) {
-    return [c, index](const std::vector<int64_t>& shape, void** data) {
+  // Output `index`, allocated on the background thread once negotiation fixed its shape: in
+  // host memory a kept host block (output_block.h), as the grouped allreduce's outputs are.
+  OutputAllocator AllocateOutput(tf::OpKernelContext* c, int index) const {
+    return [c, index, gpu = gpu_](const std::vector<int64_t>& shape, void** data) {
       tf::TensorShape ts;
       for (auto d : shape) ts.AddDim(d);
+      if (!gpu) {
+        tf::Status s = OutputInHostBlock(c, index, ts, data);
+        return s.ok() ? Status() : Status::Internal(std::string(s.message()));
+      }
       tf::Tensor* out = nullptr;
       tf::Status s = c->allocate_output(index, ts, &out);
       if (!s.ok()) return Status::Internal(std::string(s.message()));

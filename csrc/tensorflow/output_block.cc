@@ -1,4 +1,4 @@
-// Output blocks for TensorFlow (output_block.h). Why not allocate_temp: TensorFlow's CPU
+// Output blocks for TensorFlow (output_block.h). Why not TensorFlow's allocator: TensorFlow's CPU
 // allocator gives a step's 13.4 MiB of gradient outputs (MobileNetV2) 4 KiB pages, which Open
 // MPI's shared-memory transport pins and copies one by one; a kept block on 2 MiB pages is
 // mapped already and moves faster (common/host_blocks.cc, docs/benchmarks.md).
@@ -58,6 +58,22 @@ tf::Status OutputsInOneBlock(tf::OpKernelContext* c, int n) {
                                   " elements does not take shape ", input.shape().DebugString());
     c->set_output(i, out);
   }
+  return tf::OkStatus();
+}
+
+tf::Status OutputInHostBlock(tf::OpKernelContext* c, int index, const tf::TensorShape& shape,
+                             void** data) {
+  const tf::DataType dtype = c->expected_output_dtype(index);
+  const size_t bytes = static_cast<size_t>(shape.num_elements()) * tf::DataTypeSize(dtype);
+  HostBlock b = TakeHostBlock(bytes);
+  if (!b.data)
+    return tf::errors::ResourceExhausted("out of memory allocating ", bytes, " bytes for output ",
+                                         index);
+  auto* buffer = new HostBlockBuffer(b);
+  tf::Tensor out(dtype, shape, buffer);
+  buffer->Unref();  // the tensor holds its own reference
+  *data = b.data;
+  c->set_output(index, out);
   return tf::OkStatus();
 }
 

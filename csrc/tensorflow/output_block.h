@@ -1,4 +1,5 @@
-// A CPU grouped allreduce's outputs as slices of one block (GroupOp, mpi_ops.cc).
+// Host outputs of the TensorFlow kernels (mpi_ops.cc) in kept host blocks (common/host_blocks.h):
+// a CPU grouped allreduce's outputs as slices of one block, a variable-size output in a block.
 #pragma once
 
 #include "tensorflow/core/framework/op_kernel.h"
@@ -10,5 +11,11 @@ namespace hvd {
 // engine.h). The block is a kept host block (common/host_blocks.h): huge pages from 4 MiB on,
 // given back for the next step's call when TensorFlow drops the last slice.
 tensorflow::Status OutputsInOneBlock(tensorflow::OpKernelContext* c, int n);
+
+// Sets output `index` of `c` to a tensor of `shape` (the output's dtype) over a kept host block
+// of its own, and its data pointer in *data: the engine's variable-size outputs (allgather,
+// alltoall, reducescatter), allocated once negotiation fixed their shape.
+tensorflow::Status OutputInHostBlock(tensorflow::OpKernelContext* c, int index,
+                                     const tensorflow::TensorShape& shape, void** data);
 
 }  // namespace hvd

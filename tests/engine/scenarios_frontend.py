@@ -215,7 +215,8 @@ def sc_dropped_handles():
 def sc_output_blocks():
     """Outputs the binding allocates (same-shape ops without `out`): a call's are views of one
     block, each 64-byte aligned, C-contiguous, writable and independent of the others; a block
-    is reused by a later call once every view of it has died, never while one lives."""
+    is reused by a later call once every view of it has died, never while one lives. An
+    allgather's output is a kept block of its own, alike."""
     r, n = hvd.rank(), hvd.size()
     dtypes = [np.float32, np.int8, np.float64, np.int16, np.float16]
     sizes = [7, 3, 1000, 0, 5]  # odd sizes and an empty tensor: offsets must still align
@@ -295,6 +296,27 @@ def sc_output_blocks():
     want = n * (n + 1) / 2
     assert np.all(got[0][0] == want) and got[0][0].ctypes.data % 64 == 0, got[0][0]
     assert got[1][0] is given and np.all(given == want), (got[1][0], given)
+    # Variable-size outputs (allgather) take a kept block of their own: from 4 MiB on on a 2 MiB
+    # page, kept when the array dies and reused by the next call, never while the array lives.
+    rows = 3 << 18  # 3 MiB of float32 from each rank
+    lib = _b._lib()
+
+    def gathered(k):
+        out = hvd.allgather(np.full(rows, r + k, np.float32), name="ob/gather")
+        want = np.concatenate([np.full(rows, q + k, np.float32) for q in range(n)])
+        assert np.array_equal(out, want), (k, out[::rows])
+        return out
+
+    first = gathered(0)
+    at, kept = first.ctypes.data, lib.kept_host_bytes()
+    assert at % (2 << 20) == 0, f"allgather output of {3 * n} MiB at {at:#x}, not on a 2 MiB page"
+    del first
+    assert lib.kept_host_bytes() >= kept + 4 * n * rows, "a dead output's block not kept"
+    assert gathered(1).ctypes.data == at, "a kept allgather block was not reused"
+    held = gathered(2)
+    again = gathered(3)
+    assert again.ctypes.data != held.ctypes.data, "a live allgather output's block was reused"
+    assert np.all(held[:rows] == 2) and np.all(held[-rows:] == n + 1), held[::rows]
 
 
 def sc_bad_args():

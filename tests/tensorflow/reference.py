@@ -99,3 +99,12 @@ def rows_of(total, n):
     """Rows of each rank in reducescatter and default alltoall splits: the first ranks get one
     extra row when `total` does not divide evenly."""
     return [total // n + (1 if q < total % n else 0) for q in range(n)]
+
+
+def address(t):
+    """Where a CPU tensor's data lies (DLPack exports it without a copy)."""
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return ctypes.c_void_p.from_address(get(tf.experimental.dlpack.to_dlpack(t), b"dltensor")).value

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import horovod.tensorflow as hvd
 from tests.support.scenario import expect_error
-from tests.tensorflow.reference import MOVE_DTYPES, check, function, make
+from tests.tensorflow.reference import MOVE_DTYPES, address, check, function, make
 
 
 def sc_allgather():
@@ -50,6 +50,34 @@ def sc_allgather():
     ):
         for i, ((dt, _s), got) in enumerate(zip(specs, outs)):
             check(got, wants[i], dt, f"grouped_allgather {mode} #{i}")
+    sc_allgather_host_block()
+
+
+def sc_allgather_host_block():
+    """A CPU allgather's output is a kept host block (csrc/tensorflow/output_block.cc): from 4
+    MiB on it starts on a 2 MiB page, the next call writes into the same block once the last
+    output is gone, and never while it lives: a held output keeps its values."""
+    r, n = hvd.rank(), hvd.size()
+    rows = 3 << 18  # 3 MiB of float32 from each rank: the output is 6 MiB and up
+
+    def gathered(value):
+        return hvd.allgather(tf.fill([rows], float(value + r)), name="ag/block")
+
+    def one_call(value):  # returns only the address: the output dies with the call
+        out = gathered(value)
+        want = np.concatenate([np.full(rows, value + q) for q in range(n)])
+        check(out, want, tf.float32, f"allgather into a kept block, call {value}")
+        return address(out)
+
+    calls = [one_call(v) for v in range(3)]
+    assert calls[0] % (2 << 20) == 0, f"output of {n * 3} MiB at {calls[0]:#x}, not on a 2 MiB page"
+    assert calls[1] == calls[0] and calls[2] == calls[0], f"block not reused: {calls}"
+    held = gathered(10)
+    again = gathered(20)
+    assert address(again) != address(held), "a live output's block was handed out again"
+    for got, value in ((held, 10), (again, 20)):
+        want = np.concatenate([np.full(rows, value + q) for q in range(n)])
+        check(got, want, tf.float32, f"allgather output {value} after the next call")
 
 
 def sc_broadcast():

@@ -5,7 +5,16 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
-from tests.tensorflow.reference import OPS, REDUCE_DTYPES, SHAPES, check, function, make, reference
+from tests.tensorflow.reference import (
+    OPS,
+    REDUCE_DTYPES,
+    SHAPES,
+    address,
+    check,
+    function,
+    make,
+    reference,
+)
 
 
 def sc_allreduce():
@@ -145,15 +154,6 @@ def sc_grouped_allreduce_one_block():
     sc_grouped_allreduce_block_kept()
 
 
-def _address(t):
-    """Where a CPU tensor's data lies (DLPack exports it without a copy)."""
-    import ctypes
-
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return ctypes.c_void_p.from_address(get(tf.experimental.dlpack.to_dlpack(t), b"dltensor")).value
-
-
 def sc_grouped_allreduce_block_kept():
     """The block (csrc/tensorflow/output_block.cc) is a kept host block: from 4 MiB on it starts
     on a 2 MiB page, the next step's call writes into the same block once the last step's outputs
@@ -170,7 +170,7 @@ def sc_grouped_allreduce_block_kept():
         want = sum(q + step for q in range(n))
         for i, o in enumerate(outs):
             check(o, np.full(shapes[i], want), tf.float32, f"kept block step {step} #{i}")
-        return [_address(o) for o in outs]
+        return [address(o) for o in outs]
 
     steps = [one_step(step) for step in range(3)]
     first = steps[0][0]
@@ -178,7 +178,7 @@ def sc_grouped_allreduce_block_kept():
     assert steps[1] == steps[0] and steps[2] == steps[0], f"block not reused: {steps}"
     held = hvd.grouped_allreduce([tf.fill(s, 1.0) for s in shapes], op=hvd.Sum, name="block/kept")
     again = hvd.grouped_allreduce([tf.fill(s, 2.0) for s in shapes], op=hvd.Sum, name="block/kept")
-    assert _address(again[0]) != _address(held[0]), "a live output's block was handed out again"
+    assert address(again[0]) != address(held[0]), "a live output's block was handed out again"
     for i, s in enumerate(shapes):
         check(held[i], np.full(s, n), tf.float32, f"held output #{i} after the next call")
         check(again[i], np.full(s, 2 * n), tf.float32, f"next call's output #{i}")
