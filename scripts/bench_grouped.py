@@ -42,6 +42,17 @@ def median_us(fn):
     return per_op_us(fn, n=60, warm=5)
 
 
+def print_interleaved_medians(runs, rounds=5):
+    """Rank 0 prints each run's median over `rounds` rounds that take every run in turn (a noisy
+    moment hits them all alike), us per op."""
+    samples = {k: [] for k in runs}
+    for _ in range(rounds):
+        for k, fn in runs.items():
+            samples[k].append(per_op_us(fn, n=30, warm=3))
+    if hvd.rank() == 0:
+        print({k: round(statistics.median(v)) for k, v in samples.items()}, flush=True)
+
+
 def grouped_into(names, parts, outs, group):
     """One grouped allreduce (sum) into `outs` through the binding (grouped_allreduce takes no
     `out`)."""
@@ -124,12 +135,7 @@ def model_layouts(sizes):
         "large_inplace": lambda: grouped_into(large_names, large_views, large_views, "mli"),
         "whole": lambda: hvd.allreduce(whole, op=hvd.Sum, name="mw", out=out),
     }
-    samples = {k: [] for k in runs}
-    for _ in range(5):
-        for k, fn in runs.items():
-            samples[k].append(per_op_us(fn, n=30, warm=3))
-    if hvd.rank() == 0:
-        print({k: round(statistics.median(v)) for k, v in samples.items()}, flush=True)
+    print_interleaved_medians(runs)
 
 
 def model_pages(sizes):
@@ -155,12 +161,7 @@ def model_pages(sizes):
         runs[f"large_{tag}"] = lambda p=pieces, t=tag: hvd.grouped_allreduce(
             p, op=hvd.Sum, name=f"pl{t}"
         )
-    samples = {k: [] for k in runs}
-    for _ in range(5):
-        for k, fn in runs.items():
-            samples[k].append(per_op_us(fn, n=30, warm=3))
-    if hvd.rank() == 0:
-        print({k: round(statistics.median(v)) for k, v in samples.items()}, flush=True)
+    print_interleaved_medians(runs)
 
 
 def model_sizes(name):
