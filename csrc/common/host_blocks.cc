@@ -2,11 +2,11 @@
 // every step, and fresh memory for their outputs is memory glibc hands back to the system
 // between steps (the heap top is trimmed past 128 KiB) and faults in again on the next step's
 // first write. Measured on a 16-core VM, 100 x 40 KiB through NumPy: 3.8 ms per group with
-// fresh outputs against 2.2 ms writing into the same arrays (docs/benchmarks.md). Why huge
-// pages: a model's 13.4 MiB of gradients (MobileNetV2) in fresh 4 KiB pages cost 1-2 ms of faults
-// and zeroing per step on a 2-core VM, and Open MPI's shared-memory transport (CMA) pins and
-// copies every page it moves: the same 13.4 MiB allreduce took 2.0 ms on 4 KiB pages against
-// 1.4 ms on 2 MiB pages.
+// fresh outputs against 2.2 ms writing into the same arrays (docs/benchmarks.md). Large blocks
+// too: a model's 13.4 MiB of gradients (MobileNetV2) in fresh huge pages cost 1-2 ms of faults
+// and zeroing per step on a 2-core VM. Why huge pages: a fresh 1.2 GB allgather output on 4 KiB
+// pages took 1.2M faults and 2.4 s, and Open MPI's shared-memory transport (CMA) pins and copies
+// every page it moves: a 13.4 MiB allreduce took 2.0 ms on 4 KiB pages against 1.4 ms on 2 MiB.
 #include "common/host_blocks.h"
 
 #include <sys/mman.h>
