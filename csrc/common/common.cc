@@ -49,6 +49,19 @@ const char* OpTypeName(OpType t) {
   return i < kNumOpTypes ? names[i] : "UNKNOWN";
 }
 
+std::string SupportedDataTypes() {
+  // Integers by width, then floats by width: the reducible dtypes, every one but bool.
+  static const DataType order[] = {
+      DataType::UINT8, DataType::INT8,    DataType::UINT16,   DataType::INT16,   DataType::INT32,
+      DataType::INT64, DataType::FLOAT16, DataType::BFLOAT16, DataType::FLOAT32, DataType::FLOAT64};
+  static_assert(sizeof(order) / sizeof(order[0]) == kNumDataTypes - 1, "every DataType but BOOL");
+  const size_t n = sizeof(order) / sizeof(order[0]);
+  std::string s;
+  for (size_t i = 0; i < n; ++i)
+    s += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + DataTypeName(order[i]);
+  return s + " (or " + DataTypeName(DataType::BOOL) + ", for allgather, broadcast and alltoall)";
+}
+
 bool IsFloating(DataType t) {
   return t == DataType::FLOAT16 || t == DataType::BFLOAT16 || t == DataType::FLOAT32 ||
          t == DataType::FLOAT64;

@@ -56,6 +56,10 @@ size_t DataTypeSize(DataType t);
 const char* DataTypeName(DataType t);
 const char* ReduceOpName(ReduceOp op);
 const char* OpTypeName(OpType t);  // "ALLREDUCE", ...
+// The dtypes a frontend may hand over, for its "dtype ... is not supported" message: "uint8,
+// int8, uint16, int16, int32, int64, float16, bfloat16, float32 or float64 (or bool, for
+// allgather, broadcast and alltoall)", from DataTypeName.
+std::string SupportedDataTypes();
 bool IsFloating(DataType t);
 bool IsInteger(DataType t);  // uint8, int8, uint16, int16, int32, int64 (not bool)
 // Reductions: allreduce and reducescatter (the ops with a reduce op and scale factors).

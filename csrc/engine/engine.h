@@ -44,6 +44,34 @@ const Config& GetConfig();
 // is a global rank (as upstream), which must be in the set.
 Status Enqueue(std::vector<TensorEntry> entries, int32_t process_set = 0);
 
+// One op call's arguments as a frontend received them, its tensors apart. Frontends build the
+// wire request of each tensor with MakeRequest, never field by field, so that every frontend
+// names, groups and describes its ops alike.
+struct OpArgs {
+  OpType type = OpType::ALLREDUCE;
+  std::string name;      // the op's name; its tensors' names follow from it (MemberName)
+  bool grouped = false;  // a grouped op: its ranks must agree on the number of tensors
+  ReduceOp reduce_op = ReduceOp::SUM;
+  int32_t root = 0;  // broadcast: a global rank
+  double prescale = 1.0, postscale = 1.0;
+  std::vector<int64_t> splits;  // alltoall: rows sent to each rank
+  std::string invalid;          // why the frontend refused the arguments; "": usable
+  bool gpu = false;             // the tensors are in device memory
+  // Callers that name every tensor themselves (the Python binding given a list): one name per
+  // tensor, used as given. Empty: MemberName's.
+  std::vector<std::string> names;
+};
+// The name of tensor i of a call of n: the op's name for a lone tensor of an op that is not
+// grouped, else "<name>.<i>" (a group's members).
+std::string MemberName(const std::string& name, int i, int n, bool grouped);
+// Tensor i's name in `op`: op.names[i] if given, else MemberName(op.name, i, n, op.grouped).
+std::string MemberName(const OpArgs& op, int i, int n);
+// The wire request of tensor i of a call of n: every field of `op`, this rank's rank, the
+// member name (above) and, for a grouped op, group = op.name and group_size = n; then the
+// tensor's dtype and shape. A frontend that finds a tensor unusable on its own (its dtype,
+// its output) sets request.invalid to the reason afterwards.
+Request MakeRequest(const OpArgs& op, int i, int n, DataType dtype, std::vector<int64_t> shape);
+
 // Process sets (process_sets.h). Both calls are collective over every rank, which must make them
 // in the same order with the same arguments (negotiated: a difference is an error naming the
 // ranks on each side); they block until every rank made them. `ranks`: distinct global ranks.

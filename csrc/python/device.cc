@@ -13,43 +13,32 @@ using namespace hvd;
 // engine dtype, device or -1 (the pointer's), the producer's stream as an int). outputs[i]:
 // None (allocated by the engine in device memory, returned as a DLPack capsule) or (owner,
 // pointer) of a contiguous output of the input's size from the input's own library.
-int64_t EnqueueDevice(int op_type, const std::vector<std::string>& names, const py::list& inputs,
+int64_t EnqueueDevice(int op_type, const py::object& names, const py::list& inputs,
                       const py::list& outputs, int reduce_op, int root, double prescale,
                       double postscale, const std::vector<int64_t>& splits,
                       const std::string& invalid, const std::string& group, int process_set) {
   auto h = std::make_shared<Handle>();
-  const size_t n = names.size();
-  if (inputs.size() != n || outputs.size() != n)
+  const size_t n = inputs.size();
+  OpArgs op =
+      ReadOpArgs(op_type, names, n, reduce_op, root, prescale, postscale, splits, invalid, group);
+  op.gpu = true;
+  if (outputs.size() != n)
     throw py::value_error("one name and one output slot per input are needed");
   h->slots.resize(n);
   std::vector<TensorEntry> entries(n);
-  const int rank = GetTopology().rank;
   for (size_t i = 0; i < n; ++i) {
     auto d = inputs[i].cast<py::tuple>();
     Slot& slot = h->slots[i];
     TensorEntry& e = entries[i];
+    e.request =
+        MakeRequest(op, static_cast<int>(i), static_cast<int>(n),
+                    static_cast<DataType>(d[3].cast<int>()), d[2].cast<std::vector<int64_t>>());
     Request& r = e.request;
-    r.type = static_cast<OpType>(op_type);
-    r.name = names[i];
-    r.dtype = static_cast<DataType>(d[3].cast<int>());
-    r.reduce_op = static_cast<ReduceOp>(reduce_op);
-    r.root = root;
-    r.prescale = prescale;
-    r.postscale = postscale;
-    r.splits = splits;
-    if (!group.empty()) {
-      r.group = group;
-      r.group_size = static_cast<int32_t>(n);
-    }
-    r.rank = rank;
-    r.gpu = true;
-    r.invalid = invalid;
-    r.shape = d[2].cast<std::vector<int64_t>>();
     e.input = reinterpret_cast<const void*>(d[1].cast<uintptr_t>());
     e.device = d[4].cast<int>();
     e.stream = reinterpret_cast<void*>(d[5].cast<uintptr_t>());
     slot.input = d[0];
-    slot.name = names[i];
+    slot.name = r.name;
     slot.device = e.device < 0 ? 0 : e.device;
     slot.engine_dtype = r.dtype;
     const size_t itemsize = DataTypeSize(r.dtype);

@@ -1,6 +1,8 @@
 // The frontend's handle table and completion (handles.h).
 #include "python/handles.h"
 
+#include <pybind11/stl.h>
+
 namespace hvd_py {
 
 std::mutex g_handles_mu;
@@ -59,6 +61,35 @@ DoneCallback MakeDone(Handle* hp) {
       g_reap.push_back(reap);
     }
   };
+}
+
+hvd::OpArgs ReadOpArgs(int op_type, const py::object& names, size_t n, int reduce_op, int root,
+                       double prescale, double postscale, const std::vector<int64_t>& splits,
+                       const std::string& invalid, const std::string& group) {
+  hvd::OpArgs op;
+  op.type = static_cast<hvd::OpType>(op_type);  // out of range: Enqueue refuses it
+  if (PyUnicode_Check(names.ptr())) {
+    op.name = names.cast<std::string>();
+    if (!group.empty() && group != op.name)
+      throw py::value_error("group '" + group + "' must be the op's name '" + op.name +
+                            "' when names is the op's name");
+  } else {
+    try {
+      op.names = names.cast<std::vector<std::string>>();
+    } catch (const py::cast_error&) {
+      throw py::type_error("names must be the op's name (a str) or a list of one str per input");
+    }
+    if (op.names.size() != n) throw py::value_error("one name per input is needed");
+    op.name = group;
+  }
+  op.grouped = !group.empty();
+  op.reduce_op = static_cast<hvd::ReduceOp>(reduce_op);
+  op.root = root;
+  op.prescale = prescale;
+  op.postscale = postscale;
+  op.splits = splits;
+  op.invalid = invalid;
+  return op;
 }
 
 // Registers the handle and queues its entries; returns its id or raises Enqueue's error.

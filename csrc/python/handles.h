@@ -78,8 +78,16 @@ DoneCallback MakeDone(Handle* hp);
 // Registers the handle and queues its entries; returns its id or raises Enqueue's error.
 int64_t Submit(const std::shared_ptr<Handle>& h, std::vector<TensorEntry> entries, int process_set);
 
+// The arguments of a call of n tensors as enqueue, enqueue_wait and enqueue_device take them.
+// `names`: the op's name (a str: its tensors are named by hvd::MemberName; `group`, if given,
+// must be that name and makes it a grouped op) or a list of one name per tensor, used as given
+// (a grouped op's members then carry `group`). Raises ValueError if neither fits.
+hvd::OpArgs ReadOpArgs(int op_type, const py::object& names, size_t n, int reduce_op, int root,
+                       double prescale, double postscale, const std::vector<int64_t>& splits,
+                       const std::string& invalid, const std::string& group);
+
 // device.cc: the ops on device arrays (horovod/common/device.py describes them).
-int64_t EnqueueDevice(int op_type, const std::vector<std::string>& names, const py::list& inputs,
+int64_t EnqueueDevice(int op_type, const py::object& names, const py::list& inputs,
                       const py::list& outputs, int reduce_op, int root, double prescale,
                       double postscale, const std::vector<int64_t>& splits,
                       const std::string& invalid, const std::string& group, int process_set);

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <memory>
@@ -88,8 +89,7 @@ bool ToDataType(const py::dtype& dt, const char* what, DataType* out, std::strin
     ok = false;
   if (!ok)
     *why = std::string(what) + " dtype " + py::str(dt).cast<std::string>() +
-           " is not supported; use uint8, int8, uint16, int16, int32, int64, float16, bfloat16, "
-           "float32 or float64 (or bool, for allgather, broadcast and alltoall)";
+           " is not supported; use " + SupportedDataTypes();
   return ok;
 }
 
@@ -100,18 +100,24 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
   return t;
 }
 
-// Queues one op per (name, input[, output]) atomically and returns one handle for all of them.
-// outputs: None (the engine allocates) or a list with an array or None per input. invalid:
-// why the frontend found the arguments unusable; the ops are still negotiated, and fail on
-// every rank with it (engine.h, Enqueue). group: non-empty for a grouped op, whose ranks
-// must agree on its size (names are "<group>.<index>").
-int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const py::list& inputs,
+// Queues one op per input[, output] atomically and returns one handle for all of them.
+// names: the op's name, or one name per input (ReadOpArgs, handles.h). outputs: None (the
+// engine allocates) or a list with an array or None per input. invalid: why the frontend found
+// the arguments unusable; the ops are still negotiated, and fail on every rank with it
+// (engine.h, Enqueue). group: non-empty for a grouped op, whose ranks must agree on its size
+// (members are "<group>.<index>").
+int64_t EnqueueGroup(int op_type, const py::object& names, const py::list& inputs,
                      const py::object& outputs, int reduce_op, int root, double prescale,
                      double postscale, const std::vector<int64_t>& splits, int device,
                      const std::string& invalid, const std::string& group, int process_set) {
   auto h = std::make_shared<Handle>();
-  const size_t n = names.size();
-  if (inputs.size() != n) throw py::value_error("one name per input is needed");
+  const size_t n = inputs.size();
+  OpArgs op =
+      ReadOpArgs(op_type, names, n, reduce_op, root, prescale, postscale, splits, invalid, group);
+  // device >= 0 claims the buffers are on that GPU: only the engine's refusal paths can be
+  // reached from NumPy (a GPU build checks the claim with CUDA and refuses host memory).
+  op.gpu = device >= 0;
+  const int count = static_cast<int>(n);
   // One list of the outputs, read by index below (making it per tensor was O(n^2)).
   std::vector<py::object> outs;
   if (!outputs.is_none()) {
@@ -132,7 +138,9 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
       continue;
     }
     ins.push_back(py::array::ensure(in, py::array::c_style));
-    if (!ins.back()) throw py::value_error("tensor '" + names[i] + "': input is not array-like");
+    if (!ins.back())
+      throw py::value_error("tensor '" + MemberName(op, static_cast<int>(i), count) +
+                            "': input is not array-like");
   }
   // Same-shape outputs not given (outputs None, or None in a tensor's slot): views of one block
   // for the whole call (output_blocks.h).
@@ -156,44 +164,28 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
   }
   h->slots.resize(n);
   std::vector<TensorEntry> entries(n);
-  const int rank = GetTopology().rank;
   for (size_t i = 0; i < n; ++i) {
     py::array input = std::move(ins[i]);
     Slot& slot = h->slots[i];
     TensorEntry& e = entries[i];
-    Request& r = e.request;
-    r.type = static_cast<OpType>(op_type);
-    r.name = names[i];
     // A byte-swapped input means a caller skipped the frontend's conversion: raised here.
     const py::dtype dtype = input.dtype();
-    if (!IsNative(dtype)) DataTypeOf(dtype, names[i], "input");
+    if (!IsNative(dtype)) DataTypeOf(dtype, MemberName(op, static_cast<int>(i), count), "input");
+    DataType engine_dtype = DataType::UINT8;
     std::string why;
     // A dtype the engine lacks (complex, object, ...) is not raised here: raised on this rank
     // only, it would leave the other ranks waiting for the op. It is negotiated as invalid
-    // (dtype not sent), so every rank fails; this rank with its own message (Handle::refused).
-    if (!ToDataType(dtype, "input", &r.dtype, &why)) {
-      r.dtype = DataType::UINT8;
-      r.invalid = why;
-      if (h->refused.empty()) h->refused = "tensor '" + names[i] + "': " + why;
+    // (dtype not sent: UINT8 stands in), so every rank fails; this rank with its own message
+    // (Handle::refused).
+    const bool usable = ToDataType(dtype, "input", &engine_dtype, &why);
+    e.request = MakeRequest(op, static_cast<int>(i), count, usable ? engine_dtype : DataType::UINT8,
+                            std::vector<int64_t>(input.shape(), input.shape() + input.ndim()));
+    Request& r = e.request;
+    if (!usable) {
+      r.invalid = why;  // an unusable dtype is named first
+      if (h->refused.empty()) h->refused = "tensor '" + r.name + "': " + why;
     }
-    r.reduce_op = static_cast<ReduceOp>(reduce_op);
-    r.root = root;
-    r.prescale = prescale;
-    r.postscale = postscale;
-    r.splits = splits;
-    if (!group.empty()) {
-      r.group = group;
-      r.group_size = static_cast<int32_t>(n);
-    }
-    if (r.invalid.empty()) r.invalid = invalid;  // an unusable dtype is named first
-    // device >= 0 claims the buffers are on that GPU: only the engine's refusal paths can be
-    // reached from NumPy (a GPU build checks the claim with CUDA and refuses host memory).
-    if (device >= 0) {
-      r.gpu = true;
-      e.device = device;
-    }
-    r.rank = rank;
-    r.shape.assign(input.shape(), input.shape() + input.ndim());
+    if (device >= 0) e.device = device;
     py::object out = outs.empty() ? py::object(py::none()) : outs[i];
     if (!out.is_none() && r.invalid.empty()) {
       auto arr =
@@ -207,7 +199,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
                arr.nbytes() != input.nbytes() || out_dtype != r.dtype)
         r.invalid = "out must be a writable C-contiguous NumPy array of the input's dtype and size";
       if (!r.invalid.empty() && h->refused.empty())
-        h->refused = "tensor '" + names[i] + "': " + r.invalid;
+        h->refused = "tensor '" + r.name + "': " + r.invalid;
     }
     if (!out.is_none() && r.invalid.empty()) {
       auto arr = py::reinterpret_borrow<py::array>(out);
@@ -230,7 +222,7 @@ int64_t EnqueueGroup(int op_type, const std::vector<std::string>& names, const p
     e.input = input.data();
     slot.input = input;
     slot.dtype = dtype;
-    slot.name = names[i];
+    slot.name = r.name;
     Slot* sp = &slot;
     const size_t itemsize = static_cast<size_t>(input.itemsize());
     e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
@@ -427,6 +419,42 @@ PYBIND11_MODULE(_core, m) {
     if (!s.ok()) Raise(s);
     return n;
   });
+  // The engine's type tables (common.h), so that Python declares none: op types and reduce
+  // ops by name, dtypes in value order as (name, value, reducible).
+  m.def("op_types", [] {
+    py::dict d;
+    for (int i = 0; i < kNumOpTypes; ++i) {
+      std::string name = OpTypeName(static_cast<OpType>(i));
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      d[py::str(name)] = i;
+    }
+    return d;
+  });
+  m.def("reduce_ops", [] {
+    py::dict d;
+    for (int i = 0; i < kNumReduceOps; ++i) d[ReduceOpName(static_cast<ReduceOp>(i))] = i;
+    return d;
+  });
+  m.def("data_types", [] {
+    py::list l;
+    for (int i = 0; i < kNumDataTypes; ++i) {
+      OpSpec sum;  // a plain host allreduce (Sum, no scaling) of the dtype: refused for bool only
+      sum.dtype = static_cast<DataType>(i);
+      l.append(py::make_tuple(DataTypeName(sum.dtype), i, UnsupportedReduction(sum).empty()));
+    }
+    return l;
+  });
+  // The name of tensor `index` of a call of `count` (engine.h, MemberName): as the engine names
+  // an op given by its name, for the frontends' own messages.
+  m.def(
+      "member_name",
+      [](const std::string& name, int index, int count, bool grouped) {
+        return MemberName(name, index, count, grouped);
+      },
+      py::arg("name"), py::arg("index"), py::arg("count"), py::arg("grouped"));
+  // "uint8, int8, ... or float64 (or bool, for allgather, broadcast and alltoall)": the dtypes
+  // a frontend's "dtype ... is not supported; use ..." message lists.
+  m.def("supported_data_types", &SupportedDataTypes);
   m.def("config_knobs", [] {
     py::list out;
     for (const auto& k : Config::Describe()) {
@@ -501,15 +529,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
   // enqueue, then wait without a limit: a blocking call's one crossing into the binding (the
   // frontend's allreduce of a plain array; no handle object, no second call).
-  m.def("enqueue_wait",
-        [](int op_type, const std::vector<std::string>& names, const py::list& inputs,
-           const py::object& outputs, int reduce_op, int root, double prescale, double postscale,
-           const std::vector<int64_t>& splits, int device, const std::string& invalid,
-           const std::string& group, int process_set) {
-          return Wait(EnqueueGroup(op_type, names, inputs, outputs, reduce_op, root, prescale,
-                                   postscale, splits, device, invalid, group, process_set),
-                      -1.0);
-        });
+  m.def("enqueue_wait", [](int op_type, const py::object& names, const py::list& inputs,
+                           const py::object& outputs, int reduce_op, int root, double prescale,
+                           double postscale, const std::vector<int64_t>& splits, int device,
+                           const std::string& invalid, const std::string& group, int process_set) {
+    return Wait(EnqueueGroup(op_type, names, inputs, outputs, reduce_op, root, prescale, postscale,
+                             splits, device, invalid, group, process_set),
+                -1.0);
+  });
   m.def("ring_allreduce_raw", [](py::array buf) {
     // The bare ring on a separate communicator, bypassing queue and negotiation: the benchmark's
     // "ring alone" line. float32 sum, in place.

@@ -101,19 +101,34 @@ struct Completion {
 // The common part of every kernel: the negotiation name and the engine request.
 class HorovodKernel : public tf::AsyncOpKernel {
  public:
-  explicit HorovodKernel(tf::OpKernelConstruction* c, OpType type) : AsyncOpKernel(c), type_(type) {
-    if (c->HasAttr("reduce_op")) OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op_));
-    if (c->HasAttr("prescale_factor")) OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale_));
+  explicit HorovodKernel(tf::OpKernelConstruction* c, OpType type) : AsyncOpKernel(c) {
+    op_.type = type;
+    int reduce_op = 0, root = 0;
+    float prescale = 1.0f, postscale = 1.0f;
+    if (c->HasAttr("reduce_op")) OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduce_op));
+    if (c->HasAttr("prescale_factor")) OP_REQUIRES_OK(c, c->GetAttr("prescale_factor", &prescale));
     if (c->HasAttr("postscale_factor"))
-      OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale_));
-    if (c->HasAttr("root_rank")) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root_));
-    if (c->HasAttr("grouped")) OP_REQUIRES_OK(c, c->GetAttr("grouped", &grouped_));
+      OP_REQUIRES_OK(c, c->GetAttr("postscale_factor", &postscale));
+    if (c->HasAttr("root_rank")) OP_REQUIRES_OK(c, c->GetAttr("root_rank", &root));
+    if (c->HasAttr("grouped")) OP_REQUIRES_OK(c, c->GetAttr("grouped", &op_.grouped));
     if (c->HasAttr("process_set_id"))
       OP_REQUIRES_OK(c, c->GetAttr("process_set_id", &process_set_id_));
+    op_.reduce_op = static_cast<ReduceOp>(reduce_op);  // out of range: Enqueue refuses it
+    op_.root = root;
+    op_.prescale = prescale;
+    op_.postscale = postscale;
     gpu_ = c->device_type() == tf::DeviceType(tf::DEVICE_GPU);
+    op_.gpu = gpu_;
   }
 
  protected:
+  // This call's arguments: the kernel's attrs under this call's name (TensorName).
+  OpArgs Args(tf::OpKernelContext* c) const {
+    OpArgs op = op_;
+    op.name = TensorName(c);
+    return op;
+  }
+
   // The name input is the last one. Inside a while loop, iterations of one node can run at
   // once (parallel_iterations): the loop frame and iteration keep their names apart. Frame ids
   // are hashes of the frame names and the parent iterations (root frame: 0), so every rank
@@ -133,35 +148,28 @@ class HorovodKernel : public tf::AsyncOpKernel {
     return n;
   }
 
-  // Validates the dtype and fills the request of one tensor; false sets the op's error.
-  bool MakeEntry(tf::OpKernelContext* c, const std::string& name, const tf::Tensor& input,
+  // Validates the dtype and fills the entry of tensor i of the call's n (MakeRequest, engine.h);
+  // false sets the op's error.
+  bool MakeEntry(tf::OpKernelContext* c, const OpArgs& op, int i, int n, const tf::Tensor& input,
                  TensorEntry* e) const {
-    Request& r = e->request;
-    if (!ToEngineType(input.dtype(), &r.dtype)) {
-      c->CtxFailure(tf::errors::InvalidArgument("tensor '", name, "': dtype ",
+    DataType dtype = DataType::UINT8;
+    if (!ToEngineType(input.dtype(), &dtype)) {
+      c->CtxFailure(tf::errors::InvalidArgument("tensor '", MemberName(op, i, n), "': dtype ",
                                                 tf::DataTypeString(input.dtype()),
-                                                " is not supported by Horovod"));
+                                                " is not supported; use ", SupportedDataTypes()));
       return false;
     }
-    r.type = type_;
-    r.name = name;
-    r.reduce_op = static_cast<ReduceOp>(reduce_op_);
-    r.root = root_;
-    r.prescale = prescale_;
-    r.postscale = postscale_;
-    r.rank = GetTopology().rank;
-    r.shape = Dims(input.shape());
+    e->request = MakeRequest(op, i, n, dtype, Dims(input.shape()));
     e->input = input.tensor_data().data();
 #if HOROVOD_GPU_NCCL
     if (gpu_) {
       const auto* info = c->device()->tensorflow_accelerator_device_info();
       auto* stream = c->op_device_context() ? c->op_device_context()->stream() : nullptr;
       if (!info || !stream) {
-        c->CtxFailure(
-            tf::errors::Internal("tensor '", name, "': GPU kernel without a GPU device or stream"));
+        c->CtxFailure(tf::errors::Internal("tensor '", e->request.name,
+                                           "': GPU kernel without a GPU device or stream"));
         return false;
       }
-      r.gpu = true;
       e->device = info->gpu_id;
       e->stream = stream->platform_specific_handle().stream;
     }
@@ -204,17 +212,6 @@ class HorovodKernel : public tf::AsyncOpKernel {
     }
   }
 
-  // The name of tensor i of n: a group's members are "<base>.<i>" and carry the group (its
-  // ranks must agree on its size); a lone tensor is "<base>".
-  std::string MemberName(const std::string& base, int i, int n, Request* r) const {
-    if (!grouped_ && n == 1) return base;
-    if (grouped_) {
-      r->group = base;
-      r->group_size = n;
-    }
-    return base + "." + std::to_string(i);
-  }
-
   // The number of ranks in this op's process set (a set removed meanwhile: the engine refuses
   // the op, naming it; 1 keeps the even split defined until then).
   int SetSize() const {
@@ -223,12 +220,11 @@ class HorovodKernel : public tf::AsyncOpKernel {
     return 1;
   }
 
-  OpType type_;
-  bool grouped_ = false;    // a grouped op (hvd.grouped_*, gradients, broadcast_variables)
+  // The attrs: type, reduce op, root, factors, grouped (hvd.grouped_*, gradients,
+  // broadcast_variables), gpu; a call adds its name (Args).
+  OpArgs op_;
   int process_set_id_ = 0;  // hvd.ProcessSet's id: 0, every rank
   bool gpu_ = false;        // registered for DEVICE_GPU: tensors in device memory
-  int reduce_op_ = 0, root_ = 0;
-  float prescale_ = 1.0f, postscale_ = 1.0f;
 };
 
 // The ops over N tensors of one dtype, one engine entry each, negotiated together. Allreduce
@@ -248,7 +244,7 @@ class GroupOp : public HorovodKernel {
   void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
     constexpr bool kSameShape = kType == OpType::ALLREDUCE || kType == OpType::BROADCAST;
     const int n = c->num_inputs() - 1;
-    const std::string base = TensorName(c);
+    const OpArgs op = Args(c);
     std::vector<TensorEntry> entries(n);
     bool block = false;
     if constexpr (kType == OpType::ALLREDUCE) {
@@ -262,8 +258,7 @@ class GroupOp : public HorovodKernel {
     }
     for (int i = 0; i < n; ++i) {
       const tf::Tensor& input = c->input(i);
-      const std::string name = MemberName(base, i, n, &entries[i].request);
-      if (!MakeEntry(c, name, input, &entries[i])) return done();
+      if (!MakeEntry(c, op, i, n, input, &entries[i])) return done();
       if (block) {
         entries[i].output = const_cast<char*>(c->mutable_output(i)->tensor_data().data());
       } else if constexpr (kSameShape) {
@@ -350,16 +345,17 @@ class AlltoallOp : public HorovodKernel {
     OP_REQUIRES_OK(c, c->GetAttr("splits_error", &splits_error_));
   }
   void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
-    const std::string name = TensorName(c);
+    OpArgs op = Args(c);
+    const tf::Tensor& input = c->input(0);
+    op.invalid = splits_error_;
+    if (op.invalid.empty()) op.invalid = ReadSplits(c->input(1), &op.splits);
+    // No splits (empty, upstream's convention for splits=None): the rows divided evenly.
+    if (op.invalid.empty() && op.splits.empty() && input.dims() > 0)
+      op.invalid = EvenSplits(input.dim_size(0), SetSize(), &op.splits);
+    if (!op.invalid.empty()) op.splits.clear();
     std::vector<TensorEntry> entries(1);
     TensorEntry& e = entries[0];
-    if (!MakeEntry(c, name, c->input(0), &e)) return done();
-    e.request.invalid = splits_error_;
-    if (e.request.invalid.empty()) e.request.invalid = ReadSplits(c->input(1), &e.request.splits);
-    // No splits (empty, upstream's convention for splits=None): the rows divided evenly.
-    if (e.request.invalid.empty() && e.request.splits.empty() && !e.request.shape.empty())
-      e.request.invalid = EvenSplits(e.request.shape[0], SetSize(), &e.request.splits);
-    if (!e.request.invalid.empty()) e.request.splits.clear();
+    if (!MakeEntry(c, op, 0, 1, input, &e)) return done();
     e.allocate_output = AllocateOutput(c, 0);
     auto received = std::make_shared<std::vector<int64_t>>();
     e.received_splits = received.get();
@@ -390,28 +386,22 @@ class InvalidOp : public HorovodKernel {
     OP_REQUIRES_OK(c, c->GetAttr("op_type", &op_type));
     OP_REQUIRES(c, op_type >= 0 && op_type < kNumOpTypes,
                 tf::errors::InvalidArgument("HorovodInvalid: unknown op_type ", op_type));
-    type_ = static_cast<OpType>(op_type);
-    OP_REQUIRES_OK(c, c->GetAttr("reason", &reason_));
-    if (reason_.empty()) reason_ = "the input cannot be handed to Horovod";
+    op_.type = static_cast<OpType>(op_type);
+    op_.gpu = false;  // it reads no data: every tensor stays in host memory
+    OP_REQUIRES_OK(c, c->GetAttr("reason", &op_.invalid));
+    if (op_.invalid.empty()) op_.invalid = "the input cannot be handed to Horovod";
   }
   void ComputeAsync(tf::OpKernelContext* c, DoneCallback done) override {
     const int n = c->num_inputs() - 1;
-    const std::string base = TensorName(c);
+    const OpArgs op = Args(c);
     std::vector<TensorEntry> entries(n);
     for (int i = 0; i < n; ++i) {
-      Request& r = entries[i].request;
-      r.type = type_;
-      r.name = MemberName(base, i, n, &r);
-      r.dtype = DataType::UINT8;  // a valid placeholder: an invalid request's dtype is not read
-      r.rank = GetTopology().rank;
-      r.invalid = reason_;
+      // UINT8: a valid placeholder, as an invalid request's dtype and shape are not read.
+      entries[i].request = MakeRequest(op, i, n, DataType::UINT8, {});
       c->set_output(i, c->input(i));
     }
     Submit(c, std::move(entries), std::move(done));
   }
-
- private:
-  std::string reason_;
 };
 
 // Shapes: same-shape ops keep their input's; the others know all but the first dimension.

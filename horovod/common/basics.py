@@ -10,14 +10,17 @@ import os
 
 from horovod import __version__
 from horovod.common import process_sets as _ps
+from horovod.common.engine_types import JOIN as _JOIN
+from horovod.common.engine_types import (  # noqa: F401  (the engine's, re-exported)
+    REDUCE_OPS,
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+)
 from horovod.common.exceptions import NOT_INITIALIZED as _NOT_INITIALIZED
-
-# Reduce ops: values match ReduceOp in csrc/common/common.h. The frontends accept these and no
-# others (REDUCE_OPS); what each op can reduce (dtypes, devices, rank counts) the engine decides
-# at negotiation, so that every rank fails alike.
-Sum, Average, Min, Max, Product, Adasum = 0, 1, 2, 3, 4, 5
-REDUCE_OPS = (Sum, Average, Min, Max, Product, Adasum)
-
 
 _core = None
 _topology = None
@@ -130,9 +133,6 @@ def is_homogeneous():
     return _topo("homogeneous")
 
 
-_JOIN = 5  # OpType::JOIN in csrc/common/common.h
-
-
 def join(device=-1, process_set=None):
     """This rank has run out of data: until every rank has joined, it takes part in the other
     ranks' allreduces with zeros (Average divides by the ranks that contributed), and any other
@@ -147,7 +147,7 @@ def join(device=-1, process_set=None):
     out = np.zeros(1, np.int32)
     handle = _lib().enqueue(
         _JOIN,
-        ["horovod.join"],
+        "horovod.join",
         [out],
         [out],
         0,

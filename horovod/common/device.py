@@ -16,6 +16,7 @@ import importlib
 import numpy as np
 
 from horovod.common import basics as _b
+from horovod.common import engine_types as _types
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _DL_DEVICE_NAMES = {
@@ -31,8 +32,16 @@ _DL_DEVICE_NAMES = {
     13: "CUDAManaged",
     14: "OneAPI",
 }
-# The engine's DataType values (csrc/common/common.h).
-UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, BOOL, UINT16, INT16 = range(11)
+# The engine's DataType values (declared in csrc/common/common.h, read from the engine).
+_DT = _types.DATA_TYPE_VALUES
+UINT8, INT8, UINT16, INT16 = _DT["uint8"], _DT["int8"], _DT["uint16"], _DT["int16"]
+INT32, INT64, BOOL = _DT["int32"], _DT["int64"], _DT["bool"]
+FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = (
+    _DT["float16"],
+    _DT["bfloat16"],
+    _DT["float32"],
+    _DT["float64"],
+)
 _BY_KIND = {
     ("u", 1): UINT8,
     ("i", 1): INT8,
@@ -60,10 +69,7 @@ _BY_DL = {
     (6, 8): BOOL,
 }
 _SIZES = {UINT8: 1, INT8: 1, BOOL: 1, UINT16: 2, INT16: 2, FLOAT16: 2, BFLOAT16: 2}
-_SUPPORTED = (
-    "uint8, int8, uint16, int16, int32, int64, float16, bfloat16, float32 or float64 "
-    "(or bool, for allgather, broadcast and alltoall)"
-)
+_SUPPORTED = _types._core.supported_data_types()  # the engine's words, as NumPy's binding says
 
 
 def _cai(obj):

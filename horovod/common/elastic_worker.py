@@ -88,12 +88,12 @@ def resume(state):
     """Generation > 0: every rank takes the newest commit any rank's host holds. Returns the
     commit number, or None when no rank has one (the job failed before its first commit: it
     starts over from rank 0's state, as generation 0 did)."""
-    import horovod.numpy as hnp
     from horovod.common import basics
+    from horovod.common import collectives as hnp
 
     mine, path = _newest_local()
     newest = int(
-        hnp.allreduce(np.array([mine], np.int64), op=hnp.Max, name="elastic.resume.commit")[0]
+        hnp.allreduce(np.array([mine], np.int64), op=basics.Max, name="elastic.resume.commit")[0]
     )
     if newest < 0:
         _say(f"generation {generation()}: no commit to resume from; starting from rank 0's state")
@@ -101,7 +101,7 @@ def resume(state):
     me = basics.rank()
     holder = me if mine == newest else basics.size()
     root = int(
-        hnp.allreduce(np.array([holder], np.int64), op=hnp.Min, name="elastic.resume.root")[0]
+        hnp.allreduce(np.array([holder], np.int64), op=basics.Min, name="elastic.resume.root")[0]
     )
     data = b""
     if me == root:
@@ -150,8 +150,8 @@ def _driver_request(path, body=None):
 def hosts_updated():
     """Whether the driver has new or lost hosts for this generation, the same on every rank
     (rank 0 asks, then broadcasts the answer)."""
-    import horovod.numpy as hnp
     from horovod.common import basics
+    from horovod.common import collectives as hnp
 
     changed = 0
     if basics.rank() == 0:

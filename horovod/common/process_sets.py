@@ -132,13 +132,17 @@ def process_set_id(process_set):
 
 def set_size(process_set):
     """The number of ranks of `process_set` (None: every rank)."""
-    pid = process_set_id(process_set)
+    return rank_and_size(process_set_id(process_set))[1]
+
+
+def rank_and_size(pid):
+    """(this rank's rank in the set of id `pid`, or -1 outside it; the set's size)."""
     if pid == 0:
-        return _topology("size")
+        return _topology("rank"), _topology("size")
     entry = _lib().process_sets().get(pid)
     if entry is None:
         raise ValueError(f"there is no process set with id {pid} (never added, or removed)")
-    return len(entry[0])
+    return entry[1], len(entry[0])
 
 
 def add_process_set(process_set):

@@ -18,43 +18,7 @@ objects), compression.
 
 import tensorflow as tf  # noqa: F401  (hvd.tf, as before the split)
 
-from horovod.common.basics import (  # noqa: F401  (re-exported API)
-    build_info,
-    ccl_built,
-    cross_rank,
-    cross_size,
-    cuda_built,
-    ddl_built,
-    gloo_built,
-    gloo_enabled,
-    init,
-    is_homogeneous,
-    is_initialized,
-    join,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    rocm_built,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
-from horovod.common.exceptions import (  # noqa: F401
-    HorovodInternalError,
-    HorovodMismatchError,
-    HorovodShutdownError,
-)
-from horovod.common.process_sets import (  # noqa: F401
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    remove_process_set,
-)
+from horovod.common.api import *  # noqa: F403  (init, rank, ProcessSet, Sum, ...; re-exported)
 from horovod.tensorflow import elastic  # noqa: F401  (hvd.elastic.*)
 from horovod.tensorflow.collectives import (  # noqa: F401
     allgather,
@@ -77,12 +41,6 @@ from horovod.tensorflow.functions import (  # noqa: F401
     broadcast_variables,
 )
 from horovod.tensorflow.mpi_ops import (  # noqa: F401
-    Adasum,
-    Average,
-    Max,
-    Min,
-    Product,
-    Sum,
     local_rank_op,
     local_size_op,
     process_set_included_op,

@@ -1,21 +1,12 @@
 """Broadcasts and gathers of variables and Python objects, built on the ops; graph mode's
 broadcast_global_variables and BroadcastGlobalVariablesHook."""
 
-import io
-import itertools
-import pickle
-
-import numpy as np
 import tensorflow as tf
 
 from horovod.common import basics as _b
+from horovod.common import objects as _objects
 from horovod.tensorflow import mpi_ops
 from horovod.tensorflow.mpi_ops import _process_set_id
-
-try:  # lambdas and locally defined classes pickle only with cloudpickle
-    import cloudpickle as _pickle
-except ImportError:
-    _pickle = pickle
 
 
 def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None):
@@ -37,27 +28,6 @@ def broadcast_variables(variables, root_rank=0, inplace=False, process_set=None)
     )
     assigns = [v.assign(value) for v, value in zip(variables, values)]
     return None if tf.executing_eagerly() else tf.group(*assigns)
-
-
-# Ops are matched across ranks by name, so an object op's name must not depend on the local
-# object (a broadcast's non-root ranks typically pass None): unnamed calls are numbered per
-# process instead, which every rank advances identically as long as every rank makes the same
-# calls in the same order (as for unnamed ops).
-# (Counted per process set: only a set's members advance its counter.)
-_object_counters = {}
-
-
-def _object_op_name(kind, name, process_set_id=0):
-    if name is not None:
-        return f"{kind}.{name}"
-    counter = _object_counters.setdefault((kind, process_set_id), itertools.count())
-    return f"{kind}.noname.{next(counter)}"
-
-
-def _to_bytes(obj):
-    buf = io.BytesIO()
-    _pickle.dump(obj, buf)
-    return np.frombuffer(buf.getvalue(), dtype=np.uint8)
 
 
 def _in_object_context(fn, session):
@@ -83,31 +53,21 @@ def _in_object_context(fn, session):
 
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None):
     """Returns root_rank's `obj` (anything picklable) on every rank: its size is broadcast,
-    then its bytes. Eagerly, in tf.compat.v1 graph mode (run with `session` or the default
-    session) and inside a tf.function (exchanged when the function is traced: see
-    _in_object_context). The ops are named after `name`, never after the object (the other
-    ranks' may be None); unnamed calls are numbered per process, so every rank must make them
-    in the same order."""
+    then its bytes (horovod/common/objects.py). Eagerly, in tf.compat.v1 graph mode (run with
+    `session` or the default session) and inside a tf.function (exchanged when the function is
+    traced: see _in_object_context). The ops are named after `name`, never after the object
+    (the other ranks' may be None); unnamed calls are numbered per process, so every rank must
+    make them in the same order."""
     pid = _process_set_id(process_set)
-    is_root = _b.rank() == root_rank
 
     def exchange(fetch):
-        op_name = _object_op_name("broadcast_object", name, pid)
-        data = _to_bytes(obj) if is_root else np.zeros(0, np.uint8)
-        size = mpi_ops._broadcast(
-            [tf.constant([data.size], tf.int64)],
-            root_rank,
-            name=f"{op_name}.size",
-            process_set_id=pid,
-        )[0]
-        size = int(fetch(size)[0])
-        if not is_root:
-            data = np.zeros(size, np.uint8)
-        data = mpi_ops._broadcast(
-            [tf.constant(data)], root_rank, name=f"{op_name}.data", process_set_id=pid
-        )[0]
-        data = fetch(data)
-        return obj if is_root else pickle.loads(data.tobytes())
+        def move(data, op_name):
+            out = mpi_ops._broadcast(
+                [tf.constant(data)], root_rank, name=op_name, process_set_id=pid
+            )[0]
+            return fetch(out)
+
+        return _objects.broadcast_object(obj, _b.rank() == root_rank, move, name, pid)
 
     return _in_object_context(exchange, session)
 
@@ -123,21 +83,12 @@ def allgather_object(obj, session=None, name=None, process_set=None):
     pid = _process_set_id(process_set)
 
     def exchange(fetch):
-        op_name = _object_op_name("allgather_object", name, pid)
-        data = _to_bytes(obj)
-        sizes = mpi_ops._allgather(
-            [tf.constant([data.size], tf.int64)], name=f"{op_name}.sizes", process_set_id=pid
-        )[0]
-        sizes = fetch(sizes)
-        gathered = mpi_ops._allgather(
-            [tf.constant(data)], name=f"{op_name}.data", process_set_id=pid
-        )[0]
-        raw = fetch(gathered).tobytes()
-        out, offset = [], 0
-        for s in sizes:
-            out.append(pickle.loads(raw[offset : offset + int(s)]))
-            offset += int(s)
-        return out
+        def move(data, op_name):
+            return fetch(
+                mpi_ops._allgather([tf.constant(data)], name=op_name, process_set_id=pid)[0]
+            )
+
+        return _objects.allgather_object(obj, move, name, pid)
 
     return _in_object_context(exchange, session)
 

@@ -9,7 +9,6 @@ eagerly, an unnamed op gets a per-process counter name, which matches across ran
 every rank issues unnamed ops in the same order (as with the NumPy frontend).
 """
 
-import itertools
 import operator
 import os
 import re
@@ -17,7 +16,10 @@ import weakref
 
 import tensorflow as tf
 
+from horovod.common import arguments as _args
 from horovod.common import basics as _b
+from horovod.common import engine_types as _types
+from horovod.common import naming as _naming
 from horovod.common import process_sets as _ps
 
 _DIR = os.path.dirname(os.path.abspath(__file__))
@@ -91,30 +93,19 @@ _run_unordered_in_functions()
 _b._lib()  # the pybind11 module: init() and topology live there, on the same engine
 
 Sum, Average, Min, Max, Product, Adasum = _b.Sum, _b.Average, _b.Min, _b.Max, _b.Product, _b.Adasum
-_counters = {}
 
-# The dtypes each op's kernel takes: HVD_REDUCE_TYPES and HVD_MOVE_TYPES in
-# csrc/tensorflow/mpi_ops.cc (bool is moved, never reduced). _check_dtypes reads them.
-_REDUCE_DTYPES = (
-    tf.uint8,
-    tf.int8,
-    tf.uint16,
-    tf.int16,
-    tf.int32,
-    tf.int64,
-    tf.float16,
-    tf.bfloat16,
-    tf.float32,
-    tf.float64,
-)
-_MOVE_DTYPES = (tf.bool,) + _REDUCE_DTYPES
+# The dtypes each op's kernel takes, as the engine declares them (HVD_REDUCE_TYPES and
+# HVD_MOVE_TYPES in csrc/tensorflow/mpi_ops.cc register the same; a scenario checks they agree):
+# bool is moved, never reduced. _check_dtypes reads them.
+_REDUCE_DTYPES = tuple(tf.as_dtype(n) for n in _types.REDUCIBLE_TYPES)
+_MOVE_DTYPES = tuple(tf.as_dtype(n) for n in _types.DATA_TYPES)
 # kind: (the engine's OpType, the dtypes its kernel takes)
 _KINDS = {
-    "Allreduce": (0, _REDUCE_DTYPES),
-    "Allgather": (1, _MOVE_DTYPES),
-    "Broadcast": (2, _MOVE_DTYPES),
-    "Alltoall": (3, _MOVE_DTYPES),
-    "Reducescatter": (4, _REDUCE_DTYPES),
+    "Allreduce": (_types.ALLREDUCE, _REDUCE_DTYPES),
+    "Allgather": (_types.ALLGATHER, _MOVE_DTYPES),
+    "Broadcast": (_types.BROADCAST, _MOVE_DTYPES),
+    "Alltoall": (_types.ALLTOALL, _MOVE_DTYPES),
+    "Reducescatter": (_types.REDUCESCATTER, _REDUCE_DTYPES),
 }
 
 
@@ -184,8 +175,7 @@ def _names(kind, name, tensor, process_set_id=0):
     names stay the same on every rank."""
     if tf.executing_eagerly():
         if name is None:  # unique per call: not worth caching
-            counter = _counters.setdefault((kind, process_set_id), itertools.count())
-            return None, tf.constant(f"{kind}.noname.{next(counter)}")
+            return None, tf.constant(_naming.unnamed(kind.lower(), process_set_id))
         return None, _key_tensor(name)
     if name is None:
         return _unnamed_node(kind, process_set_id), tf.constant("")
@@ -238,36 +228,21 @@ def _process_set_id(process_set):
 
 def _set_rank_and_size(process_set_id):
     """(this rank's rank in the set, the set's size), for gradients and even splits."""
-    if process_set_id == 0:
-        return _b.rank(), _b.size()
-    ranks, rank = _b._lib().process_sets()[process_set_id]
-    return rank, len(ranks)
+    return _ps.rank_and_size(process_set_id)
 
 
 def _op_reason(op):
     """Why `op` cannot reduce, or None. Whether the op suits the tensors (Adasum: floating
     dtypes in host memory, a power-of-two number of ranks) is the engine's negotiated check."""
-    return None if op in _b.REDUCE_OPS else f"unknown reduce op {op!r}"
+    return _args.reason(_args.reduce_op, op)
 
 
 def _factor_reason(what, value):
-    if not isinstance(value, (str, bytes, bytearray)):
-        try:
-            float(value)
-            return None
-        except (TypeError, ValueError, OverflowError):
-            pass
-    return f"{what} must be a real number, got {value!r}"
+    return _args.reason(_args.real_factor, what, value)
 
 
 def _root_reason(root_rank):
-    try:
-        root = operator.index(root_rank)  # ints and NumPy integers; 0.0 or 1.5 are not ranks
-    except TypeError:
-        return f"root_rank must be an integer, got {root_rank!r}"
-    if not -(2**31) <= root < 2**31:  # the engine checks [0, size) on an int32
-        return f"broadcast root rank {root} is outside [0, {_b.size()})"
-    return None
+    return _args.reason(_args.root_rank, root_rank)
 
 
 def _first_reason(*reasons):

@@ -10,42 +10,12 @@ must agree on the number of gradients (a variable created on one rank only fails
 
 import tensorflow as tf
 
+from horovod.common.gradients import groups_of as _groups_of
+from horovod.common.gradients import scale_factors as _scale_factors
 from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow import mpi_ops as _ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import Adasum, Average, Sum
-
-
-def _scale_factors(op, gradient_predivide_factor, size):
-    """(op, prescale, postscale): Average with a predivide factor f divides by f before the
-    sum and by size/f after it (upstream's semantics, for fp16 range)."""
-    if gradient_predivide_factor != 1.0:
-        if op != Average:
-            raise ValueError("gradient_predivide_factor needs op=Average")
-        return Sum, 1.0 / gradient_predivide_factor, gradient_predivide_factor / size
-    return op, 1.0, 1.0
-
-
-def _groups_of(variables, groups):
-    """Indices of the gradients in each group: one group by default; `groups` is a number of
-    groups or a list of lists of variables (the others form one more group)."""
-    n = len(variables)
-    if not groups:
-        return [list(range(n))]
-    if isinstance(groups, int):
-        if groups <= 0:
-            raise ValueError(f"groups must be positive, got {groups}")
-        k = min(groups, n) or 1
-        return [list(range(i * n // k, (i + 1) * n // k)) for i in range(k)]
-    position = {id(v): i for i, v in enumerate(variables)}
-    out, seen = [], set()
-    for group in groups:
-        idx = [position[id(v)] for v in group if id(v) in position]
-        seen.update(idx)
-        if idx:
-            out.append(idx)
-    rest = [i for i in range(n) if i not in seen]
-    return out + ([rest] if rest else [])
 
 
 @tf.autograph.experimental.do_not_convert

@@ -7,6 +7,8 @@ import time
 import numpy as np
 
 import horovod.numpy as hvd
+from horovod.common import handles as submission
+from horovod.common.engine_types import ALLREDUCE
 from tests.engine.reference import DTYPES, OPS, SHAPES, check, is_float, make, reference
 
 
@@ -199,18 +201,17 @@ def sc_fused_over_tensors():
     for case, (src_joint, dst_joint) in enumerate(
         [(True, True), (r == 0, True), (True, r == 0), (r == 0, r == 0), (False, False)]
     ):
-        names = [f"pieces/runs/{case}.{i}" for i in range(len(sizes))]
         xs = laid([make(r, (m,), dt, salt=i) for i, m in enumerate(sizes)], src_joint)
         outs = laid([np.zeros(m, dt) for m in sizes], dst_joint)
         before = [x.copy() for x in xs]
         hvd.synchronize(
-            hvd._submit(
-                hvd._ALLREDUCE,
-                names,
+            submission.submit(  # the group's tensors are "pieces/runs/<case>.<i>"
+                ALLREDUCE,
+                f"pieces/runs/{case}",
                 xs,
                 outs,
                 hvd.Sum,
-                group=f"pieces/runs/{case}",
+                grouped=True,
                 process_set=hvd.global_process_set,
             )
         )

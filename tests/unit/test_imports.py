@@ -254,3 +254,63 @@ def test_runner_programs_stay_apart():
         if not implicit and side(t) and side(t) != side(m)
     ]
     assert not crossing, "\n".join(crossing)
+
+
+# The frontends, by framework: horovod.keras is horovod.tensorflow.keras under a second name.
+FRONTENDS = {
+    "horovod.numpy": "numpy",
+    "horovod.tensorflow": "tensorflow",
+    "horovod.keras": "tensorflow",
+    "horovod.torch": "torch",
+}
+
+
+def frontend_of(module):
+    for package, framework in FRONTENDS.items():
+        if module == package or module.startswith(package + "."):
+            return framework
+    return None
+
+
+def floor_violations(root, package):
+    """Imports pointing up a floor: horovod.common importing a frontend, or a frontend
+    importing another framework's frontend. Explicit imports only (a package's __init__ that
+    an import runs is the same floor as the module named)."""
+    _, edges = graph(root, package)
+    common = f"{package}.common"
+    found = []
+    for m, es in sorted(edges.items()):
+        for target, line, src, implicit in es:
+            if implicit:
+                continue
+            mine, theirs = frontend_of(m), frontend_of(target)
+            if theirs is None:
+                continue
+            if m == common or m.startswith(common + "."):
+                found.append(f"{m}:{line} imports the frontend {target}: {src}")
+            elif mine is not None and mine != theirs:
+                found.append(f"{m}:{line} ({mine}) imports another frontend, {target}: {src}")
+    return found
+
+
+def test_common_is_below_every_frontend_and_frontends_stay_apart():
+    found = floor_violations(ROOT, "horovod")
+    assert not found, "imports pointing up a floor or across frontends:\n" + "\n".join(found)
+
+
+def test_the_floor_check_finds_both_kinds(tmp_path):
+    root = _package(
+        tmp_path,
+        {
+            "horovod/__init__.py": "",
+            "horovod/common/__init__.py": "",
+            "horovod/common/worker.py": "def f():\n    import horovod.numpy as hnp\n",
+            "horovod/numpy/__init__.py": "from horovod.common import worker\n",
+            "horovod/tensorflow/__init__.py": "from horovod.numpy import allreduce\n",
+            "horovod/keras/__init__.py": "import horovod.tensorflow\n",
+        },
+    )
+    found = floor_violations(root, "horovod")
+    assert len(found) == 2, found
+    assert "horovod.common.worker:2 imports the frontend horovod.numpy" in found[0], found
+    assert "horovod.tensorflow:1 (tensorflow) imports another frontend" in found[1], found

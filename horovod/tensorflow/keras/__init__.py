@@ -31,43 +31,7 @@ XLA there by default, and XLA cannot compile Horovod ops.
 import keras  # noqa: F401  (hvd.keras, as before the split)
 import tensorflow as tf
 
-from horovod.common.basics import (  # noqa: F401  (re-exported API)
-    build_info,
-    ccl_built,
-    cross_rank,
-    cross_size,
-    cuda_built,
-    ddl_built,
-    gloo_built,
-    gloo_enabled,
-    init,
-    is_homogeneous,
-    is_initialized,
-    join,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    rocm_built,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
-from horovod.common.exceptions import (  # noqa: F401
-    HorovodInternalError,
-    HorovodMismatchError,
-    HorovodShutdownError,
-)
-from horovod.common.process_sets import (  # noqa: F401
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    remove_process_set,
-)
+from horovod.common.api import *  # noqa: F403  (init, rank, ProcessSet, Sum, ...; re-exported)
 from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
