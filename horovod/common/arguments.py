@@ -82,6 +82,12 @@ def even_splits(shape, n):
     return [shape[0] // n] * n
 
 
+def plain_reduction_args(op, prescale, postscale):
+    """A reduce op and scale factors that need no check or conversion: the common case, tested
+    at C speed so that a small op does not pay for the checks."""
+    return type(prescale) is float and type(postscale) is float and op in _types.REDUCE_OPS
+
+
 def reason(check, *args):
     """The reason `check(*args)` refuses its arguments, or None (for frontends that hand
     reasons to their kernels instead of raising)."""

@@ -113,9 +113,7 @@ def plain(tensors, outs):
     return None
 
 
-def plain_args(op, prescale, postscale):
-    """An op and factors that need no check or conversion (what submit would find)."""
-    return type(prescale) is float and type(postscale) is float and op in _types.REDUCE_OPS
+plain_args = _args.plain_reduction_args
 
 
 def _each(name, grouped, items, fn):
@@ -183,13 +181,16 @@ def submit(
                     ],
                     _like,
                 )
-        first = _core.member_name(name, 0, max(len(tensors), 1), grouped)
-        args = (
-            int(_args.checked(first, _args.reduce_op, op)),
-            _args.checked(first, _args.root_rank, root),
-            _args.checked(first, _args.real_factor, "prescale_factor", prescale),
-            _args.checked(first, _args.real_factor, "postscale_factor", postscale),
-        )
+        try:
+            args = (
+                int(_args.reduce_op(op)),
+                _args.root_rank(root),
+                _args.real_factor("prescale_factor", prescale),
+                _args.real_factor("postscale_factor", postscale),
+            )
+        except (TypeError, ValueError) as e:  # named by the first tensor, as the engine names it
+            first = _core.member_name(name, 0, max(len(tensors), 1), grouped)
+            raise _args.Refused(type(e)(f"tensor '{first}': {e}")) from None
     except _args.Refused as r:
         refused = r.args[0]
         invalid = _args.bare(refused)

@@ -259,12 +259,15 @@ def _reduction(
     """Allreduce and reducescatter: the same arguments, checks and attrs."""
     _check_initialized()
     node, key = _names(kind, name, tensors[0], process_set_id)
-    bad = _first_reason(
-        _op_reason(op),
-        _factor_reason("prescale_factor", prescale_factor),
-        _factor_reason("postscale_factor", postscale_factor),
-        _check_dtypes(kind, tensors),
-    )
+    if _args.plain_reduction_args(op, prescale_factor, postscale_factor):
+        bad = _check_dtypes(kind, tensors)
+    else:
+        bad = _first_reason(
+            _op_reason(op),
+            _factor_reason("prescale_factor", prescale_factor),
+            _factor_reason("postscale_factor", postscale_factor),
+            _check_dtypes(kind, tensors),
+        )
     if bad:
         return _invalid(kind, tensors, node, key, bad, grouped, process_set_id)
     return _create(
