@@ -34,6 +34,10 @@ test/engine: build ## engine tests under real MPI ranks (np 1, 2 and 3)
 test/tf: build ## horovod.tensorflow and horovod.keras under real MPI ranks (np 2 and 3)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/tensorflow
 
+TORCH_PYTHON ?= $(CURDIR)/build/torch-venv/bin/python
+test/torch: build ## horovod.torch under real MPI ranks (np 2 and 3), with build/torch-venv's torch (scripts/install-prereqs.sh)
+	PYTHONPATH=$(CURDIR) $(TORCH_PYTHON) -m pytest -q tests/torch
+
 bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shared memory and TCP)
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) scripts/bench_allreduce.py
@@ -75,7 +79,7 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/unit test/engine test/tf test/gpu test/runner test/images test/images-gpu test/cluster test/k8s ## everything CI runs
+test: test/unit test/engine test/tf test/torch test/gpu test/runner test/images test/images-gpu test/cluster test/k8s ## everything CI runs
 
 # Compiled outputs only: the tools' venv and the staged wheels (build/venv, build/stage) stay, and
 # so do images and containers (`make clean/images`).

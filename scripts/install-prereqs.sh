@@ -68,4 +68,11 @@ venv=build/venv
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "nvidia-nccl-cu12==$NCCL_VERSION" \
   "nvidia-cuda-runtime-cu12==$NVIDIA_CUDA_RUNTIME_VERSION" "nvidia-cuda-nvcc-cu12==$NVIDIA_CUDA_NVCC_VERSION" \
   "nvidia-cuda-cccl-cu12==$CCCL_BUILD_VERSION"
-echo "install-prereqs: done (Python tools in $venv)"
+# horovod.torch's tests (make test/torch): torch in a venv of its own, since its CUDA 12.8 wheels
+# (NCCL 2.27 among them) would replace the NCCL that the GPU build takes from build/venv. About
+# 3 GB downloaded, 7 GB installed; torch.cuda.is_available() is False without a GPU.
+tvenv=build/torch-venv
+[[ -x $tvenv/bin/python ]] || python3 -m venv "$tvenv"
+"$tvenv/bin/pip" install -q --disable-pip-version-check "torch==$TORCH_VERSION" \
+  $(grep -E '^(numpy|ml_dtypes|pytest)==' tests/requirements.txt)
+echo "install-prereqs: done (Python tools in $venv, torch in $tvenv)"

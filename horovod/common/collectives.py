@@ -338,3 +338,44 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     return objects.allgather_object(
         obj, lambda data, op_name: allgather(data, op_name, process_set=process_set), name, pid
     )
+
+
+def grouped_allgather_async(
+    tensors, name=None, process_set=global_process_set, *, host=as_array, wrap=None
+):
+    """Allgathers of several tensors as one op (one negotiation); synchronize gives a list."""
+    name = _naming.op_name(ALLGATHER, name, process_set)
+    tensors = list(tensors)
+    return _h.submit(
+        ALLGATHER, name, tensors, grouped=True, process_set=process_set, host=host, wrap=wrap
+    )
+
+
+def grouped_reducescatter_async(
+    tensors,
+    op=Average,
+    name=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+    *,
+    host=as_array,
+    wrap=None,
+):
+    """Reducescatters of several tensors as one op; synchronize gives a list."""
+    name = _naming.op_name(REDUCESCATTER, name, process_set)
+    tensors = list(tensors)
+    return _h.submit(
+        REDUCESCATTER,
+        name,
+        tensors,
+        None,
+        op,
+        0,
+        prescale_factor,
+        postscale_factor,
+        grouped=True,
+        process_set=process_set,
+        host=host,
+        wrap=wrap,
+    )

@@ -1,0 +1,66 @@
+"""Broadcasts of a model's parameters, an optimizer's state and Python objects, so that every
+rank starts from root_rank's."""
+
+import torch
+
+from horovod.common import collectives as _c
+from horovod.common.process_sets import global_process_set
+from horovod.torch import mpi_ops
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Overwrites each tensor of `params` (model.state_dict(), model.named_parameters() or
+    model.parameters(): a dict, or a list of tensors or (name, tensor)) with root_rank's, in
+    place. All broadcasts are in flight at once; every rank must pass the same structure."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    elif isinstance(params, (list, tuple)) or hasattr(params, "__iter__"):
+        items = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        raise ValueError(f"invalid params of type: {type(params)}")
+    handles = []
+    for i, (name, p) in enumerate(items):
+        if p is None:
+            continue
+        key = f"broadcast.param.{name if name is not None else i}"
+        handles.append(mpi_ops.broadcast_async_(p.data, root_rank, key, process_set))
+    for h in handles:
+        mpi_ops.synchronize(h)
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Makes every rank's optimizer state (tensors and Python values alike, per-parameter state
+    and param_groups' options such as the learning rate) root_rank's: its state_dict, sent as
+    one object and loaded. Works for every torch.optim optimizer (L-BFGS included)."""
+    state = optimizer.state_dict()
+    root_state = broadcast_object(
+        state if mpi_ops._b.rank() == root_rank else None,
+        root_rank,
+        name="broadcast_optimizer_state",
+        process_set=process_set,
+    )
+    if mpi_ops._b.rank() != root_rank:
+        optimizer.load_state_dict(_to_devices(root_state, state))
+
+
+def _to_devices(root_state, own_state):
+    """Root's state with each tensor on the device of this rank's parameter (ranks pin their
+    own GPUs); load_state_dict casts dtypes itself."""
+    if not torch.cuda.is_available():
+        return root_state
+    device = torch.device("cuda", torch.cuda.current_device())
+    for param_state in root_state["state"].values():
+        for k, v in param_state.items():
+            if isinstance(v, torch.Tensor) and v.is_cuda:
+                param_state[k] = v.to(device)
+    return root_state
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """root_rank's `obj` (anything picklable, tensors included) on every rank."""
+    return _c.broadcast_object(obj, root_rank, name, process_set)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Every rank's `obj`, as a list indexed by rank in the set."""
+    return _c.allgather_object(obj, name, process_set)

@@ -1,0 +1,510 @@
+"""horovod.torch's collectives: torch tensors through the shared submission layer
+(horovod/common/collectives.py), with upstream's signatures, in-place forms and autograd.
+
+A CPU tensor reaches the engine as a NumPy view of its own memory (no copy; `_` forms reduce
+into the tensor itself when it is contiguous); a CUDA tensor as itself (horovod/common/device.py
+reads its pointer and torch's current stream). Results are torch tensors. The blocking forms
+are differentiable (autograd.Function, the gradients upstream defines); `_async` forms are not,
+as upstream."""
+
+import numpy as np
+import torch
+
+from horovod.common import basics as _b
+from horovod.common import collectives as _c
+from horovod.common import handles as _h
+from horovod.common import process_sets as _ps
+from horovod.common.engine_types import Average, Sum
+from horovod.common.process_sets import global_process_set
+from horovod.torch.compression import Compression
+
+try:  # NumPy has no bfloat16: its tensors cross as ml_dtypes' (what the engine reads as bf16)
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    _BF16 = None
+
+
+def _host(tensor):
+    """A CPU tensor as a NumPy view of its memory."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
+    t = tensor.detach()
+    if t.dtype == torch.bfloat16:
+        if _BF16 is None:
+            raise TypeError("bfloat16 tensors need the ml_dtypes package")
+        return t.view(torch.int16).numpy().view(_BF16)
+    try:
+        return t.resolve_conj().resolve_neg().numpy()
+    except (TypeError, RuntimeError) as e:
+        raise TypeError(f"a {t.dtype} tensor on {t.device} cannot be handed over ({e})") from None
+
+
+def _wrap(a):
+    """An engine result as a tensor (device results already are the input's kind)."""
+    if isinstance(a, torch.Tensor):
+        return a
+    if _BF16 is not None and a.dtype == _BF16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+_IO = {"host": _host, "wrap": _wrap}
+# In-place handles: id(handle) -> (handle, the tensor synchronize returns, copy the result into
+# it?). A contiguous tensor is the op's output itself; another gets the result copied in.
+_in_place = {}
+
+
+def _op(op, average, name="op"):
+    """upstream's `average` (deprecated) and `op`: one of them, Average by default."""
+    if op is not None and average is not None:
+        raise ValueError("the op parameter supersedes average; give only one of them")
+    if op is None:
+        return Average if average is None or average else Sum
+    return op
+
+
+def _into(tensor):
+    """The `out` of an in-place op on `tensor`: itself where the engine can write into it."""
+    if isinstance(tensor, torch.Tensor) and tensor.is_contiguous():
+        return tensor
+    return None
+
+
+def _track(handle, tensor, out):
+    _in_place[id(handle)] = (handle, tensor, out is None)
+    return handle
+
+
+def poll(handle):
+    """True once the op has finished."""
+    if isinstance(handle, _SparseHandle):
+        return all(_h.poll(h) for h in handle.parts)
+    return _h.poll(handle)
+
+
+def synchronize(handle):
+    """Waits for an `_async` op and returns its output (the tensor itself for `_` forms)."""
+    if isinstance(handle, _SparseHandle):
+        return handle.result()
+    entry = _in_place.pop(id(handle), None)
+    try:
+        result = _h.synchronize(handle)
+    except BaseException:
+        if entry is not None and entry[0] is handle and handle._id is not None:
+            _in_place[id(handle)] = entry  # a timeout or Ctrl-C: it can be waited on again
+        raise
+    if entry is None or entry[0] is not handle:
+        return result
+    _, tensor, copy = entry
+    with torch.no_grad():  # a parameter (a leaf that requires grad) may be the target
+        if isinstance(tensor, list):
+            if copy:
+                for t, r in zip(tensor, result):
+                    t.copy_(r)
+            return tensor
+        if copy:
+            tensor.copy_(result)
+    return tensor
+
+
+# ---- allreduce ---------------------------------------------------------------------------
+
+
+def allreduce_async(
+    tensor,
+    average=None,
+    name=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    op = _op(op, average)
+    return _c.allreduce_async(
+        tensor, op, name, prescale_factor, postscale_factor, None, process_set, **_IO
+    )
+
+
+def allreduce_async_(
+    tensor,
+    average=None,
+    name=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    op, out = _op(op, average), _into(tensor)
+    h = _c.allreduce_async(
+        tensor, op, name, prescale_factor, postscale_factor, out, process_set, **_IO
+    )
+    return _track(h, tensor, out)
+
+
+class _Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale, process_set):
+        ctx.args = (op, prescale, postscale, process_set)
+        return synchronize(
+            _c.allreduce_async(tensor, op, name, prescale, postscale, None, process_set, **_IO)
+        )
+
+    @staticmethod
+    def backward(ctx, grad):
+        # The same reduction of the incoming gradients (Adasum too, as upstream).
+        op, prescale, postscale, process_set = ctx.args
+        g = synchronize(
+            _c.allreduce_async(grad, op, None, prescale, postscale, None, process_set, **_IO)
+        )
+        return g, None, None, None, None, None
+
+
+def allreduce(
+    tensor,
+    average=None,
+    name=None,
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    """Reduces `tensor` across ranks (Average by default), differentiably; `compression`
+    casts it for the wire (Compression.fp16 / bf16) and back."""
+    op = _op(op, average)
+    sent, ctx = compression.compress(tensor)
+    out = _Allreduce.apply(sent, name, op, prescale_factor, postscale_factor, process_set)
+    return compression.decompress(out, ctx)
+
+
+def allreduce_(
+    tensor,
+    average=None,
+    name=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    """Reduces `tensor` in place and returns it."""
+    return synchronize(
+        allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor, process_set)
+    )
+
+
+def grouped_allreduce_async(
+    tensors,
+    average=None,
+    name=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    op = _op(op, average)
+    return _c.grouped_allreduce_async(
+        list(tensors), op, name, prescale_factor, postscale_factor, process_set, **_IO
+    )
+
+
+def grouped_allreduce_async_(
+    tensors,
+    average=None,
+    name=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    # The group's outputs are the engine's; each is copied into its tensor at synchronize.
+    tensors = list(tensors)
+    h = grouped_allreduce_async(
+        tensors, average, name, op, prescale_factor, postscale_factor, process_set
+    )
+    return _track(h, tensors, None)
+
+
+class _GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, process_set, *tensors):
+        ctx.args = (op, prescale, postscale, process_set)
+        return tuple(
+            synchronize(
+                _c.grouped_allreduce_async(
+                    list(tensors), op, name, prescale, postscale, process_set, **_IO
+                )
+            )
+        )
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, prescale, postscale, process_set = ctx.args
+        out = synchronize(
+            _c.grouped_allreduce_async(
+                list(grads), op, None, prescale, postscale, process_set, **_IO
+            )
+        )
+        return (None, None, None, None, None, *out)
+
+
+def grouped_allreduce(
+    tensors,
+    average=None,
+    name=None,
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    """Reduces a list of tensors as one op (one negotiation, fused), differentiably."""
+    op = _op(op, average)
+    sent = [compression.compress(t) for t in tensors]
+    outs = _GroupedAllreduce.apply(
+        name, op, prescale_factor, postscale_factor, process_set, *[s for s, _ in sent]
+    )
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, sent)]
+
+
+def grouped_allreduce_(
+    tensors,
+    average=None,
+    name=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
+    return synchronize(
+        grouped_allreduce_async_(
+            tensors, average, name, op, prescale_factor, postscale_factor, process_set
+        )
+    )
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """A sparse COO tensor reduced as upstream does: its values and indices gathered from every
+    rank, summed (divided by the set's size for Average) by coalescing. Returns a handle
+    whose synchronize() gives the reduced sparse tensor."""
+    t = tensor.coalesce()
+    values = _c.allgather_async(t.values(), f"{name}.values", process_set, **_IO)
+    indices = _c.allgather_async(
+        t.indices().t().contiguous(), f"{name}.indices", process_set, **_IO
+    )
+    return _SparseHandle(values, indices, t.shape, op, process_set)
+
+
+class _SparseHandle:
+    def __init__(self, values, indices, shape, op, process_set):
+        self.parts, self.shape, self.op, self.process_set = (
+            (values, indices),
+            shape,
+            op,
+            process_set,
+        )
+
+    def result(self):
+        values, indices = (_h.synchronize(h) for h in self.parts)
+        values, indices = _wrap(values), _wrap(indices)
+        if self.op == Average:
+            values = values / _ps.set_size(self.process_set)
+        return torch.sparse_coo_tensor(indices.t(), values, self.shape).coalesce()
+
+
+# ---- allgather, broadcast, alltoall, reducescatter ---------------------------------------
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    return _c.allgather_async(tensor, name, process_set, **_IO)
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.rows, ctx.process_set = tensor.shape[0] if tensor.dim() else 1, process_set
+        return synchronize(_c.allgather_async(tensor, name, process_set, **_IO))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Every rank's loss depends on every rank's rows: average the gradients (as optimizers
+        # average), then keep this rank's rows.
+        ps = ctx.process_set
+        g = synchronize(_c.allreduce_async(grad, Average, None, 1.0, 1.0, None, ps, **_IO))
+        rows = synchronize(
+            _c.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64), None, ps, **_IO)
+        )
+        me = _ps.rank_and_size(_ps.process_set_id(ps))[0]
+        start = int(rows[:me].sum())
+        return g[start : start + ctx.rows], None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's tensor along the first dimension (which may differ per rank),
+    differentiably."""
+    return _Allgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    return _c.grouped_allgather_async(tensors, name, process_set, **_IO)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgathers of several tensors as one op (not differentiable; allgather is)."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    return _c.broadcast_async(tensor, root_rank, name, None, process_set, **_IO)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    out = _into(tensor)
+    h = _c.broadcast_async(tensor, root_rank, name, out, process_set, **_IO)
+    return _track(h, tensor, out)
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root, ctx.process_set = root_rank, process_set
+        return synchronize(_c.broadcast_async(tensor, root_rank, name, None, process_set, **_IO))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Only the root's input reaches the outputs: it gets the averaged gradient, others zero.
+        g = synchronize(
+            _c.allreduce_async(grad, Average, None, 1.0, 1.0, None, ctx.process_set, **_IO)
+        )
+        if _b.rank() != ctx.root:
+            g = g * 0
+        return g, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's tensor on every rank (root_rank: a global rank), differentiably."""
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites `tensor` with root_rank's and returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    if isinstance(splits, torch.Tensor):
+        splits = splits.tolist()
+    return _c.alltoall_async(tensor, splits, name, process_set, **_IO)
+
+
+class _Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received, ctx.process_set = received, process_set
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, _received_grad):
+        # The rows go back where they came from.
+        back, _ = synchronize(
+            alltoall_async(grad.contiguous(), ctx.received, None, ctx.process_set)
+        )
+        return back, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows to rank r (evenly without splits); returns the rows received and
+    how many came from each rank, as upstream's torch frontend does."""
+    return _Alltoall.apply(tensor, splits, name, process_set)
+
+
+def reducescatter_async(
+    tensor,
+    name=None,
+    op=Average,
+    process_set=global_process_set,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+):
+    return _c.reducescatter_async(
+        tensor, op, name, prescale_factor, postscale_factor, process_set, **_IO
+    )
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale, postscale):
+        ctx.args = (op, process_set, prescale * postscale)
+        return synchronize(
+            _c.reducescatter_async(tensor, op, name, prescale, postscale, process_set, **_IO)
+        )
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Each input row reaches one rank's output through the reduction: gather the rows'
+        # gradients, scaled as the forward scaled (the exact derivative).
+        op, process_set, scale = ctx.args
+        g = synchronize(_c.allgather_async(grad.contiguous(), None, process_set, **_IO))
+        if op == Average:
+            scale /= _ps.set_size(process_set)
+        return (g * scale if scale != 1.0 else g), None, None, None, None, None
+
+
+def reducescatter(
+    tensor,
+    name=None,
+    compression=Compression.none,
+    op=Average,
+    process_set=global_process_set,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+):
+    """Reduces across ranks and returns this rank's block of rows, differentiably."""
+    sent, ctx = compression.compress(tensor)
+    out = _Reducescatter.apply(sent, name, op, process_set, prescale_factor, postscale_factor)
+    return compression.decompress(out, ctx)
+
+
+def grouped_reducescatter_async(
+    tensors,
+    name=None,
+    op=Average,
+    process_set=global_process_set,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+):
+    return _c.grouped_reducescatter_async(
+        tensors, op, name, prescale_factor, postscale_factor, process_set, **_IO
+    )
+
+
+def grouped_reducescatter(
+    tensors,
+    name=None,
+    compression=Compression.none,
+    op=Average,
+    process_set=global_process_set,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+):
+    """Reducescatters of several tensors as one op (not differentiable; reducescatter is)."""
+    sent = [compression.compress(t) for t in tensors]
+    outs = synchronize(
+        grouped_reducescatter_async(
+            [s for s, _ in sent], name, op, process_set, prescale_factor, postscale_factor
+        )
+    )
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, sent)]
+
+
+def join(device=-1):
+    """This rank is out of data (see horovod.common.basics.join); returns the last rank to join."""
+    return _b.join(device)
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank (of the set) has called it."""
+    _c.allreduce(np.zeros(1, np.int32), Sum, "horovod.barrier", process_set=process_set)

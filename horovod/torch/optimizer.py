@@ -1,0 +1,245 @@
+"""DistributedOptimizer: wraps any torch.optim optimizer so that each gradient is allreduced as
+soon as backward() has accumulated it (a hook per parameter), overlapping communication with the
+rest of the backward pass; step() waits for them, then steps. As upstream: named after
+`named_parameters`, `backward_passes_per_step` for local accumulation, `synchronize()` /
+`skip_synchronize()` for gradient clipping, and an error for zero_grad() between backward()
+and step()."""
+
+import contextlib
+import warnings
+
+import torch
+
+from horovod.common import gradients as _gradients
+from horovod.common import process_sets as _ps
+from horovod.common.engine_types import Adasum, Average
+from horovod.common.process_sets import global_process_set
+from horovod.torch import mpi_ops
+from horovod.torch.compression import Compression
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(
+        self,
+        params,
+        named_parameters,
+        compression,
+        backward_passes_per_step,
+        op,
+        gradient_predivide_factor,
+        groups,
+        sparse_as_dense,
+        process_set,
+    ):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._sparse_as_dense = sparse_as_dense
+        self._process_set = process_set
+        size = _ps.set_size(process_set)
+        self._op, self._prescale, self._postscale = _gradients.scale_factors(
+            op, gradient_predivide_factor, size
+        )
+        all_params = [p for group in self.param_groups for p in group["params"]]
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+            if any(not isinstance(p, tuple) for p in named_parameters):
+                raise ValueError(
+                    "named_parameters should be a sequence of tuples (name, parameter), usually "
+                    "produced by model.named_parameters()"
+                )
+            names = [k for k, _ in named_parameters]
+            dups = sorted({k for k in names if names.count(k) > 1})
+            if dups:
+                raise ValueError(
+                    "Parameter names in named_parameters must be unique. Found duplicates: "
+                    + ", ".join(dups)
+                )
+            named_ids = {id(v) for _, v in named_parameters}
+            unnamed = [id(p) for p in all_params if id(p) not in named_ids]
+            if unnamed:
+                raise ValueError(
+                    "named_parameters was specified, but one or more model parameters were not "
+                    "named. Python object ids: " + ", ".join(map(str, unnamed))
+                )
+            self._names = {id(v): f"grad.{k}" for k, v in named_parameters}
+        else:
+            self._names = {id(p): f"grad.noname.{i}" for i, p in enumerate(all_params)}
+        trained = [p for p in all_params if p.requires_grad]
+        self._groups = (
+            [[trained[i] for i in idx] for idx in _gradients.groups_of(trained, groups)]
+            if groups
+            else []
+        )
+        self._group_of = {id(p): gi for gi, g in enumerate(self._groups) for p in g}
+        self._ready = [set() for _ in self._groups]
+        self.backward_passes_per_step = backward_passes_per_step
+        self._delay = {id(p): backward_passes_per_step for p in trained}
+        self._trained = trained
+        self._handles = {}  # id(param) or ("group", gi) -> (handle, params, compression ctxs)
+        self._synchronized = False
+        self._should_synchronize = True
+        self._hooks = []
+        if size > 1:
+            for p in trained:
+                self._hooks.append(p.register_post_accumulate_grad_hook(self._on_grad))
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for k in self._delay:
+            self._delay[k] = passes
+
+    # ---- submission ----------------------------------------------------------------------
+    def _grad_of(self, p):
+        if p.grad is None:  # a parameter this rank's backward did not reach: zeros, so every
+            p.grad = torch.zeros_like(p)  # rank submits the same ops
+        if p.grad.is_sparse and self._sparse_as_dense:
+            p.grad = p.grad.to_dense()
+        return p.grad
+
+    def _submit_one(self, p):
+        grad = self._grad_of(p)
+        name = self._names[id(p)]
+        if grad.is_sparse:
+            h = mpi_ops.sparse_allreduce_async(grad, name, self._op, self._process_set)
+            self._handles[id(p)] = (h, [p], [None])
+            return
+        sent, ctx = self._compression.compress(grad)
+        h = mpi_ops.allreduce_async_(
+            sent,
+            name=name,
+            op=self._op,
+            prescale_factor=self._prescale,
+            postscale_factor=self._postscale,
+            process_set=self._process_set,
+        )
+        self._handles[id(p)] = (h, [p], [(sent, ctx)])
+
+    def _submit_group(self, gi):
+        params = self._groups[gi]
+        sent = [self._compression.compress(self._grad_of(p)) for p in params]
+        h = mpi_ops.grouped_allreduce_async_(
+            [s for s, _ in sent],
+            name=f"grad.group.{gi}",
+            op=self._op,
+            prescale_factor=self._prescale,
+            postscale_factor=self._postscale,
+            process_set=self._process_set,
+        )
+        self._handles[("group", gi)] = (h, params, sent)
+        self._ready[gi].clear()
+
+    def _on_grad(self, p):
+        key = id(p)
+        if self._delay[key] <= 0:
+            raise AssertionError(
+                "Gradients were computed more than backward_passes_per_step times before call "
+                "to step(). Increase backward_passes_per_step to accumulate gradients locally."
+            )
+        self._delay[key] -= 1
+        if self._delay[key] > 0:
+            return
+        gi = self._group_of.get(key)
+        if gi is None:
+            self._submit_one(p)
+            return
+        self._ready[gi].add(key)
+        if len(self._ready[gi]) == len(self._groups[gi]):
+            self._submit_group(gi)
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce (submitting those backward did not reach) and
+        writes the results into the gradients."""
+        if _ps.set_size(self._process_set) > 1:
+            for p in self._trained:
+                gi = self._group_of.get(id(p))
+                if gi is None and id(p) not in self._handles:
+                    self._submit_one(p)
+            for gi in range(len(self._groups)):
+                if ("group", gi) not in self._handles:
+                    self._submit_group(gi)
+        for h, params, sent in self._handles.values():
+            out = mpi_ops.synchronize(h)
+            outs = out if isinstance(out, list) else [out]
+            for p, o, s in zip(params, outs, sent):
+                if s is None:  # sparse: the reduced sparse tensor
+                    p.grad = o
+                    continue
+                g = self._compression.decompress(o, s[1])
+                if g is not p.grad:
+                    p.grad.copy_(g)
+        self._handles.clear()
+        for k in self._delay:
+            self._delay[k] = self.backward_passes_per_step
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """step() inside this context does not synchronize: for `optimizer.synchronize()`,
+        then gradient clipping, then `with optimizer.skip_synchronize(): optimizer.step()`."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn(
+                    "optimizer.step() called without optimizer.skip_synchronize() context after "
+                    "optimizer.synchronize(). This can cause training slowdown. You may want to "
+                    "consider using optimizer.skip_synchronize() context if you use "
+                    "optimizer.synchronize() in your code.",
+                    stacklevel=2,
+                )
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=True):
+        if self._handles:
+            raise AssertionError(
+                "optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(). This is prohibited as it can cause "
+                "a race condition."
+            )
+        return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
+
+
+def DistributedOptimizer(
+    optimizer,
+    named_parameters=None,
+    compression=Compression.none,
+    backward_passes_per_step=1,
+    op=Average,
+    gradient_predivide_factor=1.0,
+    num_groups=0,
+    groups=None,
+    sparse_as_dense=False,
+    process_set=global_process_set,
+):
+    """An optimizer of `optimizer`'s class whose step() first averages the gradients across
+    ranks (of `process_set`). `groups`: a number of groups, or lists of parameters, each
+    reduced as one grouped allreduce once all its gradients are ready (`num_groups` is
+    upstream's older spelling). op=Adasum reduces the gradients with Adasum (upstream's torch
+    frontend instead applies Adasum to each rank's update: see the README's differences)."""
+    if op not in (Average, mpi_ops.Sum, Adasum):
+        raise ValueError(f"op must be hvd.Average, hvd.Sum or hvd.Adasum, got {op!r}")
+    if num_groups and groups:
+        raise ValueError("give num_groups or groups, not both")
+    cls = type(
+        optimizer.__class__.__name__,
+        (optimizer.__class__,),
+        dict(_DistributedOptimizer.__dict__),
+    )
+    return cls(
+        optimizer.param_groups,
+        named_parameters,
+        compression,
+        backward_passes_per_step,
+        op,
+        gradient_predivide_factor,
+        groups or num_groups,
+        sparse_as_dense,
+        process_set,
+    )

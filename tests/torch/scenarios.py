@@ -1,0 +1,359 @@
+"""horovod.torch's scenarios: `mpirun -np N python tests/torch/scenarios.py NAME[,NAME...]`,
+each checked against what every rank can compute itself (the protocol of
+tests/support/scenario.py)."""
+
+import sys
+import warnings
+
+import torch
+
+import horovod.torch as hvd
+from tests.support import scenario
+from tests.support.scenario import expect_error
+
+torch.set_num_threads(1)
+DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+]
+
+
+def _data(r, shape, dtype, salt=0):
+    g = torch.Generator().manual_seed(1000 * r + salt)
+    x = torch.randint(0, 5, shape, generator=g)
+    return x.to(dtype)
+
+
+def _same(got, want, what):
+    assert isinstance(got, torch.Tensor), (what, type(got))
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, got.shape)
+    tol = 1e-2 if want.dtype in (torch.float16, torch.bfloat16) else 1e-6
+    assert torch.allclose(got.double(), want.double(), atol=tol), (what, got, want)
+
+
+def sc_allreduce():
+    r, n = hvd.rank(), hvd.size()
+    for dt in DTYPES:
+        xs = [_data(q, (3, 5), dt) for q in range(n)]
+        for op, ref in (
+            (hvd.Sum, sum),
+            (hvd.Min, lambda v: torch.stack(v).amin(0)),
+            (hvd.Max, lambda v: torch.stack(v).amax(0)),
+        ):
+            want = ref([x.double() for x in xs]).to(dt)
+            x = xs[r].clone()
+            _same(hvd.allreduce(x, op=op, name=f"ar.{dt}.{op}"), want, f"allreduce {dt} {op}")
+            _same(x, xs[r], "input untouched")
+        if dt.is_floating_point:
+            want = (sum(x.double() for x in xs) / n).to(dt)
+            _same(hvd.allreduce(xs[r].clone()), want, f"average {dt}")  # unnamed, Average
+    x = torch.ones(4)
+    y = hvd.allreduce_(x, op=hvd.Sum, name="ar.inplace")
+    assert y is x and torch.equal(x, torch.full((4,), float(n))), x
+    t = torch.arange(6.0).reshape(2, 3).t()  # not contiguous: the result is copied back
+    assert hvd.allreduce_(t, op=hvd.Sum, name="ar.strided") is t
+    assert torch.equal(t, torch.arange(6.0).reshape(2, 3).t() * n), t
+    h = hvd.allreduce_async(torch.ones(3), op=hvd.Sum, name="ar.async")
+    while not hvd.poll(h):
+        pass
+    assert torch.equal(hvd.synchronize(h), torch.full((3,), float(n)))
+    got = hvd.allreduce(
+        torch.ones(2), average=False, prescale_factor=2.0, postscale_factor=0.5, name="ar.scaled"
+    )
+    assert torch.equal(got, torch.full((2,), float(n))), got
+    expect_error(lambda: hvd.allreduce(torch.ones(1), average=True, op=hvd.Sum), ValueError, "op")
+    got = hvd.allreduce(torch.full((3,), 1.5), op=hvd.Sum, compression=hvd.Compression.fp16)
+    assert got.dtype == torch.float32 and torch.equal(got, torch.full((3,), 1.5 * n)), got
+    b = torch.tensor([r % 2 == 0, True])
+    assert hvd.allgather(b, name="ar.bool").dtype == torch.bool
+
+
+def sc_grouped():
+    r, n = hvd.rank(), hvd.size()
+    xs = [torch.full((k + 1,), float(r)) for k in range(4)]
+    outs = hvd.grouped_allreduce(xs, op=hvd.Sum, name="gr")
+    for k, o in enumerate(outs):
+        assert torch.equal(o, torch.full((k + 1,), n * (n - 1) / 2)), o
+    ys = [torch.ones(3), torch.ones(2, 2)]
+    assert hvd.grouped_allreduce_(ys, op=hvd.Sum, name="gr.inplace") == ys
+    assert all(torch.equal(y, torch.full_like(y, n)) for y in ys), ys
+    parts = hvd.grouped_allgather([torch.full((r + 1,), r), torch.ones(1)], name="gr.ag")
+    assert parts[0].tolist() == [q for q in range(n) for _ in range(q + 1)], parts
+    assert parts[1].tolist() == [1.0] * n
+    rs = hvd.grouped_reducescatter([torch.ones(n, 2), torch.ones(n)], op=hvd.Sum, name="gr.rs")
+    assert torch.equal(rs[0], torch.full((1, 2), float(n))) and rs[1].tolist() == [n], rs
+
+
+def sc_collectives():
+    r, n = hvd.rank(), hvd.size()
+    got = hvd.allgather(torch.full((r + 1, 2), r, dtype=torch.int64), name="c.ag")
+    assert got[:, 0].tolist() == [q for q in range(n) for _ in range(q + 1)], got
+    got = hvd.broadcast(torch.full((3,), float(r)), root_rank=n - 1, name="c.bc")
+    assert torch.equal(got, torch.full((3,), float(n - 1))), got
+    p = torch.nn.Parameter(torch.full((2, 2), float(r)))
+    assert hvd.broadcast_(p, root_rank=0, name="c.bc_") is p and torch.equal(
+        p.data, torch.zeros(2, 2)
+    )
+    out, received = hvd.alltoall(torch.arange(n, dtype=torch.float32) + 10 * r, name="c.a2a")
+    assert out.tolist() == [10.0 * q + r for q in range(n)] and received.tolist() == [1] * n
+    splits = torch.tensor([2] + [0] * (n - 1))
+    out, received = hvd.alltoall(torch.full((2, 3), float(r)), splits=splits, name="c.a2a.s")
+    assert out.shape == ((2 * n, 3) if r == 0 else (0, 3)), out.shape
+    got = hvd.reducescatter(torch.ones(n * 2, 3), op=hvd.Sum, name="c.rs")
+    assert torch.equal(got, torch.full((2, 3), float(n))), got
+    got = hvd.reducescatter(torch.ones(n), name="c.rs.avg")  # Average, as upstream
+    assert got.tolist() == [1.0], got
+    hvd.barrier()
+    assert hvd.broadcast_object({"r": r} if r == 0 else None, 0) == {"r": 0}
+    assert hvd.allgather_object(torch.tensor([r])) == [torch.tensor([q]) for q in range(n)]
+
+
+def sc_autograd():
+    r, n = hvd.rank(), hvd.size()
+    x = torch.full((3,), float(r + 1), requires_grad=True)
+    hvd.allreduce(x, op=hvd.Sum, name="g.ar").sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), float(n))), x.grad  # the sum of ones
+    x = torch.full((r + 1, 2), 1.0, requires_grad=True)
+    (hvd.allgather(x, name="g.ag") * 2).sum().backward()
+    assert torch.equal(x.grad, torch.full((r + 1, 2), 2.0)), x.grad  # averaged: 2
+    x = torch.ones(2, requires_grad=True)
+    hvd.broadcast(x, root_rank=0, name="g.bc").sum().backward()
+    assert torch.equal(x.grad, torch.ones(2) if r == 0 else torch.zeros(2)), x.grad
+    x = torch.ones(n, 2, requires_grad=True)
+    out, _ = hvd.alltoall(x * (r + 1), name="g.a2a")
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.full((n, 2), float(r + 1))), x.grad
+    x = torch.ones(n, 2, requires_grad=True)
+    hvd.reducescatter(x, op=hvd.Sum, name="g.rs").sum().backward()
+    assert torch.equal(x.grad, torch.ones(n, 2)), x.grad
+    xs = [torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)]
+    sum(o.sum() for o in hvd.grouped_allreduce(xs, op=hvd.Average, name="g.gr")).backward()
+    assert all(torch.equal(x.grad, torch.ones_like(x)) for x in xs), [x.grad for x in xs]
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+
+def _batch(r, rows=4):
+    g = torch.Generator().manual_seed(7 + r)
+    return torch.randn(rows, 6, generator=g), torch.randn(rows, 2, generator=g)
+
+
+def _reference(n, steps, opt_fn, passes=1):
+    """One process on every rank's data: what the distributed model must equal (Average)."""
+    model = _model()
+    opt = opt_fn(model.parameters())
+    for step in range(steps):
+        opt.zero_grad()
+        for k in range(passes):
+            loss = (
+                sum(
+                    torch.nn.functional.mse_loss(model(x), y)
+                    for x, y in (_batch(q + 100 * (step * passes + k)) for q in range(n))
+                )
+                / n
+            )
+            loss.backward()
+        opt.step()
+    return model
+
+
+def _train(opt_fn, steps=3, passes=1, **options):
+    r = hvd.rank()
+    model = _model(seed=r)  # different on purpose: the broadcast makes them equal
+    opt = hvd.DistributedOptimizer(
+        opt_fn(model.parameters()),
+        named_parameters=model.named_parameters(),
+        backward_passes_per_step=passes,
+        **options,
+    )
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    torch.manual_seed(0)
+    assert torch.equal(model[0].weight, _model()[0].weight)
+    for step in range(steps):
+        opt.zero_grad()
+        for k in range(passes):
+            x, y = _batch(r + 100 * (step * passes + k))
+            torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return model, opt
+
+
+def _close(model, want, tol=1e-5):
+    for a, b in zip(model.parameters(), want.parameters()):
+        assert torch.allclose(a, b, atol=tol), (a, b)
+
+
+def sc_optimizer():
+    n = hvd.size()
+    sgd = lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)  # noqa: E731
+    model, opt = _train(sgd)
+    _close(model, _reference(n, 3, sgd))
+    adam = lambda p: torch.optim.Adam(p, lr=0.01)  # noqa: E731
+    model, _ = _train(adam, groups=2)
+    _close(model, _reference(n, 3, adam))
+    model, _ = _train(sgd, passes=2)  # accumulated locally over 2 passes, then reduced
+    _close(model, _reference(n, 3, sgd, passes=2))
+    model, _ = _train(sgd, gradient_predivide_factor=2.0)
+    _close(model, _reference(n, 3, sgd))
+    model, _ = _train(sgd, compression=hvd.Compression.fp16)
+    _close(model, _reference(n, 3, sgd), tol=1e-2)
+    # Overlap: the gradients are submitted during backward(), before step() waits for them.
+    model = _model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    torch.nn.functional.mse_loss(model(_batch(hvd.rank())[0]), _batch(0)[1]).backward()
+    assert len(opt._handles) == 4, opt._handles
+    expect_error(
+        opt.zero_grad, AssertionError, "before optimizer.step() or optimizer.synchronize()"
+    )
+    opt.synchronize()  # gradient clipping between synchronize() and step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    with opt.skip_synchronize():
+        opt.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt.zero_grad()
+
+
+def sc_optimizer_state():
+    r = hvd.rank()
+    for make in (
+        lambda p: torch.optim.SGD(p, lr=0.1 * (r + 1), momentum=0.9),
+        lambda p: torch.optim.Adam(p, lr=0.01 * (r + 1)),
+        lambda p: torch.optim.LBFGS(p, lr=0.5 * (r + 1)),
+    ):
+        model = _model(seed=r)
+        opt = make(model.parameters())
+        if not isinstance(opt, torch.optim.LBFGS):
+            torch.nn.functional.mse_loss(model(_batch(r)[0]), _batch(r)[1]).backward()
+            opt.step()
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+        states = hvd.allgather_object(
+            {
+                k: ({s: v.tolist() if torch.is_tensor(v) else v for s, v in st.items()})
+                for k, st in opt.state_dict()["state"].items()
+            }
+        )
+        assert all(s == states[0] for s in states), states
+        lrs = hvd.allgather_object(opt.param_groups[0]["lr"])
+        assert len(set(lrs)) == 1, lrs
+
+
+def sc_process_set():
+    n = hvd.size()
+    firsts = hvd.add_process_set(list(range(n - 1)))
+    try:
+        if firsts.included():
+            got = hvd.allreduce(torch.ones(2), op=hvd.Sum, process_set=firsts, name="ps.ar")
+            assert torch.equal(got, torch.full((2,), float(n - 1))), got
+        hvd.barrier()
+    finally:
+        hvd.remove_process_set(firsts)
+
+
+def sc_errors():
+    r, n = hvd.rank(), hvd.size()
+    bad = [1.0, 2.0] if r == n - 1 else torch.ones(2)  # one rank's bad input fails every rank
+    expect_error(lambda: hvd.allreduce(bad, name="e.input"), (TypeError, ValueError), "e.input")
+    x = torch.ones(r + 1)  # shapes differ: every rank names the tensor
+    expect_error(lambda: hvd.allreduce(x, name="e.shape"), Exception, "e.shape")
+    assert torch.equal(
+        hvd.allreduce(torch.ones(1), op=hvd.Sum, name="e.after"), torch.full((1,), float(n))
+    )
+
+
+def sc_sparse():
+    r, n = hvd.rank(), hvd.size()
+    emb = torch.nn.Embedding(5, 2, sparse=True)
+    hvd.broadcast_parameters(emb.state_dict(), 0)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(emb.parameters(), lr=1.0), named_parameters=emb.named_parameters()
+    )
+    before = emb.weight.detach().clone()
+    emb(torch.tensor([r % 5])).sum().backward()
+    opt.step()
+    moved = (emb.weight.detach() != before).any(1).nonzero().flatten().tolist()
+    assert moved == sorted({q % 5 for q in range(n)}), moved
+    assert torch.allclose(
+        before - emb.weight.detach(),
+        torch.stack(
+            [torch.full((2,), sum(1 for q in range(n) if q % 5 == i) / n) for i in range(5)]
+        ),
+    )
+
+
+def sc_sync_batch_norm():
+    # Unequal batches (rank r has r + 2 rows): outputs, input gradients and the summed weight
+    # gradients equal one BatchNorm over every rank's rows at once.
+    r, n = hvd.rank(), hvd.size()
+    rows = [q + 2 for q in range(n)]
+    xs = [
+        torch.randn(k, 3, 4, generator=torch.Generator().manual_seed(q)) for q, k in enumerate(rows)
+    ]
+    coeff = torch.randn(sum(rows), 3, 4, generator=torch.Generator().manual_seed(99))
+    start = sum(rows[:r])
+    bn = hvd.SyncBatchNorm(3, momentum=0.3)
+    x = xs[r].clone().requires_grad_(True)
+    y = bn(x)
+    (y * coeff[start : start + rows[r]]).sum().backward()
+    ref = torch.nn.BatchNorm1d(3, momentum=0.3)
+    xr = torch.cat(xs).requires_grad_(True)
+    yr = ref(xr)
+    (yr * coeff).sum().backward()
+    assert torch.allclose(y, yr[start : start + rows[r]], atol=1e-5), (y, yr)
+    assert torch.allclose(x.grad, xr.grad[start : start + rows[r]], atol=1e-5)
+    wsum = hvd.allreduce(bn.weight.grad, op=hvd.Sum, name="sbn.w")
+    assert torch.allclose(wsum, ref.weight.grad, atol=1e-4), (wsum, ref.weight.grad)
+    assert torch.allclose(bn.running_mean, ref.running_mean, atol=1e-6)
+    assert torch.allclose(bn.running_var, ref.running_var, atol=1e-5)
+    bn.eval()
+    assert torch.allclose(bn(xs[r]), ref.eval()(xs[r]), atol=1e-5)
+
+
+def sc_elastic_state():
+    r, n = hvd.rank(), hvd.size()
+    model = _model(seed=r)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1 * (r + 1), momentum=0.9)
+    sampler = hvd.elastic.ElasticSampler(list(range(10)), shuffle=True, seed=3)
+    state = hvd.elastic.TorchState(model, opt, sampler=sampler, epoch=r, batch=0)
+    calls = []
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append(1)
+        assert state.epoch == 0 and opt.param_groups[0]["lr"] == 0.1  # rank 0's, synced
+        torch.manual_seed(0)
+        assert torch.equal(model[0].weight, _model()[0].weight)
+        everyone = hvd.allgather_object(list(iter(state.sampler)))
+        assert set(sum(everyone, [])) == set(range(10)), everyone  # every sample, padded
+        assert all(len(e) == -(-10 // n) for e in everyone), everyone
+        state.sampler.record_batch(0, 1)  # one sample per rank done
+        state.batch = 1
+        state.commit()
+        before = [p.detach().clone() for p in model.parameters()]
+        torch.nn.functional.mse_loss(model(_batch(r)[0]), _batch(r)[1]).backward()
+        opt.step()
+        state.batch = 2
+        state.restore()  # back to the commit: parameters, optimizer, sampler, values
+        assert all(torch.equal(a, b) for a, b in zip(model.parameters(), before))
+        assert state.batch == 1 and state.sampler.processed_num == n
+        assert len(state.sampler) == -(-(10 - n) // n)
+        return "done"
+
+    assert train(state) == "done" and calls == [1]
+
+
+SCENARIOS = scenario.collect(sys.modules[__name__])
+
+if __name__ == "__main__":
+    scenario.main(SCENARIOS, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown)
