@@ -8,7 +8,9 @@
 #   2. the stall check: a 2-rank job where rank 1 never submits gets the named error (>= 2 GPUs);
 #   3. two ranks both on GPU 0: each gets the error naming the ranks and the GPU (NCCL's own is
 #      "invalid usage");
-#   4. allreduce 4 KiB .. 1 GiB against NCCL's own call through the same library, same run;
+#   4. horovod.torch on CUDA tensors against the same calls on CPU tensors (where torch sees a GPU;
+#      tests/gpu/torch_checks.py);
+#   5. allreduce 4 KiB .. 1 GiB against NCCL's own call through the same library, same run;
 # and prints one summary line. Without a visible GPU it says so and exits 0.
 # Environment: PYTHON (default python3), MPIRUN (mpirun), HVD_DEVICE_LIB (cupy or torch),
 # HVD_DEVICE_LIB=numpy: a dry run of the whole flow on host arrays at np DRY_NP (default 2), MPI
@@ -192,6 +194,26 @@ else
 fi
 say "two ranks on GPU 0: $SHARED"
 
+# horovod.torch itself on CUDA tensors (its in-place forms, autograd, optimizer, SyncBatchNorm),
+# wherever torch sees the GPUs: the frontend has no compiled part, so whatever torch the machine
+# has is the one tested.
+if [ "$LIB" != numpy ] && "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  (cd "$WORK" && timeout 600 "$MPIRUN" "${MPI_ARGS[@]}" -np "$NGPU" \
+    "$PYTHON" "$ROOT/tests/gpu/torch_checks.py" torch_cuda) >"$WORK/torch.out" 2>&1
+  rc=$?
+  TPASS=$(grep -o 'PASS torch' "$WORK/torch.out" | wc -l)
+  if [ $rc != 0 ] || [ "$(grep -o 'OK torch_cuda rank=[0-9]*' "$WORK/torch.out" | sort -u | wc -l)" != "$NGPU" ]; then
+    FAILED=1
+    tail -40 "$WORK/torch.out"
+    TORCHRES="FAILED (rc $rc, $TPASS checks passed before; output above)"
+  else
+    TORCHRES="$TPASS checks passed on $NGPU rank(s), torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
+  fi
+else
+  TORCHRES="skipped (torch does not see a GPU here)"
+fi
+say "horovod.torch on CUDA tensors: $TORCHRES"
+
 run "$NGPU" bench
 # (another rank's line may be glued to a BENCH line: cut after the ratio)
 grep '^BENCH ' "$WORK/bench.out" | sed -E 's/(ratio [0-9.]+).*/\1/; s/^/gpu_check: /'
@@ -201,5 +223,5 @@ if [ -z "$BIG" ]; then
   tail -30 "$WORK/bench.out"
   BIG="FAILED (output above)"
 fi
-say "SUMMARY $LIB np=$NGPU NCCL/CUDA $BUILT: collectives $COLL; stall $STALL; shared GPU $SHARED; allreduce $BIG"
+say "SUMMARY $LIB np=$NGPU NCCL/CUDA $BUILT: collectives $COLL; stall $STALL; shared GPU $SHARED; horovod.torch $TORCHRES; allreduce $BIG"
 exit $FAILED
