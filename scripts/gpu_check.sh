@@ -97,10 +97,14 @@ build() {  # build CC CXX: the engine with NCCL into $WORK/site (a clean one eac
     -Dpybind11_DIR="$("$PYTHON" -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v "$PYTHON")" \
     >"$WORK/build.log" 2>&1 && cmake --build "$WORK/cmake" -j "$(nproc)" >>"$WORK/build.log" 2>&1
 }
-smoke() {  # init and shut down one rank: a build that cannot do this checks nothing
+smoke() {  # init and shut down one rank, the checks' array library loaded first as they load it
+  local first=${LIB/none/numpy}
   (cd "$WORK" && timeout 120 "$MPIRUN" "${MPI_ARGS[@]}" -np 1 "$PYTHON" -c \
-    'import horovod.numpy as hvd; hvd.init(); hvd.shutdown(); print("SMOKE OK")') >"$WORK/smoke.out" 2>&1 &&
-    grep -q "SMOKE OK" "$WORK/smoke.out"
+    "import $first; import horovod.numpy as hvd; hvd.init(); hvd.shutdown(); print('SMOKE OK')") \
+    >"$WORK/smoke.out" 2>&1 && grep -q "SMOKE OK" "$WORK/smoke.out"
+}
+own_ostream() {  # std::ostream symbols the engine defines itself (0 against the shared libstdc++)
+  nm -D --defined-only "$WORK/site/horovod/libhorovod_core.so" 2>/dev/null | grep -c ' _ZNSo'
 }
 CXX_USED=${CXX:-c++}
 if ! build "${CC:-cc}" "$CXX_USED"; then
@@ -113,13 +117,18 @@ fi
 # then defined libstdc++'s own std::ostream code (libstdc++ linked in statically), next to the
 # shared libstdc++ the Python process had loaded: SIGSEGV in Config::AgreedValues on rank 0.
 # /usr/bin/c++ of the same version builds one that works. Rebuild once with it, saying why.
-if [ "${BUILD_ONLY:-0}" != 1 ] && ! smoke; then
+# Whether it crashes depends on which library loads libstdc++ first (importing torch first did,
+# horovod first did not, on 2026-11-27): the symbols decide, and the smoke run confirms.
+if [ "${BUILD_ONLY:-0}" != 1 ] && { [ "$(own_ostream)" != 0 ] || ! smoke; }; then
   if [ "$(readlink -f "$(command -v "$CXX_USED")")" != "$(readlink -f /usr/bin/c++ 2>/dev/null)" ] &&
     [ -x /usr/bin/c++ ] && [ -x /usr/bin/cc ]; then
-    say "the engine built with $CXX_USED ($("$CXX_USED" -dumpversion)) failed to start one rank:"
-    grep -m3 -E "Signal|signal|Error|error" "$WORK/smoke.out" | sed 's/^/    /'
-    own=$(nm -D --defined-only "$WORK/site/horovod/libhorovod_core.so" 2>/dev/null | grep -c ' _ZNSo')
-    say "it defines $own std::ostream symbols itself (a build against the shared libstdc++ defines none); rebuilding with /usr/bin/c++ ($(/usr/bin/c++ -dumpversion))"
+    if smoke; then
+      say "the engine built with $CXX_USED ($("$CXX_USED" -dumpversion)) started one rank, but:"
+    else
+      say "the engine built with $CXX_USED ($("$CXX_USED" -dumpversion)) failed to start one rank:"
+      grep -m3 -E "Signal|signal|Error|error" "$WORK/smoke.out" | sed 's/^/    /'
+    fi
+    say "it defines $(own_ostream) std::ostream symbols itself (a build against the shared libstdc++ defines none); rebuilding with /usr/bin/c++ ($(/usr/bin/c++ -dumpversion))"
     CXX_USED=/usr/bin/c++
     if ! build /usr/bin/cc /usr/bin/c++; then
       tail -30 "$WORK/build.log"

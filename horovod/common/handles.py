@@ -213,7 +213,7 @@ def submit(
             group=group,
             process_set=pid,
         )
-        return Handle(hid, op_type, name, len(tensors), grouped, None, devices)
+        return Handle(hid, op_type, name, len(tensors), grouped, None, devices, wrap)
     hid = _core.enqueue(
         op_type,
         name,

@@ -68,8 +68,18 @@ def _op(op, average, name="op"):
 def _into(tensor):
     """The `out` of an in-place op on `tensor`: itself where the engine can write into it."""
     if isinstance(tensor, torch.Tensor) and tensor.is_contiguous():
-        return tensor
+        return tensor.detach()
     return None
+
+
+def _dt(tensor):
+    """`tensor` without autograd, for the engine: the same memory (DLPack refuses a tensor
+    that requires grad)."""
+    return tensor.detach() if isinstance(tensor, torch.Tensor) else tensor
+
+
+def _dts(tensors):
+    return [_dt(t) for t in tensors]
 
 
 def _track(handle, tensor, out):
@@ -123,7 +133,7 @@ def allreduce_async(
 ):
     op = _op(op, average)
     return _c.allreduce_async(
-        tensor, op, name, prescale_factor, postscale_factor, None, process_set, **_IO
+        _dt(tensor), op, name, prescale_factor, postscale_factor, None, process_set, **_IO
     )
 
 
@@ -138,7 +148,7 @@ def allreduce_async_(
 ):
     op, out = _op(op, average), _into(tensor)
     h = _c.allreduce_async(
-        tensor, op, name, prescale_factor, postscale_factor, out, process_set, **_IO
+        _dt(tensor), op, name, prescale_factor, postscale_factor, out, process_set, **_IO
     )
     return _track(h, tensor, out)
 
@@ -148,7 +158,7 @@ class _Allreduce(torch.autograd.Function):
     def forward(ctx, tensor, name, op, prescale, postscale, process_set):
         ctx.args = (op, prescale, postscale, process_set)
         return synchronize(
-            _c.allreduce_async(tensor, op, name, prescale, postscale, None, process_set, **_IO)
+            _c.allreduce_async(_dt(tensor), op, name, prescale, postscale, None, process_set, **_IO)
         )
 
     @staticmethod
@@ -156,7 +166,7 @@ class _Allreduce(torch.autograd.Function):
         # The same reduction of the incoming gradients (Adasum too, as upstream).
         op, prescale, postscale, process_set = ctx.args
         g = synchronize(
-            _c.allreduce_async(grad, op, None, prescale, postscale, None, process_set, **_IO)
+            _c.allreduce_async(_dt(grad), op, None, prescale, postscale, None, process_set, **_IO)
         )
         return g, None, None, None, None, None
 
@@ -205,7 +215,7 @@ def grouped_allreduce_async(
 ):
     op = _op(op, average)
     return _c.grouped_allreduce_async(
-        list(tensors), op, name, prescale_factor, postscale_factor, process_set, **_IO
+        _dts(list(tensors)), op, name, prescale_factor, postscale_factor, process_set, **_IO
     )
 
 
@@ -233,7 +243,7 @@ class _GroupedAllreduce(torch.autograd.Function):
         return tuple(
             synchronize(
                 _c.grouped_allreduce_async(
-                    list(tensors), op, name, prescale, postscale, process_set, **_IO
+                    _dts(list(tensors)), op, name, prescale, postscale, process_set, **_IO
                 )
             )
         )
@@ -243,7 +253,7 @@ class _GroupedAllreduce(torch.autograd.Function):
         op, prescale, postscale, process_set = ctx.args
         out = synchronize(
             _c.grouped_allreduce_async(
-                list(grads), op, None, prescale, postscale, process_set, **_IO
+                _dts(list(grads)), op, None, prescale, postscale, process_set, **_IO
             )
         )
         return (None, None, None, None, None, *out)
@@ -289,9 +299,9 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     rank, summed (divided by the set's size for Average) by coalescing. Returns a handle
     whose synchronize() gives the reduced sparse tensor."""
     t = tensor.coalesce()
-    values = _c.allgather_async(t.values(), f"{name}.values", process_set, **_IO)
+    values = _c.allgather_async(_dt(t.values()), f"{name}.values", process_set, **_IO)
     indices = _c.allgather_async(
-        t.indices().t().contiguous(), f"{name}.indices", process_set, **_IO
+        _dt(t.indices().t().contiguous()), f"{name}.indices", process_set, **_IO
     )
     return _SparseHandle(values, indices, t.shape, op, process_set)
 
@@ -317,23 +327,23 @@ class _SparseHandle:
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    return _c.allgather_async(tensor, name, process_set, **_IO)
+    return _c.allgather_async(_dt(tensor), name, process_set, **_IO)
 
 
 class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
         ctx.rows, ctx.process_set = tensor.shape[0] if tensor.dim() else 1, process_set
-        return synchronize(_c.allgather_async(tensor, name, process_set, **_IO))
+        return synchronize(_c.allgather_async(_dt(tensor), name, process_set, **_IO))
 
     @staticmethod
     def backward(ctx, grad):
         # Every rank's loss depends on every rank's rows: average the gradients (as optimizers
         # average), then keep this rank's rows.
         ps = ctx.process_set
-        g = synchronize(_c.allreduce_async(grad, Average, None, 1.0, 1.0, None, ps, **_IO))
+        g = synchronize(_c.allreduce_async(_dt(grad), Average, None, 1.0, 1.0, None, ps, **_IO))
         rows = synchronize(
-            _c.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64), None, ps, **_IO)
+            _c.allgather_async(_dt(torch.tensor([ctx.rows], dtype=torch.int64)), None, ps, **_IO)
         )
         me = _ps.rank_and_size(_ps.process_set_id(ps))[0]
         start = int(rows[:me].sum())
@@ -347,7 +357,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    return _c.grouped_allgather_async(tensors, name, process_set, **_IO)
+    return _c.grouped_allgather_async(_dts(tensors), name, process_set, **_IO)
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -356,12 +366,12 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    return _c.broadcast_async(tensor, root_rank, name, None, process_set, **_IO)
+    return _c.broadcast_async(_dt(tensor), root_rank, name, None, process_set, **_IO)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     out = _into(tensor)
-    h = _c.broadcast_async(tensor, root_rank, name, out, process_set, **_IO)
+    h = _c.broadcast_async(_dt(tensor), root_rank, name, out, process_set, **_IO)
     return _track(h, tensor, out)
 
 
@@ -369,13 +379,15 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root, ctx.process_set = root_rank, process_set
-        return synchronize(_c.broadcast_async(tensor, root_rank, name, None, process_set, **_IO))
+        return synchronize(
+            _c.broadcast_async(_dt(tensor), root_rank, name, None, process_set, **_IO)
+        )
 
     @staticmethod
     def backward(ctx, grad):
         # Only the root's input reaches the outputs: it gets the averaged gradient, others zero.
         g = synchronize(
-            _c.allreduce_async(grad, Average, None, 1.0, 1.0, None, ctx.process_set, **_IO)
+            _c.allreduce_async(_dt(grad), Average, None, 1.0, 1.0, None, ctx.process_set, **_IO)
         )
         if _b.rank() != ctx.root:
             g = g * 0
@@ -395,7 +407,7 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     if isinstance(splits, torch.Tensor):
         splits = splits.tolist()
-    return _c.alltoall_async(tensor, splits, name, process_set, **_IO)
+    return _c.alltoall_async(_dt(tensor), splits, name, process_set, **_IO)
 
 
 class _Alltoall(torch.autograd.Function):
@@ -430,7 +442,7 @@ def reducescatter_async(
     postscale_factor=1.0,
 ):
     return _c.reducescatter_async(
-        tensor, op, name, prescale_factor, postscale_factor, process_set, **_IO
+        _dt(tensor), op, name, prescale_factor, postscale_factor, process_set, **_IO
     )
 
 
@@ -439,7 +451,7 @@ class _Reducescatter(torch.autograd.Function):
     def forward(ctx, tensor, name, op, process_set, prescale, postscale):
         ctx.args = (op, process_set, prescale * postscale)
         return synchronize(
-            _c.reducescatter_async(tensor, op, name, prescale, postscale, process_set, **_IO)
+            _c.reducescatter_async(_dt(tensor), op, name, prescale, postscale, process_set, **_IO)
         )
 
     @staticmethod
@@ -447,7 +459,7 @@ class _Reducescatter(torch.autograd.Function):
         # Each input row reaches one rank's output through the reduction: gather the rows'
         # gradients, scaled as the forward scaled (the exact derivative).
         op, process_set, scale = ctx.args
-        g = synchronize(_c.allgather_async(grad.contiguous(), None, process_set, **_IO))
+        g = synchronize(_c.allgather_async(_dt(grad.contiguous()), None, process_set, **_IO))
         if op == Average:
             scale /= _ps.set_size(process_set)
         return (g * scale if scale != 1.0 else g), None, None, None, None, None
@@ -477,7 +489,7 @@ def grouped_reducescatter_async(
     postscale_factor=1.0,
 ):
     return _c.grouped_reducescatter_async(
-        tensors, op, name, prescale_factor, postscale_factor, process_set, **_IO
+        _dts(tensors), op, name, prescale_factor, postscale_factor, process_set, **_IO
     )
 
 

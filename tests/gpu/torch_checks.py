@@ -11,7 +11,6 @@ import torch
 import horovod.torch as hvd
 from tests.support import scenario
 
-
 # Where no GPU is visible (a dry run of this file on a CPU machine) both sides are CPU tensors.
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
