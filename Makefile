@@ -81,6 +81,8 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 
 test: test/unit test/engine test/tf test/torch test/gpu test/runner test/images test/images-gpu test/cluster test/k8s ## everything CI runs
 
+test-fast: test/unit test/engine test/tf test/torch test/runner ## the loop while working (about 10 minutes here): everything without docker, the GPU build or images; CI runs `make test`
+
 # Compiled outputs only: the tools' venv and the staged wheels (build/venv, build/stage) stay, and
 # so do images and containers (`make clean/images`).
 clean: ## remove build outputs (not images: make clean/images; not build/venv, build/stage)
