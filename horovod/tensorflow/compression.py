@@ -2,27 +2,7 @@
 
 import tensorflow as tf
 
-
-class Compressor:
-    """compress(tensor) -> (tensor, ctx); decompress(tensor, ctx) -> tensor."""
-
-    @staticmethod
-    def compress(tensor):
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        raise NotImplementedError
-
-
-class NoneCompressor(Compressor):
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from horovod.common.compression import Compressor, NoneCompressor
 
 
 class FP16Compressor(Compressor):

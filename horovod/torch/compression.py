@@ -4,20 +4,7 @@ needed), fp16 its precision."""
 
 import torch
 
-
-class Compressor:
-    @staticmethod
-    def compress(tensor):
-        """(the tensor to send, what decompress needs)."""
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class NoneCompressor(Compressor):
-    pass
+from horovod.common.compression import Compressor, NoneCompressor
 
 
 class _CastCompressor(Compressor):
