@@ -102,6 +102,11 @@ class Refused(Exception):
     """A bad argument found on this rank, named by tensor: args[0] is the TypeError or
     ValueError to raise once the negotiated op has failed on every rank."""
 
+    @classmethod
+    def of(cls, name, error):
+        """`error` (TypeError or ValueError) named by the tensor it is about."""
+        return cls(type(error)(f"tensor '{name}': {error}"))
+
 
 def checked(name, check, *args):
     """check(*args), its error named by tensor and kept as Refused (raised by this rank only
@@ -109,7 +114,7 @@ def checked(name, check, *args):
     try:
         return check(*args)
     except (TypeError, ValueError) as e:
-        raise Refused(type(e)(f"tensor '{name}': {e}")) from None
+        raise Refused.of(name, e) from None
 
 
 def bare(error):

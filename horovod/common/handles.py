@@ -125,7 +125,7 @@ def _each(name, grouped, items, fn):
             out.append(fn(*item))
         except (TypeError, ValueError) as e:
             member = _core.member_name(name, i, n, grouped)
-            raise _args.Refused(type(e)(f"tensor '{member}': {e}")) from None
+            raise _args.Refused.of(member, e) from None
     return out
 
 
@@ -190,7 +190,7 @@ def submit(
             )
         except (TypeError, ValueError) as e:  # named by the first tensor, as the engine names it
             first = _core.member_name(name, 0, max(len(tensors), 1), grouped)
-            raise _args.Refused(type(e)(f"tensor '{first}': {e}")) from None
+            raise _args.Refused.of(first, e) from None
     except _args.Refused as r:
         refused = r.args[0]
         invalid = _args.bare(refused)

@@ -56,7 +56,7 @@ _IO = {"host": _host, "wrap": _wrap}
 _in_place = {}
 
 
-def _op(op, average, name="op"):
+def _op(op, average):
     """upstream's `average` (deprecated) and `op`: one of them, Average by default."""
     if op is not None and average is not None:
         raise ValueError("the op parameter supersedes average; give only one of them")
