@@ -200,32 +200,22 @@ def submit(
             None,
             (int(_types.Sum), 0, 1.0, 1.0),
         )
-    group = name if grouped else ""
-    if devices is not None:
-        hid = _core.enqueue_device(
-            op_type,
-            name,
-            [d.entry() for d in devices],
-            outputs,
-            *args,
-            list(splits),
-            invalid=invalid,
-            group=group,
-            process_set=pid,
-        )
-        return Handle(hid, op_type, name, len(tensors), grouped, None, devices, wrap)
-    hid = _core.enqueue(
+    # Device arrays go in as their (pointer, stream, ...) entries, host arrays as they are; a
+    # refused op is always the host kind (empty placeholders).
+    enqueue = _core.enqueue if devices is None else _core.enqueue_device
+    inputs = arrays if devices is None else [d.entry() for d in devices]
+    hid = enqueue(
         op_type,
         name,
-        arrays,
+        inputs,
         outputs,
         *args,
         list(splits),
         invalid=invalid,
-        group=group,
+        group=name if grouped else "",
         process_set=pid,
     )
-    return Handle(hid, op_type, name, len(tensors), grouped, refused, None, wrap)
+    return Handle(hid, op_type, name, len(tensors), grouped, refused, devices, wrap)
 
 
 def poll(handle):
