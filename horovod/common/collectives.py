@@ -227,17 +227,16 @@ def alltoall_async(
     name = _naming.op_name(ALLTOALL, name, process_set)
     why = ""
     values = []
-    if splits is not None:
-        why = _args.reason(_args.split_values, splits) or ""
-        if not why:
+    n = _set_size(process_set) if splits is None else 0  # a set that does not exist: raised here
+    try:
+        if splits is not None:
             values = _args.split_values(splits)
-    else:
-        shape = _shape_of(tensor, host)
-        if shape is not None:
-            n = _set_size(process_set)
-            why = _args.reason(_args.even_splits, shape, n) or ""
-            if not why:
+        else:
+            shape = _shape_of(tensor, host)
+            if shape is not None:  # else submit refuses the input itself
                 values = _args.even_splits(shape, n)
+    except (TypeError, ValueError) as e:
+        why = str(e)
     return _h.submit(
         ALLTOALL,
         name,
