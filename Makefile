@@ -112,14 +112,24 @@ $(if $(IMAGES),,$(error FLAVOUR=$(FLAVOUR): expected one of $(FLAVOURS) ($(LAYER
 # Layers of other flavours: their targets fail with a hint instead of doing nothing.
 ALL_IMAGES := $(shell awk '/^\#/ || !NF {next} !h {h = 1; next} {print $$1}' $(LAYERS_FILE))
 OTHER_IMAGES := $(filter-out $(IMAGES),$(ALL_IMAGES))
-# The floating tag of the last layer, one per flavour.
+# The floating tags of the last layers, one per flavour and framework.
 LATEST_cpu := horovod:latest
 LATEST_gpu := horovod:latest-gpu
 LATEST := $(LATEST_$(FLAVOUR))
+LATEST_TORCH_cpu := horovod:latest-torch
+LATEST_TORCH_gpu := horovod:latest-torch-gpu
+LATEST_TORCH := $(LATEST_TORCH_$(FLAVOUR))
 # Per-layer build args of a flavour: the GPU TensorFlow wheel (its CUDA libraries come from the
 # cuda parent), and the engine's NCCL operations (CMakeLists.txt reads $HOROVOD_GPU_OPERATIONS).
 FLAVOUR_ARGS_tensorflow_gpu := --build-arg TENSORFLOW_PACKAGE=tensorflow
 FLAVOUR_ARGS_horovod_gpu := --build-arg HOROVOD_GPU_OPERATIONS=NCCL
+# The torch layer: the CPU flavour takes TORCH_VERSION with stand-ins for CUDA, the GPU flavour the
+# newest CUDA 12 build (versions.env); horovod-torch is the horovod Dockerfile without TensorFlow.
+FLAVOUR_ARGS_torch_gpu := --build-arg TORCH_FLAVOUR=gpu --build-arg TORCH_VERSION=$(TORCH_CUDA12_VERSION) \
+  --build-arg TORCHVISION_VERSION=$(TORCHVISION_CUDA12_VERSION)
+FLAVOUR_ARGS_horovod-torch_gpu := $(FLAVOUR_ARGS_horovod_gpu)
+LAYER_ARGS_horovod-torch := --build-arg HOROVOD_FRAMEWORK=torch
+DOCKERFILE_horovod-torch := images/horovod/Dockerfile
 # Empty: build the Debian root image from Debian packages (debootstrap), no registry needed.
 # Set it (e.g. BASE_IMAGE=debian:bookworm-slim) to use that image, pulled if missing.
 BASE_IMAGE ?=
@@ -131,18 +141,22 @@ APT_SOURCE ?= auto
 PIP ?= $(PYTHON) -m pip
 PYTEST_IMAGES ?= $(PYTHON) -m pytest -q -p no:cacheprovider
 
-image_ref = $(if $(filter horovod,$(1)),horovod:$(IMAGE_TAG),horovod/$(1):$(IMAGE_TAG))
+image_ref = $(if $(filter horovod,$(1)),horovod:$(IMAGE_TAG),$(if $(filter horovod-torch,$(1)),horovod:$(IMAGE_TAG)-torch,horovod/$(1):$(IMAGE_TAG)))
 parent_of = $(patsubst $(1):%,%,$(filter $(1):%,$(_parents)))
 ROOT_REF_FILE := $(STAGE_DIR)/root-image
 parent_ref = $(if $(filter rootfs,$(call parent_of,$(1))),$$(cat $(ROOT_REF_FILE)),$(call image_ref,$(call parent_of,$(1))))
 reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
 EXTRA_TAGS_horovod = -t $(LATEST)
+EXTRA_TAGS_horovod-torch = -t $(LATEST_TORCH)
 # Labels that change every build go on the last layer only (a parent's new image ID would
 # invalidate the cache of every child).
 LABELS_horovod = --label org.opencontainers.image.revision=$$(git rev-parse --short HEAD 2>/dev/null || echo none)
+LABELS_horovod-torch = $(LABELS_horovod)
 
-.PHONY: images check-versions stage build/rootfs test/images test/images-gpu test/runner clean/images
+.PHONY: images images-torch check-versions stage build/rootfs test/images test/images-gpu test/runner clean/images
 .PHONY: $(addprefix build/,$(IMAGES) $(OTHER_IMAGES)) $(addprefix test/,$(IMAGES) $(OTHER_IMAGES))
+
+images-torch: build/horovod-torch ## the PyTorch images: mpi -> torch (torch, torchvision) -> horovod-torch, tagged horovod:<version>-<flavour>-torch and horovod:latest-torch (FLAVOUR=gpu: torch's newest CUDA 12 build on the cuda layer, horovod:latest-torch-gpu)
 
 images: build/horovod ## build the CPU image chain (horovod:<version>-cpu, horovod:latest); `make images FLAVOUR=gpu`: the GPU chain, base -> cuda (CUDA, cuDNN, NCCL wheels) -> mpi -> tensorflow (CUDA build) -> horovod (+ NCCL ops), tagged horovod:<version>-gpu, horovod:latest-gpu
 
@@ -162,21 +176,23 @@ build/rootfs: ## Debian root image: BASE_IMAGE if given (pulled if missing), els
 
 stage: build/rootfs ## download FLAVOUR's wheels (and .debs if containers lack the mirror) into build/stage
 	STAGE_DIR=$(STAGE_DIR) STAGE_PORT=$(STAGE_PORT) PIP_SOURCE=$(PIP_SOURCE) APT_SOURCE=$(APT_SOURCE) \
-	  FLAVOUR=$(FLAVOUR) PIP="$(PIP)" scripts/stage.sh $$(cat $(ROOT_REF_FILE))
+	  FLAVOUR=$(FLAVOUR) PIP="$(PIP)" PYTHON="$(PYTHON)" scripts/stage.sh $$(cat $(ROOT_REF_FILE))
 
 build/base: ## layer 1: Debian, python3 venv (/opt/venv), tini, iproute2, procps, mpiuser
 build/cuda: ## FLAVOUR=gpu only, after base: + CUDA runtime, cuDNN, cuBLAS..., NCCL (nvidia-* wheels, ldconfig)
 build/mpi: ## layer 2: + Open MPI, mpi4py, numpy, sshd/ssh (keys only, port 2222)
 build/tensorflow: ## layer 3: + tensorflow-cpu (FLAVOUR=gpu: tensorflow, the CUDA build), scikit-learn (the examples' data)
 build/horovod: check-versions ## layer 4: + our package with its TensorFlow ops (built in a builder stage; gpu: + NCCL), examples/
+build/torch: ## beside tensorflow, on mpi: + torch, torchvision (cpu: CUDA stand-ins; gpu: torch's CUDA 12 build on the cuda layer)
+build/horovod-torch: check-versions ## on torch: + our package without TensorFlow (horovod.torch), examples/
 $(foreach i,$(IMAGES),$(eval build/$(i): $(if $(filter rootfs,$(call parent_of,$(i))),,build/$(call parent_of,$(i)))))
 # A layer never rebuilds by itself: docker's cache decides, so re-running is cheap.
 $(addprefix build/,$(IMAGES)): build/%: stage
 	scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT) \
-	  $(DOCKER) build --force-rm --network host -f images/$*/Dockerfile -t $(call image_ref,$*) $(EXTRA_TAGS_$*) \
+	  $(DOCKER) build --force-rm --network host -f $(or $(DOCKERFILE_$*),images/$*/Dockerfile) -t $(call image_ref,$*) $(EXTRA_TAGS_$*) \
 	    --build-arg PARENT_IMAGE=$(call parent_ref,$*) \
 	    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) \
-	    $(FLAVOUR_ARGS_$*_$(FLAVOUR)) $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
+	    $(FLAVOUR_ARGS_$*_$(FLAVOUR)) $(LAYER_ARGS_$*) $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
 $(addprefix build/,$(OTHER_IMAGES)) $(addprefix test/,$(OTHER_IMAGES)):
 	@echo "$@: no $(@F) layer in the $(FLAVOUR) images ($(IMAGES)); try another FLAVOUR ($(FLAVOURS))" >&2; exit 2
 
@@ -185,10 +201,14 @@ test/mpi: ## base + mpi checks on the mpi image
 test/cuda: ## FLAVOUR=gpu only: base + cuda checks on the cuda image
 test/tensorflow: ## base + mpi + tensorflow checks on the tensorflow image
 test/horovod: ## every check on horovod:<version>-<flavour> (needs the engine for the selftest)
-$(addprefix test/,$(IMAGES)): test/%: build/%
+test/torch-image: build/torch ## base + mpi + torch checks on the torch image
+	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image torch
+test/horovod-torch: ## every check on horovod:<version>-<flavour>-torch
+# test/torch is horovod.torch's host suite; the torch layer's checks are test/torch-image.
+$(addprefix test/,$(filter-out torch,$(IMAGES))): test/%: build/%
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
 
-test/images: build/horovod ## every image with its own and its ancestors' checks
+test/images: build/horovod build/horovod-torch ## every image (both frameworks) with its own and its ancestors' checks
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image all
 
 # CI builds the GPU chain too (about 11 minutes cold, 3.4 GB of wheels; docs/benchmarks.md), so
@@ -203,7 +223,7 @@ clean/images: ## remove FLAVOUR's images (children first; not the rootfs), test 
 	@c=$$($(DOCKER) ps -aq --filter label=io.horovod.test); [ -z "$$c" ] || $(DOCKER) rm -f $$c
 	@n=$$($(DOCKER) network ls -q --filter label=io.horovod.test); [ -z "$$n" ] || $(DOCKER) network rm $$n
 	@v=$$($(DOCKER) volume ls -q --filter label=io.horovod.test); [ -z "$$v" ] || $(DOCKER) volume rm $$v
-	-$(DOCKER) rmi $(LATEST) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
+	-$(DOCKER) rmi $(LATEST) $(LATEST_TORCH) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
 	@# Dangling images carrying the tensorflow layer's label: the horovod builder stages (which
 	@# inherit it; a LABEL step of their own costs 12 s) and replaced tensorflow layers.
 	-$(DOCKER) image prune -f --filter label=io.horovod.tensorflow.version >/dev/null
@@ -219,20 +239,30 @@ CLUSTER ?= horovod
 # WORKSPACE: a host folder mounted at /workspace on every container.
 USER_IMAGE ?=
 WORKSPACE ?=
-COMPOSE = HOROVOD_IMAGE_TAG=$(IMAGE_TAG) HOROVOD_SLOTS_PER_WORKER=$(SLOTS) \
+# FRAMEWORK=torch: the cluster runs horovod:<tag>-torch (make images-torch), the demo trains
+# examples/pytorch_classifier.py instead of the Keras example.
+FRAMEWORK ?= tensorflow
+IMAGES_FOR_tensorflow := images
+IMAGES_FOR_torch := images-torch
+CLUSTER_TAG_tensorflow := $(IMAGE_TAG)
+CLUSTER_TAG_torch := $(IMAGE_TAG)-torch
+$(if $(IMAGES_FOR_$(FRAMEWORK)),,$(error FRAMEWORK=$(FRAMEWORK): expected tensorflow or torch))
+COMPOSE = HOROVOD_IMAGE_TAG=$(CLUSTER_TAG_$(FRAMEWORK)) HOROVOD_SLOTS_PER_WORKER=$(SLOTS) \
   HOROVOD_IMAGE=$(USER_IMAGE) HOROVOD_WORKSPACE=$(WORKSPACE) \
   $(DOCKER) compose -f compose/compose.yaml -p $(CLUSTER)
 CMD ?= horovodrun python -m horovod.selftest
-DEMO_CMD ?= horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py --epochs 10
+DEMO_CMD_tensorflow := horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py --epochs 10
+DEMO_CMD_torch := horovodrun python /opt/horovod/examples/pytorch_classifier.py --epochs 10
+DEMO_CMD ?= $(DEMO_CMD_$(FRAMEWORK))
 
 .PHONY: demo cluster-up cluster-run cluster-down test/cluster
 
-demo: images ## the main job: build what is missing, train the Keras example across a 2-worker cluster, tear it down
+demo: $(IMAGES_FOR_$(FRAMEWORK)) ## the main job: build what is missing, train the Keras example across a 2-worker cluster, tear it down (FRAMEWORK=torch: a PyTorch model)
 	@$(MAKE) --no-print-directory cluster-up WORKERS=2 \
 	  && $(MAKE) --no-print-directory cluster-run CMD="$(DEMO_CMD)"; rc=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$rc
 
-cluster-up: images ## start a cluster of WORKERS workers (SLOTS ranks each) and a launcher, and wait until it is ready (USER_IMAGE=, WORKSPACE=)
+cluster-up: $(IMAGES_FOR_$(FRAMEWORK)) ## start a cluster of WORKERS workers (SLOTS ranks each) and a launcher, and wait until it is ready (USER_IMAGE=, WORKSPACE=)
 	HOROVOD_CLUSTER_COMMAND="sleep infinity" $(COMPOSE) up -d --wait --scale worker=$(WORKERS)
 	@$(COMPOSE) exec -T launcher sh -c 'echo "cluster $(CLUSTER) is up; hostfile:"; cat $$HOROVOD_HOSTFILE'
 
@@ -242,7 +272,7 @@ cluster-run: ## run CMD in the cluster's launcher (default: the selftest on ever
 cluster-down: ## stop the cluster and delete its key pair
 	$(COMPOSE) down -v -t 1
 
-test/cluster: build/horovod ## compose clusters of 2 and 3 workers: collectives, training, faults
+test/cluster: build/horovod build/horovod-torch ## compose clusters of 2 and 3 workers: collectives, training, faults
 	IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
 
 # ---------------------------------------------------------------------------------------------
@@ -254,7 +284,7 @@ test/cluster: build/horovod ## compose clusters of 2 and 3 workers: collectives,
 REGISTRY ?=
 REGISTRY_LATEST_cpu := latest
 REGISTRY_LATEST_gpu := latest-gpu
-latest_ref = $(if $(filter horovod,$(1)),horovod:$(REGISTRY_LATEST_$(FLAVOUR)),horovod/$(1):$(REGISTRY_LATEST_$(FLAVOUR)))
+latest_ref = $(if $(filter horovod,$(1)),horovod:$(REGISTRY_LATEST_$(FLAVOUR)),$(if $(filter horovod-torch,$(1)),$(LATEST_TORCH),horovod/$(1):$(REGISTRY_LATEST_$(FLAVOUR))))
 K8S_VALUES ?=
 K8S_SET ?=
 

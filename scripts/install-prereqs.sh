@@ -68,11 +68,20 @@ venv=build/venv
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "nvidia-nccl-cu12==$NCCL_VERSION" \
   "nvidia-cuda-runtime-cu12==$NVIDIA_CUDA_RUNTIME_VERSION" "nvidia-cuda-nvcc-cu12==$NVIDIA_CUDA_NVCC_VERSION" \
   "nvidia-cuda-cccl-cu12==$CCCL_BUILD_VERSION"
-# horovod.torch's tests (make test/torch): torch in a venv of its own, since its CUDA 12.8 wheels
-# (NCCL 2.27 among them) would replace the NCCL that the GPU build takes from build/venv. About
-# 3 GB downloaded, 7 GB installed; torch.cuda.is_available() is False without a GPU.
+# horovod.torch's tests (make test/torch): torch in a venv of its own (its requirements must not
+# touch build/venv's NCCL), installed as the CPU torch image does (images/torch/Dockerfile):
+# without its CUDA wheels (--no-deps: 0.55 GB downloaded instead of 3.5), with its other
+# requirements, and stand-in libraries for the CUDA sonames it links, compiled here.
+# torch.cuda.is_available() is then False.
 tvenv=build/torch-venv
 [[ -x $tvenv/bin/python ]] || python3 -m venv "$tvenv"
-"$tvenv/bin/pip" install -q --disable-pip-version-check "torch==$TORCH_VERSION" \
-  $(grep -E '^(numpy|ml_dtypes|pytest)==' tests/requirements.txt)
+tsite=$("$tvenv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+if [[ $("$tvenv/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null) != "$TORCH_VERSION" ]]; then
+  "$tvenv/bin/pip" install -q --disable-pip-version-check --no-deps "torch==$TORCH_VERSION" \
+    "torchvision==$TORCHVISION_VERSION"
+  "$tvenv/bin/pip" install -q --disable-pip-version-check \
+    $("$tvenv/bin/python" images/torch/cuda_standins.py requirements torch torchvision) \
+    $(grep -E '^(numpy|ml_dtypes|pytest)==' tests/requirements.txt)
+  "$tvenv/bin/python" images/torch/cuda_standins.py build "$tsite" "$tsite/torch/lib"
+fi
 echo "install-prereqs: done (Python tools in $venv, torch in $tvenv)"

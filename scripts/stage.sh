@@ -15,6 +15,7 @@ source versions.env
 stage=${STAGE_DIR:-build/stage}
 url=http://127.0.0.1:${STAGE_PORT:-8765}
 pip=${PIP:-python3 -m pip}
+python=${PYTHON:-python3}  # with pip (images/torch/cuda_standins.py reads requirements with it)
 mkdir -p "$stage"
 args=()
 
@@ -22,8 +23,11 @@ args=()
 flavour=${FLAVOUR:-cpu}
 wheels=("mpi4py==$MPI4PY_VERSION" "numpy==$NUMPY_VERSION" "scikit-learn==$SCIKIT_LEARN_VERSION"
         "scikit-build-core==$SCIKIT_BUILD_CORE_VERSION" "pybind11==$PYBIND11_VERSION")
+# The torch layer's wheels go in without their CUDA requirements (images/torch/Dockerfile): torch
+# and torchvision are downloaded with --no-deps, then their other requirements with theirs.
 case $flavour in
-  cpu) wheels+=("tensorflow-cpu==$TENSORFLOW_VERSION") ;;
+  cpu) wheels+=("tensorflow-cpu==$TENSORFLOW_VERSION")
+       torch=("torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION") ;;
   gpu)
     # The cuda layer's nvidia-* wheels (2.8 GB; 3.4 GB with tensorflow): NCCL_VERSION and every NVIDIA_<NAME>_VERSION key
     # of versions.env (see there).  Resolved together with tensorflow[and-cuda], so a pin outside
@@ -36,12 +40,13 @@ case $flavour in
     for key in $(sed -n 's/^NVIDIA_\([A-Z0-9_]*\)_VERSION=.*/\1/p' versions.env); do
       var=NVIDIA_${key}_VERSION
       wheels+=("nvidia-$(tr 'A-Z_' 'a-z-' <<<"$key")-$cu==${!var}")
-    done ;;
+    done
+    torch=("torch==$TORCH_CUDA12_VERSION" "torchvision==$TORCHVISION_CUDA12_VERSION" ${TORCH_GPU_EXTRAS//,/ }) ;;
   *) echo "stage: FLAVOUR=$flavour: expected cpu or gpu" >&2; exit 2 ;;
 esac
 # Downloaded without their dependencies: tf-keras requires the `tensorflow` distribution, which
 # the CPU flavour's tensorflow-cpu provides under another name (images/tensorflow/Dockerfile).
-nodeps=("tf-keras==$TF_KERAS_VERSION")
+nodeps=("tf-keras==$TF_KERAS_VERSION" "${torch[@]}")
 if [[ ${PIP_SOURCE:-stage} == stage ]]; then
   # One stamp per flavour, one shared wheel directory: switching flavours never re-resolves or
   # re-downloads (pip download keeps files already in --dest, and nothing here deletes any), so a
@@ -57,7 +62,15 @@ if [[ ${PIP_SOURCE:-stage} == stage ]]; then
     # shellcheck disable=SC2086
     $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
       --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" "${wheels[@]}"
-    $pip download --quiet --dest "$stage/wheels" --only-binary=:all: --no-deps "${nodeps[@]}"
+    $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
+      --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" --no-deps "${nodeps[@]}"
+    torch_wheels=()
+    for spec in "${torch[@]:0:2}"; do
+      torch_wheels+=("$(ls "$stage/wheels/${spec%%==*}-${spec#*==}-"*.whl | head -1)")
+    done
+    mapfile -t torch_reqs < <($python images/torch/cuda_standins.py requirements "${torch_wheels[@]}")
+    $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
+      --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" "${torch_reqs[@]}"
     echo "$key" >"$stage/wheels/.stamp-$flavour"
   fi
   args+=(--build-arg PIP_NO_INDEX=1 --build-arg "PIP_FIND_LINKS=$url/wheels/" --build-arg PIP_TRUSTED_HOST=127.0.0.1)

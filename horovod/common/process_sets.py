@@ -112,6 +112,7 @@ class ProcessSet:
 
 global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
+_by_id = {0: global_process_set}  # id -> ProcessSet, of the sets added on this rank
 
 
 def process_set_id(process_set):
@@ -159,7 +160,16 @@ def add_process_set(process_set):
     if not _initialized():
         raise ValueError(NOT_INITIALIZED)
     process_set.process_set_id = _lib().add_process_set(list(process_set.ranks))
+    _by_id[process_set.process_set_id] = process_set
     return process_set
+
+
+def by_id(pid):
+    """The ProcessSet the engine knows as `pid` (ops compiled by torch.compile carry the id)."""
+    try:
+        return _by_id[pid]
+    except KeyError:
+        raise ValueError(f"there is no process set with id {pid} (removed?)") from None
 
 
 def remove_process_set(process_set):
@@ -177,6 +187,7 @@ def remove_process_set(process_set):
             raise
         return False
     finally:
+        _by_id.pop(pid, None)
         process_set._invalidate()
     return True
 

@@ -18,6 +18,8 @@ IMAGE_PINS = (
     "MPI4PY_VERSION",
     "NUMPY_VERSION",
     "TENSORFLOW_VERSION",
+    "TORCH_VERSION",
+    "TORCHVISION_VERSION",
     "CUDA_VERSION",
     "NCCL_VERSION",
 )
@@ -74,6 +76,14 @@ def _tensorflow_row(installed):
     return ("TensorFlow", True, detail if installed else f"not installed (built against {built})")
 
 
+def _torch_row(installed):
+    """horovod.torch is Python over the engine: nothing is compiled against torch, so any
+    installed torch is usable (tested on 2.10 and 2.14)."""
+    if not installed:
+        return ("PyTorch", False, "not installed")
+    return ("PyTorch", True, f"{installed} (horovod.torch: Python over the engine, no build)")
+
+
 def rows(info, error, env=os.environ):
     """The table as (component, built, details) rows; `built` is True, False or None (n/a)."""
     from horovod import __version__
@@ -92,6 +102,7 @@ def rows(info, error, env=os.environ):
             ("CPU operations", True, info.get("cpu_operations", "")),
         ]
     out.append(_tensorflow_row(tf))
+    out.append(_torch_row(_dist_version("torch")))
     mpi4py = _dist_version("mpi4py")
     out.append(("mpi4py", None, f"{mpi4py} installed" if mpi4py else "not installed"))
     pins = " ".join(f"{k}={env[k]}" for k in IMAGE_PINS if env.get(k))

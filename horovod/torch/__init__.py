@@ -15,6 +15,9 @@ sync_batch_norm (SyncBatchNorm), elastic (run, TorchState, ElasticSampler), comp
 
 import torch  # noqa: F401  (fails early, with torch's own message, where torch is missing)
 
+# Inside torch.compile the topology is a constant of the traced graph (the engine's own calls
+# cannot be traced); hvd.rank() & co. stay plain calls in eager code.
+from horovod.common import basics as _basics  # noqa: E402
 from horovod.common.api import *  # noqa: F403  (init, rank, ProcessSet, Sum, ...)
 from horovod.torch import elastic  # noqa: F401  (hvd.elastic.run, TorchState, ElasticSampler)
 from horovod.torch.compression import Compression  # noqa: F401
@@ -55,3 +58,7 @@ from horovod.torch.mpi_ops import (  # noqa: F401
 )
 from horovod.torch.optimizer import DistributedOptimizer  # noqa: F401
 from horovod.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+
+for _name in ("rank", "size", "local_rank", "local_size", "cross_rank", "cross_size"):
+    globals()[_name] = torch.compiler.assume_constant_result(getattr(_basics, _name))
+del _name

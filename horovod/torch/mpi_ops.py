@@ -16,41 +16,11 @@ from horovod.common import handles as _h
 from horovod.common import process_sets as _ps
 from horovod.common.engine_types import Average, Sum
 from horovod.common.process_sets import global_process_set
+from horovod.torch import compiled as _compiled
 from horovod.torch.compression import Compression
+from horovod.torch.tensors import IO as _IO
+from horovod.torch.tensors import _dt, _wrap
 
-try:  # NumPy has no bfloat16: its tensors cross as ml_dtypes' (what the engine reads as bf16)
-    import ml_dtypes
-
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:
-    _BF16 = None
-
-
-def _host(tensor):
-    """A CPU tensor as a NumPy view of its memory."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
-    t = tensor.detach()
-    if t.dtype == torch.bfloat16:
-        if _BF16 is None:
-            raise TypeError("bfloat16 tensors need the ml_dtypes package")
-        return t.view(torch.int16).numpy().view(_BF16)
-    try:
-        return t.resolve_conj().resolve_neg().numpy()
-    except (TypeError, RuntimeError) as e:
-        raise TypeError(f"a {t.dtype} tensor on {t.device} cannot be handed over ({e})") from None
-
-
-def _wrap(a):
-    """An engine result as a tensor (device results already are the input's kind)."""
-    if isinstance(a, torch.Tensor):
-        return a
-    if _BF16 is not None and a.dtype == _BF16:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
-
-
-_IO = {"host": _host, "wrap": _wrap}
 # In-place handles: id(handle) -> (handle, the tensor synchronize returns, copy the result into
 # it?). A contiguous tensor is the op's output itself; another gets the result copied in.
 _in_place = {}
@@ -70,12 +40,6 @@ def _into(tensor):
     if isinstance(tensor, torch.Tensor) and tensor.is_contiguous():
         return tensor.detach()
     return None
-
-
-def _dt(tensor):
-    """`tensor` without autograd, for the engine: the same memory (DLPack refuses a tensor
-    that requires grad)."""
-    return tensor.detach() if isinstance(tensor, torch.Tensor) else tensor
 
 
 def _dts(tensors):
@@ -185,7 +149,10 @@ def allreduce(
     casts it for the wire (Compression.fp16 / bf16) and back."""
     op = _op(op, average)
     sent, ctx = compression.compress(tensor)
-    out = _Allreduce.apply(sent, name, op, prescale_factor, postscale_factor, process_set)
+    if torch.compiler.is_compiling():  # a custom op the compiler can keep in its graph
+        out = _compiled.allreduce(sent, name, op, prescale_factor, postscale_factor, process_set)
+    else:
+        out = _Allreduce.apply(sent, name, op, prescale_factor, postscale_factor, process_set)
     return compression.decompress(out, ctx)
 
 
@@ -272,9 +239,14 @@ def grouped_allreduce(
     """Reduces a list of tensors as one op (one negotiation, fused), differentiably."""
     op = _op(op, average)
     sent = [compression.compress(t) for t in tensors]
-    outs = _GroupedAllreduce.apply(
-        name, op, prescale_factor, postscale_factor, process_set, *[s for s, _ in sent]
-    )
+    if torch.compiler.is_compiling():
+        outs = _compiled.grouped_allreduce(
+            [s for s, _ in sent], name, op, prescale_factor, postscale_factor, process_set
+        )
+    else:
+        outs = _GroupedAllreduce.apply(
+            name, op, prescale_factor, postscale_factor, process_set, *[s for s, _ in sent]
+        )
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, sent)]
 
 
@@ -353,6 +325,8 @@ class _Allgather(torch.autograd.Function):
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's tensor along the first dimension (which may differ per rank),
     differentiably."""
+    if torch.compiler.is_compiling():
+        return _compiled.allgather(tensor, name, process_set)
     return _Allgather.apply(tensor, name, process_set)
 
 
@@ -396,6 +370,8 @@ class _Broadcast(torch.autograd.Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's tensor on every rank (root_rank: a global rank), differentiably."""
+    if torch.compiler.is_compiling():
+        return _compiled.broadcast(tensor, root_rank, name, process_set)
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
@@ -430,6 +406,8 @@ class _Alltoall(torch.autograd.Function):
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[r] rows to rank r (evenly without splits); returns the rows received and
     how many came from each rank, as upstream's torch frontend does."""
+    if torch.compiler.is_compiling():
+        return _compiled.alltoall(tensor, splits, name, process_set)
     return _Alltoall.apply(tensor, splits, name, process_set)
 
 
@@ -476,7 +454,12 @@ def reducescatter(
 ):
     """Reduces across ranks and returns this rank's block of rows, differentiably."""
     sent, ctx = compression.compress(tensor)
-    out = _Reducescatter.apply(sent, name, op, process_set, prescale_factor, postscale_factor)
+    if torch.compiler.is_compiling():
+        out = _compiled.reducescatter(
+            sent, name, op, prescale_factor, postscale_factor, process_set
+        )
+    else:
+        out = _Reducescatter.apply(sent, name, op, process_set, prescale_factor, postscale_factor)
     return compression.decompress(out, ctx)
 
 

@@ -4,12 +4,16 @@
 # Versions come from the image's ENV, set by the layers from versions.env: no slow imports here.
 flavour=cpu
 [ -n "${CUDA_VERSION:-}" ] && flavour="gpu, CUDA ${CUDA_VERSION}, NCCL ${NCCL_VERSION:-?}"
+framework="TensorFlow ${TENSORFLOW_VERSION:-?}" example=tensorflow2_keras_digits.py
+if [ "${HOROVOD_FRAMEWORK:-}" = torch ]; then
+  framework="PyTorch ${TORCH_VERSION:-?}, torchvision ${TORCHVISION_VERSION:-?}" example=pytorch_classifier.py
+fi
 cat <<BANNER
 == Horovod ${HOROVOD_VERSION:-?} (${flavour}) ==
-TensorFlow ${TENSORFLOW_VERSION:-?}, Open MPI ${OPENMPI_VERSION:-?}, mpi4py ${MPI4PY_VERSION:-?}, Python $(python -c 'import platform; print(platform.python_version())')
+${framework}, Open MPI ${OPENMPI_VERSION:-?}, mpi4py ${MPI4PY_VERSION:-?}, Python $(python -c 'import platform; print(platform.python_version())')
 selftest:  docker run --rm IMAGE mpirun -np 2 python -m horovod.selftest
 build:     docker run --rm IMAGE horovodrun --check-build
-examples:  /opt/horovod/examples (horovodrun -np 2 python /opt/horovod/examples/tensorflow2_keras_digits.py)
+examples:  /opt/horovod/examples (horovodrun -np 2 python /opt/horovod/examples/${example})
 docs:      README.md and docs/ of the source repository (images.md, kubernetes.md); horovodrun --help
 BANNER
 if [ -t 0 ] && [ -t 1 ]; then

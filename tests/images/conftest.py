@@ -1,7 +1,8 @@
 """Image tests: pytest + testinfra over docker://, containers managed with the Docker SDK.
 
 Every check is marked with the layer that introduced it (`@pytest.mark.layer("mpi")`) and runs
-on that image and on every image built FROM it, so a child re-runs all its ancestors' checks.
+on that image and on every image built FROM it, so a child re-runs all its ancestors' checks. A
+check shared by sibling layers names them all (`@pytest.mark.layer("horovod", "horovod-torch")`).
 The graph of layers comes from images/layers, the file the Makefile builds from.
 `--image NAME` picks one image (`make test/NAME`), `--image all` every image of the chain.
 $FLAVOUR (cpu, gpu) picks the chain: checks of a layer outside it (cuda on cpu) are deselected,
@@ -21,6 +22,7 @@ from tests.support.images import (
     GRAPH,
     IMAGE_TAG,
     LATEST,
+    LATEST_TORCH,
     PARENTS,
     PINS,
     TEST_LABEL,
@@ -42,7 +44,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "layer(name): check added by layer NAME; runs on it and its descendants"
+        "markers",
+        "layer(*names): check added by layer(s) NAMES; runs on them and their descendants",
     )
     config.addinivalue_line(
         "markers", "flavour(name): check only for the NAME flavour's images (skipped on the others)"
@@ -78,9 +81,10 @@ def pytest_collection_modifyitems(config, items):
             continue
         marker = item.get_closest_marker("layer")
         assert marker, f"{item.nodeid}: mark the check with @pytest.mark.layer(...)"
-        layer = marker.args[0]
-        assert any(layer in g for g in GRAPH.values()), f"{item.nodeid}: unknown layer {layer}"
-        applies = layer in ancestors(PARENTS, cs.params["image"])
+        for layer in marker.args:
+            assert any(layer in g for g in GRAPH.values()), f"{item.nodeid}: unknown layer {layer}"
+        chain = ancestors(PARENTS, cs.params["image"])
+        applies = any(layer in chain for layer in marker.args)
         (keep if applies else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -121,8 +125,21 @@ def tf_package():
 
 
 @pytest.fixture(scope="session")
-def latest_ref():
-    return LATEST[FLAVOUR]
+def framework(image):
+    """The image's framework: torch on the torch branch of the graph, else tensorflow."""
+    return "torch" if "torch" in ancestors(PARENTS, image) else "tensorflow"
+
+
+@pytest.fixture(scope="session")
+def torch_pins(pins, flavour):
+    """(torch, torchvision) versions of the flavour's torch layer (versions.env)."""
+    cuda12 = "_CUDA12" if flavour == "gpu" else ""
+    return pins[f"TORCH{cuda12}_VERSION"], pins[f"TORCHVISION{cuda12}_VERSION"]
+
+
+@pytest.fixture(scope="session")
+def latest_ref(framework):
+    return (LATEST_TORCH if framework == "torch" else LATEST)[FLAVOUR]
 
 
 @pytest.fixture(scope="session")

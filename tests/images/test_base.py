@@ -64,8 +64,8 @@ def test_non_root_user(host, user_host, run_ok):
 
 
 def test_pip_dependencies_consistent(host, run_ok):
-    # From the tensorflow layer on, pip-check (images/tensorflow/pip-check.sh) accepts exactly
-    # tf-keras's missing `tensorflow` (it is installed beside tensorflow-cpu without deps).
+    # From the mpi layer on, pip-check (images/mpi/pip-check.sh) accepts exactly what the layers
+    # declared in /etc/pip-check.d (tf-keras's `tensorflow`, torch's CUDA wheels), no more.
     run_ok(host, "if command -v pip-check >/dev/null; then pip-check; else pip check; fi")
 
 

@@ -1,5 +1,7 @@
-"""horovod: our package, built in the builder stage, works under mpirun in the runtime image
-(GPU flavour: built with NCCL, checked as far as a machine without a GPU allows)."""
+"""horovod and horovod-torch: our package, built in the builder stage, works under mpirun in the
+runtime image (GPU flavour: built with NCCL, checked as far as a machine without a GPU allows).
+The checks here hold for both frameworks; the TensorFlow ones skip on torch, and the torch ones
+are in test_torch.py."""
 
 import os
 import re
@@ -7,12 +9,12 @@ import re
 import pytest
 import requests
 
-pytestmark = pytest.mark.layer("horovod")
+pytestmark = pytest.mark.layer("horovod", "horovod-torch")
 
 CORE = "/opt/venv/lib/python3.11/site-packages/horovod/libhorovod_core.so"
 
 
-def test_check_build(host, pins, run_ok, flavour):
+def test_check_build(host, pins, run_ok, flavour, framework, torch_pins):
     out = run_ok(host, "horovodrun --check-build")
     rows = {line.split("  ")[0].strip(): line for line in out.splitlines()}
     assert pins["HOROVOD_VERSION"] in rows["Horovod"]
@@ -25,15 +27,28 @@ def test_check_build(host, pins, run_ok, flavour):
     else:
         assert "[ ]" in rows["NCCL"]
     tf_version = pins["TENSORFLOW_VERSION"]
-    assert re.search(
-        rf"\[X\]\s+{re.escape(tf_version)} \(frontend built against {re.escape(tf_version)}\)$",
-        rows["TensorFlow"],
-    ), rows["TensorFlow"]
+    if framework == "tensorflow":
+        assert re.search(
+            rf"\[X\]\s+{re.escape(tf_version)} \(frontend built against {re.escape(tf_version)}\)$",
+            rows["TensorFlow"],
+        ), rows["TensorFlow"]
+        assert "[ ]" in rows["PyTorch"] and "not installed" in rows["PyTorch"]
+    else:
+        assert "[ ]" in rows["TensorFlow"] and "not installed" in rows["TensorFlow"]
+        assert re.search(r"\[X\]\s+" + re.escape(torch_pins[0]) + r"\+cu\d+ \(", rows["PyTorch"]), (
+            rows["PyTorch"]
+        )
     assert f"{pins['MPI4PY_VERSION']} installed" in rows["mpi4py"]
     # The image's ENV pins, echoed by check-build, agree with versions.env.
-    keys = ["HOROVOD_VERSION", "OPENMPI_VERSION", "TENSORFLOW_VERSION", "PYTHON_VERSION"]
-    for key in keys + (["CUDA_VERSION", "NCCL_VERSION"] if flavour == "gpu" else []):
-        assert f"{key}={pins[key]}" in rows["image pins"]
+    expected = {k: pins[k] for k in ("HOROVOD_VERSION", "OPENMPI_VERSION", "PYTHON_VERSION")}
+    if framework == "tensorflow":
+        expected["TENSORFLOW_VERSION"] = tf_version
+    else:
+        expected["TORCH_VERSION"], expected["TORCHVISION_VERSION"] = torch_pins
+    if flavour == "gpu":
+        expected.update(CUDA_VERSION=pins["CUDA_VERSION"], NCCL_VERSION=pins["NCCL_VERSION"])
+    for key, value in expected.items():
+        assert f"{key}={value}" in rows["image pins"]
 
 
 def test_engine_libraries_resolve(host, run_ok, flavour):
@@ -65,12 +80,16 @@ def test_selftest_as_documented(client, ref):
     )
 
 
-def test_no_command_prints_the_banner(client, ref, pins, flavour):
+def test_no_command_prints_the_banner(client, ref, pins, flavour, framework, torch_pins):
     """`docker run --rm horovod:latest` (no command, no terminal): the banner, exit 0."""
     out = client.containers.run(ref, remove=True).decode()
     first = out.splitlines()[0]
     assert first.startswith(f"== Horovod {pins['HOROVOD_VERSION']} ({flavour}"), out
-    assert f"TensorFlow {pins['TENSORFLOW_VERSION']}, Open MPI {pins['OPENMPI_VERSION']}" in out
+    if framework == "tensorflow":
+        assert f"TensorFlow {pins['TENSORFLOW_VERSION']}, Open MPI {pins['OPENMPI_VERSION']}" in out
+    else:
+        torch, vision = torch_pins
+        assert f"PyTorch {torch}, torchvision {vision}, Open MPI {pins['OPENMPI_VERSION']}" in out
     assert "mpirun -np 2 python -m horovod.selftest" in out and "kubernetes.md" in out
     if flavour == "gpu":
         assert f"CUDA {pins['CUDA_VERSION']}, NCCL {pins['NCCL_VERSION']}" in first, out
@@ -80,9 +99,11 @@ def test_selftest_through_horovodrun_as_mpiuser(user_host, run_ok):
     run_ok(user_host, "horovodrun -np 2 python -m horovod.selftest")
 
 
-def test_tensorflow_ops_across_two_ranks(host, run_ok):
+def test_tensorflow_ops_across_two_ranks(host, run_ok, framework):
     """The TF ops compiled in the builder load in the runtime and reduce across ranks, on the
     same engine as the NumPy frontend."""
+    if framework != "tensorflow":
+        pytest.skip("no TensorFlow in the torch images")
     code = (
         "import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'; import tensorflow as tf; "
         "import horovod.tensorflow as hvd, horovod.numpy as hnp; hvd.init(); "

@@ -57,7 +57,7 @@ PINNED = {
         "python -c 'import importlib.metadata as m; print(m.version(\"TF_PACKAGE\"))'",
     ),
     "HOROVOD_VERSION": (
-        "horovod",
+        ("horovod", "horovod-torch"),
         "io.horovod.version",
         "python -c 'import horovod; print(horovod.__version__)'",
     ),
@@ -66,7 +66,8 @@ PINNED = {
 
 def _cases():
     for key, (layer, label, command) in PINNED.items():
-        yield pytest.param(key, label, command, marks=pytest.mark.layer(layer), id=key)
+        layers = layer if isinstance(layer, tuple) else (layer,)
+        yield pytest.param(key, label, command, marks=pytest.mark.layer(*layers), id=key)
 
 
 @pytest.mark.parametrize("key,label,command", list(_cases()))
@@ -88,15 +89,16 @@ def test_oci_labels(inspect):
     assert all(k.startswith(("org.opencontainers.image.", "io.horovod.")) for k in labels), labels
 
 
-@pytest.mark.layer("horovod")
-def test_release_labels(inspect, pins):
+@pytest.mark.layer("horovod", "horovod-torch")
+def test_release_labels(inspect, pins, framework):
     labels = inspect["Labels"]
     assert labels["org.opencontainers.image.version"] == pins["HOROVOD_VERSION"]
     assert labels["org.opencontainers.image.title"] == "horovod"
     assert labels["org.opencontainers.image.revision"]
+    assert labels["io.horovod.framework"] == inspect["Env"]["HOROVOD_FRAMEWORK"] == framework
 
 
-@pytest.mark.layer("horovod")
+@pytest.mark.layer("horovod", "horovod-torch")
 def test_latest_is_this_build(client, ref, latest_ref):
-    """horovod:latest (cpu) or horovod:latest-gpu (gpu) is the image just built."""
+    """horovod:latest(-torch) (cpu) or horovod:latest(-torch)-gpu (gpu) is the image just built."""
     assert client.images.get(latest_ref).id == client.images.get(ref).id

@@ -353,6 +353,57 @@ def sc_elastic_state():
     assert train(state) == "done" and calls == [1]
 
 
+def _every_collective(x, y):
+    """Each differentiable collective once (torch.compile's custom ops when compiled)."""
+    r, n = hvd.rank(), hvd.size()
+    a = hvd.allreduce(x * 2, op=hvd.Sum)
+    g = hvd.allgather(y)
+    b = hvd.broadcast(x + 1, root_rank=0)
+    gs = hvd.grouped_allreduce([x, y.sum() * x], op=hvd.Average)
+    rs = hvd.reducescatter(y.sum() * torch.ones(2 * n, 3) * (r + 1), op=hvd.Sum)
+    out, received = hvd.alltoall(torch.arange(n * 2.0).reshape(n, 2) + x.sum())
+    parts = [a, g, b, gs[0], gs[1], rs, out]
+    return sum((p * (i + 1)).sum() for i, p in enumerate(parts)), received
+
+
+def sc_compiled():
+    """torch.compile(fullgraph=True) over every collective: no graph break, the eager values
+    and gradients, with the graph-only backend and with inductor's code."""
+    r, n = hvd.rank(), hvd.size()
+    for backend in ("aot_eager", "inductor"):
+        torch._dynamo.reset()
+        x = torch.full((3,), float(r + 1), requires_grad=True)
+        # The same shapes on every rank: a compiled graph runs its collectives in the order the
+        # compiler chose, the same order only where every rank compiled the same graph.
+        y = torch.full((2, 3), float(r), requires_grad=True)
+        eager, received = _every_collective(x, y)
+        eager.backward()
+        want = (x.grad.clone(), y.grad.clone())
+        x.grad = y.grad = None
+        compiled = torch.compile(_every_collective, fullgraph=True, backend=backend)
+        got, got_received = compiled(x, y)
+        got.backward()
+        assert torch.allclose(got, eager), (backend, got, eager)
+        assert torch.equal(got_received, received), (backend, got_received, received)
+        assert torch.allclose(x.grad, want[0]) and torch.allclose(y.grad, want[1]), backend
+    # A compiled model trained with DistributedOptimizer: the same weights as eager.
+    sgd = lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)  # noqa: E731
+    want, _ = _train(sgd)
+    model = _model(seed=r)
+    opt = hvd.DistributedOptimizer(
+        sgd(model.parameters()), named_parameters=model.named_parameters()
+    )
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    step = torch.compile(model, fullgraph=True, backend="aot_eager")
+    for k in range(3):
+        opt.zero_grad()
+        x, y = _batch(r + 100 * k)
+        torch.nn.functional.mse_loss(step(x), y).backward()
+        opt.step()
+    _close(model, want)
+    assert n == hvd.size()
+
+
 SCENARIOS = scenario.collect(sys.modules[__name__])
 
 if __name__ == "__main__":

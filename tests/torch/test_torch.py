@@ -18,6 +18,7 @@ BATCH = [
     "sparse",
     "sync_batch_norm",
     "elastic_state",
+    "compiled",
 ]
 
 
@@ -68,6 +69,10 @@ def test_sync_batch_norm_equals_one_batch_norm_over_every_rank(ran):
 
 def test_elastic_state_syncs_commits_and_restores(ran):
     ran.check("elastic_state")
+
+
+def test_torch_compile_fullgraph_equals_eager(ran):
+    ran.check("compiled")
 
 
 # Every public name of upstream Horovod 0.28.1's horovod.torch (horovod/torch/__init__.py),

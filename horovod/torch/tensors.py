@@ -1,0 +1,46 @@
+"""torch tensors to and from the engine: a CPU tensor crosses as a NumPy view of its own memory
+(no copy), a CUDA tensor as itself (horovod/common/device.py reads its pointer and torch's
+current stream); results come back as torch tensors."""
+
+import numpy as np
+import torch
+
+try:  # NumPy has no bfloat16: its tensors cross as ml_dtypes' (what the engine reads as bf16)
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    _BF16 = None
+
+
+def _host(tensor):
+    """A CPU tensor as a NumPy view of its memory."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(tensor).__name__}")
+    t = tensor.detach()
+    if t.dtype == torch.bfloat16:
+        if _BF16 is None:
+            raise TypeError("bfloat16 tensors need the ml_dtypes package")
+        return t.view(torch.int16).numpy().view(_BF16)
+    try:
+        return t.resolve_conj().resolve_neg().numpy()
+    except (TypeError, RuntimeError) as e:
+        raise TypeError(f"a {t.dtype} tensor on {t.device} cannot be handed over ({e})") from None
+
+
+def _wrap(a):
+    """An engine result as a tensor (device results already are the input's kind)."""
+    if isinstance(a, torch.Tensor):
+        return a
+    if _BF16 is not None and a.dtype == _BF16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def _dt(tensor):
+    """`tensor` without autograd, for the engine: the same memory (DLPack refuses a tensor
+    that requires grad)."""
+    return tensor.detach() if isinstance(tensor, torch.Tensor) else tensor
+
+
+IO = {"host": _host, "wrap": _wrap}
