@@ -12,13 +12,20 @@ pytestmark = pytest.mark.layer("cuda")
 SITE = "/opt/venv/lib/python3.11/site-packages"
 
 
-def test_nvidia_wheels_at_their_pins(host, nvidia_wheels):
-    """Exactly the pinned set: nothing unpinned slipped in as a dependency."""
+def test_nvidia_wheels_at_their_pins(host, nvidia_wheels, framework, pins):
+    """Exactly the pinned set: nothing unpinned slipped in as a dependency (the torch layer adds
+    its TORCH_GPU_EXTRAS, pinned too)."""
     installed = {
         name.replace("_", "-").lower(): p["version"]
         for name, p in host.pip.get_packages(pip_path="/opt/venv/bin/pip").items()
         if name.lower().startswith("nvidia")
     }
+    if framework == "torch":
+        extras = dict(e.split("==") for e in pins["TORCH_GPU_EXTRAS"].split(","))
+        nvidia_wheels = {
+            **nvidia_wheels,
+            **{k: v for k, v in extras.items() if k.startswith("nvidia")},
+        }
     assert installed == nvidia_wheels
 
 
