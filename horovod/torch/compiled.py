@@ -1,5 +1,6 @@
 """The blocking collectives as torch custom ops (`torch.ops.horovod.*`), so that a model calling
-`hvd.allreduce` & co. compiles with `torch.compile(fullgraph=True)`.
+`hvd.allreduce` & co. compiles with `torch.compile(fullgraph=True)`; and the gradients of the
+collectives (the `*_grad` functions), which the ops register and mpi_ops' eager autograd uses.
 
 Eager calls keep the autograd.Function + handle path of mpi_ops.py. Under torch.compile, Dynamo
 cannot trace a handle through the engine, so mpi_ops hands the call to these ops: each is opaque
@@ -58,9 +59,13 @@ def _allreduce_setup(ctx, inputs, output):
     _, _, ctx.op, ctx.prescale, ctx.postscale, ctx.pid = inputs
 
 
+def allreduce_grad(grad, op, prescale, postscale, pid):
+    """The same reduction of the incoming gradients (Adasum too, as upstream)."""
+    return _allreduce(grad, "", int(op), float(prescale), float(postscale), pid)
+
+
 def _allreduce_backward(ctx, grad):
-    # The same reduction of the incoming gradients, as the eager path (and upstream) does.
-    g = _allreduce(grad, "", ctx.op, ctx.prescale, ctx.postscale, ctx.pid)
+    g = allreduce_grad(grad, ctx.op, ctx.prescale, ctx.postscale, ctx.pid)
     return g, None, None, None, None, None
 
 
@@ -93,12 +98,17 @@ def _grouped_setup(ctx, inputs, output):
     ctx.shapes = [(t.shape, t.dtype, t.device) for t in tensors]
 
 
+def grouped_allreduce_grad(grads, op, prescale, postscale, pid):
+    return _grouped_allreduce(list(grads), "", int(op), float(prescale), float(postscale), pid)
+
+
 def _grouped_backward(ctx, grads):
     grads = [
         g if g is not None else torch.zeros(s, dtype=d, device=v)
         for g, (s, d, v) in zip(grads, ctx.shapes)
     ]
-    return _grouped_allreduce(grads, "", ctx.op, ctx.prescale, ctx.postscale, ctx.pid), *[None] * 5
+    g = grouped_allreduce_grad(grads, ctx.op, ctx.prescale, ctx.postscale, ctx.pid)
+    return g, *[None] * 5
 
 
 _grouped_allreduce.register_autograd(_grouped_backward, setup_context=_grouped_setup)
@@ -141,8 +151,13 @@ def _allgather_setup(ctx, inputs, output):
     ctx.rows = tensor.shape[0]
 
 
+def allgather_grad(grad, rows, pid):
+    """The gradient of this rank's `rows` input rows."""
+    return _allgather_backward_op(grad, rows, pid)
+
+
 def _allgather_backward(ctx, grad):
-    return _allgather_backward_op(grad, ctx.rows, ctx.pid), None, None
+    return allgather_grad(grad, ctx.rows, ctx.pid), None, None
 
 
 _allgather.register_autograd(_allgather_backward, setup_context=_allgather_setup)
@@ -168,10 +183,14 @@ def _broadcast_setup(ctx, inputs, output):
     _, ctx.root, _, ctx.pid = inputs
 
 
+def broadcast_grad(grad, root_rank, pid):
+    """Only the root's input reaches the outputs: it gets the averaged gradient, others zero."""
+    g = _allreduce(grad, "", Average, 1.0, 1.0, pid)
+    return g if _b.rank() == root_rank else g * 0
+
+
 def _broadcast_backward(ctx, grad):
-    # Only the root's input reaches the outputs: it gets the averaged gradient, others zero.
-    g = _allreduce(grad, "", Average, 1.0, 1.0, ctx.pid)
-    return (g if _b.rank() == ctx.root else g * 0), None, None, None
+    return broadcast_grad(grad, ctx.root, ctx.pid), None, None, None
 
 
 _broadcast.register_autograd(_broadcast_backward, setup_context=_broadcast_setup)
@@ -209,14 +228,19 @@ def _(grad, rows, scale, pid):
     return grad.new_empty((rows, *grad.shape[1:]))
 
 
+def reducescatter_grad(grad, rows, op, prescale, postscale, pid):
+    """The gradient of the `rows` input rows, scaled as the forward scaled."""
+    scale = prescale * postscale / (_ps.rank_and_size(pid)[1] if op == Average else 1)
+    return _reducescatter_backward_op(grad, rows, float(scale), pid)
+
+
 def _reducescatter_setup(ctx, inputs, output):
-    tensor, _, op, prescale, postscale, ctx.pid = inputs
+    tensor, _, ctx.op, ctx.prescale, ctx.postscale, ctx.pid = inputs
     ctx.rows = tensor.shape[0]
-    ctx.scale = prescale * postscale / (_ps.rank_and_size(ctx.pid)[1] if op == Average else 1)
 
 
 def _reducescatter_backward(ctx, grad):
-    g = _reducescatter_backward_op(grad, ctx.rows, ctx.scale, ctx.pid)
+    g = reducescatter_grad(grad, ctx.rows, ctx.op, ctx.prescale, ctx.postscale, ctx.pid)
     return g, None, None, None, None, None
 
 
@@ -261,9 +285,14 @@ def _alltoall_setup(ctx, inputs, output):
     ctx.mark_non_differentiable(output[1])
 
 
+def alltoall_grad(grad, received, rows, pid):
+    """The rows go back where they came from (`received`: the forward's per-rank counts)."""
+    return _alltoall_backward_op(grad, received, rows, pid)
+
+
 def _alltoall_backward(ctx, grad, _received_grad):
     (received,) = ctx.saved_tensors
-    return _alltoall_backward_op(grad, received, ctx.rows, ctx.pid), None, None, None
+    return alltoall_grad(grad, received, ctx.rows, ctx.pid), None, None, None
 
 
 _alltoall.register_autograd(_alltoall_backward, setup_context=_alltoall_setup)

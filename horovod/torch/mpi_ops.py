@@ -127,11 +127,8 @@ class _Allreduce(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        # The same reduction of the incoming gradients (Adasum too, as upstream).
         op, prescale, postscale, process_set = ctx.args
-        g = synchronize(
-            _c.allreduce_async(_dt(grad), op, None, prescale, postscale, None, process_set, **_IO)
-        )
+        g = _compiled.allreduce_grad(grad, op, prescale, postscale, _ps.process_set_id(process_set))
         return g, None, None, None, None, None
 
 
@@ -218,11 +215,8 @@ class _GroupedAllreduce(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         op, prescale, postscale, process_set = ctx.args
-        out = synchronize(
-            _c.grouped_allreduce_async(
-                _dts(list(grads)), op, None, prescale, postscale, process_set, **_IO
-            )
-        )
+        pid = _ps.process_set_id(process_set)
+        out = _compiled.grouped_allreduce_grad(grads, op, prescale, postscale, pid)
         return (None, None, None, None, None, *out)
 
 
@@ -310,16 +304,8 @@ class _Allgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        # Every rank's loss depends on every rank's rows: average the gradients (as optimizers
-        # average), then keep this rank's rows.
-        ps = ctx.process_set
-        g = synchronize(_c.allreduce_async(_dt(grad), Average, None, 1.0, 1.0, None, ps, **_IO))
-        rows = synchronize(
-            _c.allgather_async(_dt(torch.tensor([ctx.rows], dtype=torch.int64)), None, ps, **_IO)
-        )
-        me = _ps.rank_and_size(_ps.process_set_id(ps))[0]
-        start = int(rows[:me].sum())
-        return g[start : start + ctx.rows], None, None
+        g = _compiled.allgather_grad(grad, ctx.rows, _ps.process_set_id(ctx.process_set))
+        return g, None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -359,13 +345,8 @@ class _Broadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        # Only the root's input reaches the outputs: it gets the averaged gradient, others zero.
-        g = synchronize(
-            _c.allreduce_async(_dt(grad), Average, None, 1.0, 1.0, None, ctx.process_set, **_IO)
-        )
-        if _b.rank() != ctx.root:
-            g = g * 0
-        return g, None, None, None
+        pid = _ps.process_set_id(ctx.process_set)
+        return _compiled.broadcast_grad(grad, ctx.root, pid), None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
@@ -390,17 +371,14 @@ class _Alltoall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
         out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
-        ctx.received, ctx.process_set = received, process_set
+        ctx.received, ctx.process_set, ctx.rows = received, process_set, tensor.shape[0]
         ctx.mark_non_differentiable(received)
         return out, received
 
     @staticmethod
     def backward(ctx, grad, _received_grad):
-        # The rows go back where they came from.
-        back, _ = synchronize(
-            alltoall_async(grad.contiguous(), ctx.received, None, ctx.process_set)
-        )
-        return back, None, None, None
+        pid = _ps.process_set_id(ctx.process_set)
+        return _compiled.alltoall_grad(grad, ctx.received, ctx.rows, pid), None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
@@ -427,20 +405,19 @@ def reducescatter_async(
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale, postscale):
-        ctx.args = (op, process_set, prescale * postscale)
-        return synchronize(
+        out = synchronize(
             _c.reducescatter_async(_dt(tensor), op, name, prescale, postscale, process_set, **_IO)
         )
+        # After the op: a tensor it refuses (a scalar) gets the engine's error, not ours.
+        ctx.args, ctx.rows = (op, process_set, prescale, postscale), tensor.shape[0]
+        return out
 
     @staticmethod
     def backward(ctx, grad):
-        # Each input row reaches one rank's output through the reduction: gather the rows'
-        # gradients, scaled as the forward scaled (the exact derivative).
-        op, process_set, scale = ctx.args
-        g = synchronize(_c.allgather_async(_dt(grad.contiguous()), None, process_set, **_IO))
-        if op == Average:
-            scale /= _ps.set_size(process_set)
-        return (g * scale if scale != 1.0 else g), None, None, None, None, None
+        op, process_set, prescale, postscale = ctx.args
+        pid = _ps.process_set_id(process_set)
+        g = _compiled.reducescatter_grad(grad, ctx.rows, op, prescale, postscale, pid)
+        return g, None, None, None, None, None
 
 
 def reducescatter(
