@@ -288,6 +288,9 @@ class _SparseHandle:
             values = values / _ps.set_size(self.process_set)
         return torch.sparse_coo_tensor(indices.t(), values, self.shape).coalesce()
 
+    # Upstream's handle is a function returning the result (`handle()`); synchronize() works too.
+    __call__ = result
+
 
 # ---- allgather, broadcast, alltoall, reducescatter ---------------------------------------
 
@@ -382,11 +385,13 @@ class _Alltoall(torch.autograd.Function):
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
-    """Sends splits[r] rows to rank r (evenly without splits); returns the rows received and
-    how many came from each rank, as upstream's torch frontend does."""
+    """Sends splits[r] rows to rank r (evenly without splits) and returns the rows received;
+    with `splits`, also how many came from each rank, as upstream's torch frontend does."""
     if torch.compiler.is_compiling():
-        return _compiled.alltoall(tensor, splits, name, process_set)
-    return _Alltoall.apply(tensor, splits, name, process_set)
+        out, received = _compiled.alltoall(tensor, splits, name, process_set)
+    else:
+        out, received = _Alltoall.apply(tensor, splits, name, process_set)
+    return out if splits is None else (out, received)
 
 
 def reducescatter_async(

@@ -83,6 +83,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p in trained:
                 self._hooks.append(p.register_post_accumulate_grad_hook(self._on_grad))
 
+    @property
+    def _parameter_names(self):
+        """{parameter: the name its gradient is reduced under}, as upstream's optimizer keeps it
+        (upstream's tests read it)."""
+        return {p: self._names[id(p)] for group in self.param_groups for p in group["params"]}
+
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
         for k in self._delay:

@@ -101,8 +101,11 @@ def sc_collectives():
     assert hvd.broadcast_(p, root_rank=0, name="c.bc_") is p and torch.equal(
         p.data, torch.zeros(2, 2)
     )
-    out, received = hvd.alltoall(torch.arange(n, dtype=torch.float32) + 10 * r, name="c.a2a")
-    assert out.tolist() == [10.0 * q + r for q in range(n)] and received.tolist() == [1] * n
+    out = hvd.alltoall(torch.arange(n, dtype=torch.float32) + 10 * r, name="c.a2a")
+    assert out.tolist() == [10.0 * q + r for q in range(n)], out  # no splits: the tensor alone
+    h = hvd.alltoall_async(torch.arange(n, dtype=torch.float32), name="c.a2a.async")
+    out, received = hvd.synchronize(h)  # the async form keeps both, as upstream's
+    assert received.tolist() == [1] * n, received
     splits = torch.tensor([2] + [0] * (n - 1))
     out, received = hvd.alltoall(torch.full((2, 3), float(r)), splits=splits, name="c.a2a.s")
     assert out.shape == ((2 * n, 3) if r == 0 else (0, 3)), out.shape
@@ -127,7 +130,7 @@ def sc_autograd():
     hvd.broadcast(x, root_rank=0, name="g.bc").sum().backward()
     assert torch.equal(x.grad, torch.ones(2) if r == 0 else torch.zeros(2)), x.grad
     x = torch.ones(n, 2, requires_grad=True)
-    out, _ = hvd.alltoall(x * (r + 1), name="g.a2a")
+    out = hvd.alltoall(x * (r + 1), name="g.a2a")  # without splits: the tensor alone
     out.sum().backward()
     assert torch.equal(x.grad, torch.full((n, 2), float(r + 1))), x.grad
     x = torch.ones(n, 2, requires_grad=True)
@@ -198,6 +201,8 @@ def sc_optimizer():
     n = hvd.size()
     sgd = lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)  # noqa: E731
     model, opt = _train(sgd)
+    names = opt._parameter_names  # upstream's attribute: {parameter: name}, unique names
+    assert len(set(names.values())) == len(names) == len(list(model.parameters())), names
     _close(model, _reference(n, 3, sgd))
     adam = lambda p: torch.optim.Adam(p, lr=0.01)  # noqa: E731
     model, _ = _train(adam, groups=2)
@@ -290,6 +295,11 @@ def sc_sparse():
             [torch.full((2,), sum(1 for q in range(n) if q % 5 == i) / n) for i in range(5)]
         ),
     )
+    # The async form's handle, called as upstream's is (or synchronized): the summed rows.
+    t = torch.sparse_coo_tensor([[r % 3]], [1.0], (3,))
+    got = hvd.sparse_allreduce_async(t, name="s.call", op=hvd.Sum)()
+    want = torch.tensor([sum(1.0 for q in range(n) if q % 3 == i) for i in range(3)])
+    assert torch.equal(got.to_dense(), want), got
 
 
 def sc_sync_batch_norm():
@@ -361,7 +371,9 @@ def _every_collective(x, y):
     b = hvd.broadcast(x + 1, root_rank=0)
     gs = hvd.grouped_allreduce([x, y.sum() * x], op=hvd.Average)
     rs = hvd.reducescatter(y.sum() * torch.ones(2 * n, 3) * (r + 1), op=hvd.Sum)
-    out, received = hvd.alltoall(torch.arange(n * 2.0).reshape(n, 2) + x.sum())
+    rows = torch.arange(n * 2.0).reshape(n, 2) + x.sum()
+    out, received = hvd.alltoall(rows, splits=[1] * n)
+    out = out + hvd.alltoall(rows)
     parts = [a, g, b, gs[0], gs[1], rs, out]
     return sum((p * (i + 1)).sum() for i, p in enumerate(parts)), received
 
