@@ -5,7 +5,8 @@ A recorded output is what a benchmark script printed, verbatim. Understood here:
   - scripts/bench_hierarchical.sh: the iperf3 line, then one bench_allreduce.py sweep per mode
     ("== hierarchical ..." and "== flat ..."): bus bandwidth against message size for the engine
     in both modes, the bare flat ring, MPI_Allreduce, and iperf3 as horizontal lines;
-  - scripts/bench_allreduce.py alone: engine, bare ring and MPI_Allreduce.
+  - scripts/bench_allreduce.py alone: engine, bare ring and MPI_Allreduce;
+  - scripts/bench_torch.py --bandwidth: horovod.torch against torch.distributed (gloo).
 
     python scripts/plot_benchmarks.py [--out docs/plots] [FILE.txt ...]   (default docs/bench/*.txt)
 """
@@ -21,13 +22,17 @@ ROW = re.compile(
     r"^ *(\d+) (KiB|MiB) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \|",
     re.M,
 )
+# bench_torch.py --bandwidth: size | horovod us GB/s | gloo us GB/s | ratio
+TORCH_ROW = re.compile(
+    r"^ *(\d+) (KiB|MiB) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+$", re.M
+)
 IPERF = re.compile(r"one way ([0-9.]+) GB/s; both ways at once ([0-9.]+) GB/s per direction")
 
 
 def parse(text):
     """{"title", "iperf": (one way, both ways) or None, "sweeps": {mode: [(bytes, engine, ring,
     mpi)]}}, GB/s of bus bandwidth. A sweep's mode is the "== <mode>" line above it ("engine" if
-    none)."""
+    none); bench_torch.py's rows make the mode "torch", as (bytes, horovod.torch, gloo)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     m = IPERF.search(text)
     sweeps, mode = {}, "engine"
@@ -36,10 +41,11 @@ def parse(text):
         if head:
             mode = head.group(1)
             continue
-        row = ROW.match(line)
+        row = ROW.match(line) or TORCH_ROW.match(line)
         if row:
             size = int(row.group(1)) * UNITS[row.group(2)]
-            sweeps.setdefault(mode, []).append((size, *map(float, row.groups()[2:])))
+            key = mode if row.re is ROW else "torch"
+            sweeps.setdefault(key, []).append((size, *map(float, row.groups()[2:])))
     return {
         "title": first.lstrip("= ").strip(),
         "iperf": (float(m.group(1)), float(m.group(2))) if m else None,
@@ -60,6 +66,13 @@ def render(data, path):
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
     sizes = set()
     styles = {"hierarchical": "o-", "flat": "s-", "engine": "o-"}
+    torch_rows = data["sweeps"].get("torch")
+    if torch_rows:  # one comparison, same run: horovod.torch against torch.distributed (gloo)
+        xs = [r[0] for r in torch_rows]
+        sizes.update(xs)
+        ax.plot(xs, [r[1] for r in torch_rows], "o-", label="horovod.torch allreduce_")
+        ax.plot(xs, [r[2] for r in torch_rows], "^--", label="torch.distributed all_reduce (gloo)")
+        data = dict(data, sweeps={}, title="horovod.torch and gloo, 2 ranks")
     for mode, rows in data["sweeps"].items():
         xs = [r[0] for r in rows]
         sizes.update(xs)
@@ -77,7 +90,7 @@ def render(data, path):
     ticks = sorted(sizes)
     ax.set_xticks(ticks, [label(s) for s in ticks])
     ax.set_xlabel("message size (float32)")
-    ax.set_ylabel("bus bandwidth, GB/s")
+    ax.set_ylabel("bus bandwidth, GB/s" if not torch_rows else "GB/s (bench_torch.py)")
     ax.set_ylim(bottom=0)
     ax.set_title(data["title"].split(";")[0] + ": allreduce bus bandwidth", fontsize=10)
     ax.grid(True, alpha=0.3)

@@ -47,6 +47,15 @@ def test_a_lone_bench_allreduce_output_is_one_engine_sweep():
     assert list(data["sweeps"]) == ["engine"] and data["iperf"] is None
 
 
+def test_a_bench_torch_output_is_one_torch_sweep():
+    out = """    size |  horovod us   GB/s |     gloo us   GB/s | horovod/gloo
+   4 KiB |       72.7   0.06 |     1702.1   0.00 |    23.40
+  16 MiB |     3164.4   5.30 |    12170.8   1.38 |     3.85
+"""
+    data = plot.parse(out)
+    assert data["sweeps"] == {"torch": [(4 << 10, 0.06, 0.0), (16 << 20, 5.30, 1.38)]}
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "docs" / "bench").glob("*.txt")), ids=str)
 def test_recorded_outputs_have_a_sweep_and_a_chart(path):
     data = plot.parse(path.read_text())
