@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import k8s
 from tests.support.compose import TAG, TIMINGS
-from tests.support.images import CHAIN, FLAVOUR, TEST_LABEL, image_ref
+from tests.support.images import CHAIN, FLAVOUR, LATEST_TORCH, TEST_LABEL, image_ref
 from tests.support.paths import EXAMPLES, ROOT, pins
 
 LATEST = {"cpu": "latest", "gpu": "latest-gpu"}[FLAVOUR]
@@ -86,11 +86,17 @@ def test_make_push_puts_every_layer_with_both_tags(registry):
     )
     assert p.returncode == 0, p.stdout + p.stderr
     repos = _get(f"http://{registry}/v2/_catalog")["repositories"]
-    want = sorted(image_ref(layer).split(":")[0] for layer in CHAIN)
-    assert sorted(repos) == want
-    for repo in want:
+    # {repository: its tags}: each layer's versioned tag and its floating one; the two last
+    # layers share the horovod repository (horovod:<tag> and horovod:<tag>-torch).
+    want = {}
+    for layer in CHAIN:
+        repo, tag = image_ref(layer).split(":")
+        latest = LATEST_TORCH[FLAVOUR].split(":")[1] if layer == "horovod-torch" else LATEST
+        want.setdefault(repo, set()).update({tag, latest})
+    assert sorted(repos) == sorted(want)
+    for repo, wanted in want.items():
         tags = _get(f"http://{registry}/v2/{repo}/tags/list")["tags"]
-        assert sorted(tags) == sorted([TAG, LATEST]), (repo, tags)
+        assert sorted(tags) == sorted(wanted), (repo, tags)
 
 
 def test_pull_back_after_removing_the_local_tags(registry):
