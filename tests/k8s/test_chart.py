@@ -22,6 +22,8 @@ MATRIX = {
     "1worker": {"workers": 1},
     "16workers": {"workers": 16, "slotsPerWorker": 8},
     "gpu": GPU,
+    # The torch image through the same knob (make images-torch; make push pushes it too).
+    "torch": {"image": {"tag": f"{pins()['HOROVOD_VERSION']}-cpu-torch"}},
     "elastic": {"workers": 3, "elastic": {"enabled": True, "minWorkers": 2, "maxWorkers": 4}},
     "hostNetwork": {"hostNetwork": True, "ssh": {"port": 2345}},
     "custom": {
@@ -146,6 +148,7 @@ def test_image(case):
     want = {
         "custom": "reg.example:5000/team/trainer:v3",
         "gpu": "horovod:0.1.0-gpu",
+        "torch": f"horovod:{pins()['HOROVOD_VERSION']}-cpu-torch",
     }.get(name, f"horovod:{pins()['HOROVOD_VERSION']}-cpu")
     for obj in k8s.objects(rendered):
         if obj["kind"] in ("Job", "StatefulSet", "Pod"):
