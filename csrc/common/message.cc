@@ -128,12 +128,6 @@ std::string UnsupportedReduction(const OpSpec& spec, int ranks) {
   if (spec.dtype == DataType::BOOL) {
     os << op << " of bool is not supported: bool tensors are moved (allgather, broadcast, "
        << "alltoall), never reduced; cast to an integer type to reduce them";
-  } else if (IsInteger(spec.dtype) && (spec.prescale != 1.0 || spec.postscale != 1.0)) {
-    os << op << " of " << DataTypeName(spec.dtype) << " with prescale_factor " << spec.prescale
-       << " and postscale_factor " << spec.postscale
-       << " is not supported: scale factors need a floating-point dtype (an integer prescale "
-       << "would truncate each rank's share before the sum); cast to a float type, or scale the "
-       << "result";
   } else if (spec.gpu && (spec.dtype == DataType::UINT16 || spec.dtype == DataType::INT16)) {
     os << op << " of " << DataTypeName(spec.dtype) << " on GPU is not supported: NCCL has no "
        << "16-bit integer type; cast to int32, or reduce the tensor on the CPU (16-bit integers "

@@ -41,8 +41,7 @@ struct OpSpec {
 };
 
 // Why a spec that every rank agrees on still cannot run, or "": a reduction (allreduce,
-// reducescatter) of bool, or scale factors other than 1 on an integer dtype (the prescale would
-// truncate each rank's share before the sum), or a GPU reduction of a 16-bit integer (NCCL has
+// reducescatter) of bool, or a GPU reduction of a 16-bit integer (NCCL has
 // no such type), or Adasum other than a host-memory allreduce of a floating dtype over a
 // power-of-two number of `ranks` (0: not checked). The controller checks it at negotiation, so
 // every rank fails alike; the GPU operations check it again before building an NCCL reduction.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -111,7 +112,20 @@ HVD_INLINE void ReduceNative(T* d, const T* a, const T* b, size_t n, ReduceOp op
 
 template <typename T, typename F>
 HVD_INLINE void ScaleLoop(T* __restrict b, size_t n, F factor) {
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<T>(static_cast<F>(b[i]) * factor);
+  if constexpr (std::is_integral_v<T>) {
+    // Saturating: int64's max is not a double, so the top is compared as "at or past 2^63".
+    const double lo = static_cast<double>(std::numeric_limits<T>::min());
+    const double hi = static_cast<double>(std::numeric_limits<T>::max());
+    for (size_t i = 0; i < n; ++i) {
+      const double v = static_cast<double>(b[i]) * factor;
+      b[i] = v >= hi   ? std::numeric_limits<T>::max()
+             : v > lo  ? static_cast<T>(v)
+             : v <= lo ? std::numeric_limits<T>::min()
+                       : T(0);  // NaN (an infinite factor times 0)
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) b[i] = static_cast<T>(static_cast<F>(b[i]) * factor);
+  }
 }
 
 #define HVD_NATIVE_REDUCE(fn, T)                                                  \

@@ -12,7 +12,9 @@ namespace hvd {
 void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
 // dst[i] = a[i] (op) b[i]; `a` may be `dst`, `b` must not overlap `dst`.
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, DataType dtype, ReduceOp op);
-// buf[i] *= factor, computed in double for float64 and integers, float32 for the rest.
+// buf[i] *= factor, computed in double for float64 and integers, float32 for the rest. Integers
+// as upstream: the product truncated toward zero (a prescale truncates each rank's share before
+// the sum); beyond the type's range it saturates (C++'s conversion would be undefined there).
 void ScaleInPlace(void* buf, size_t count, DataType dtype, double factor);
 
 // Integer Average: buf[i] /= divisor, truncating toward zero like C. No-op for floating types.

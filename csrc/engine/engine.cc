@@ -356,7 +356,7 @@ void BackgroundLoop(Engine* e) {
 
 }  // namespace
 
-Status Init(MPI_Comm comm) {
+Status Init(MPI_Comm comm, const std::string& initial_sets) {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_running) {
     // Same communicator (or none given): a no-op. Another one cannot take effect silently.
@@ -389,12 +389,14 @@ Status Init(MPI_Comm comm) {
   // with the same message instead of one rank failing and the others hanging or truncating.
   const std::string mismatch = CheckConfigAcrossRanks(
       e->mpi.AllgatherStrings(config_error), e->mpi.AllgatherStrings(e->config.AgreedValues()));
-  if (!mismatch.empty()) {
+  const std::string sets_mismatch =
+      mismatch.empty() ? InitialSetsMismatch(e->mpi.AllgatherStrings(initial_sets)) : "";
+  if (!mismatch.empty() || !sets_mismatch.empty()) {
     e->mpi.Finalize();
-    e->init_error = mismatch;
+    e->init_error = mismatch.empty() ? sets_mismatch : mismatch;
     // Keep the dead engine: a later init() says why instead of re-initializing MPI.
     g_engine = e.release();
-    return Status::InvalidArgument(mismatch);
+    return mismatch.empty() ? Status::Mismatch(sets_mismatch) : Status::InvalidArgument(mismatch);
   }
   SetLogRank(e->mpi.rank);
   // After the check above: every rank now knows that all of them create it (a collective).
@@ -656,21 +658,20 @@ Status ChangeProcessSets(OpType type, std::vector<int64_t> ranks, int32_t id, st
 
 }  // namespace
 
-Status AddProcessSet(std::vector<int> ranks, int32_t* id) {
+Status AddProcessSet(std::vector<int64_t> ranks, std::string invalid, int32_t* id) {
   std::sort(ranks.begin(), ranks.end());
-  std::string invalid;
   const int n = g_engine ? g_engine->topo.size : 0;
-  if (ranks.empty()) invalid = "a process set needs at least one rank";
+  if (!invalid.empty()) ranks.clear();  // the frontend's reason: nothing of it is used
+  if (invalid.empty() && ranks.empty()) invalid = "a process set needs at least one rank";
   for (size_t i = 0; i < ranks.size() && invalid.empty(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= n)
       invalid = "process set rank " + std::to_string(ranks[i]) + " is outside [0, " +
                 std::to_string(n) + ")";
     else if (i > 0 && ranks[i] == ranks[i - 1])
-      invalid = "process set ranks " + RankList(ranks) + " name rank " + std::to_string(ranks[i]) +
-                " twice";
+      invalid = "process set ranks " + ShapeString(ranks) + " name rank " +
+                std::to_string(ranks[i]) + " twice";
   }
-  return ChangeProcessSets(OpType::ADD_PROCESS_SET,
-                           std::vector<int64_t>(ranks.begin(), ranks.end()), 0, invalid, id);
+  return ChangeProcessSets(OpType::ADD_PROCESS_SET, std::move(ranks), 0, invalid, id);
 }
 
 Status RemoveProcessSet(int32_t id) {

@@ -21,8 +21,9 @@ struct Topology {
 };
 
 // Starts the engine on `comm` (MPI_COMM_NULL: MPI_COMM_WORLD); initializes MPI if needed.
-// Idempotent while running.
-Status Init(MPI_Comm comm);
+// Idempotent while running. `initial_sets`: this rank's description of the process sets given
+// to init (every rank must give the same; a mismatch fails init on every rank, naming them).
+Status Init(MPI_Comm comm, const std::string& initial_sets = "");
 // Negotiates shutdown with the other ranks (their pending ops fail, naming this rank), stops
 // the background thread, and finalizes MPI if Init initialized it. Every rank's background
 // thread ends in the same final round; with HOROVOD_SUMMARY > 0 rank 0 then gathers every
@@ -74,8 +75,9 @@ Request MakeRequest(const OpArgs& op, int i, int n, DataType dtype, std::vector<
 
 // Process sets (process_sets.h). Both calls are collective over every rank, which must make them
 // in the same order with the same arguments (negotiated: a difference is an error naming the
-// ranks on each side); they block until every rank made them. `ranks`: distinct global ranks.
-Status AddProcessSet(std::vector<int> ranks, int32_t* id);
+// ranks on each side); they block until every rank made them. `ranks`: distinct global ranks;
+// `invalid`: the frontend's reason they cannot be used (non-empty: the add fails on every rank).
+Status AddProcessSet(std::vector<int64_t> ranks, std::string invalid, int32_t* id);
 Status RemoveProcessSet(int32_t id);
 struct ProcessSetInfo {
   int32_t id = 0;

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/message.h"
+#include "common/reduce_kernels.h"
 #include "engine/gpu_context.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
@@ -44,6 +46,8 @@ struct Device {
   NcclComm nccl;
   void* fusion = nullptr;
   size_t fusion_size = 0;
+  void* staged = nullptr;  // a reducescatter's scaled input (the fusion buffer may be its output)
+  size_t staged_size = 0;
 };
 
 class NcclOperations : public GpuOperations {
@@ -55,6 +59,7 @@ class NcclOperations : public GpuOperations {
       Device& d = kv.second;
       if (d.nccl.comm) ncclCommDestroy(d.nccl.comm);
       if (d.fusion) cudaFree(d.fusion);
+      if (d.staged) cudaFree(d.staged);
       if (d.done) cudaEventDestroy(d.done);
       if (d.stream) cudaStreamDestroy(d.stream);
     }
@@ -69,7 +74,7 @@ class NcclOperations : public GpuOperations {
                                        "' are on different GPUs of one rank; use one GPU per rank "
                                        "(pin it with local_rank)");
     // The controller refused these for every rank already; the same shared check here keeps
-    // the GPU path's rules the CPU path's (no integer scale factors, no bool reductions).
+    // the GPU path's rules the CPU path's (no bool reductions, no 16-bit integer ones).
     const std::string unsupported = UnsupportedReduction(r.spec());
     if (!unsupported.empty())
       return Status::InvalidArgument("tensor '" + tensor + "': " + unsupported);
@@ -132,14 +137,18 @@ class NcclOperations : public GpuOperations {
   // Scratch in device memory; grows, never shrinks. Safe to free the old one: every op on
   // this stream finished before the previous Execute returned.
   Status Fusion(Device* d, size_t bytes, const std::string& tensor, void** out) {
-    if (bytes > d->fusion_size) {
-      if (d->fusion) HVD_CUDA_CHECK(cudaFree(d->fusion), tensor);
-      d->fusion = nullptr;
-      d->fusion_size = 0;
-      HVD_CUDA_CHECK(cudaMalloc(&d->fusion, bytes), tensor);
-      d->fusion_size = bytes;
+    return Grown(&d->fusion, &d->fusion_size, bytes, tensor, out);
+  }
+  static Status Grown(void** buf, size_t* size, size_t bytes, const std::string& tensor,
+                      void** out) {
+    if (bytes > *size) {
+      if (*buf) HVD_CUDA_CHECK(cudaFree(*buf), tensor);
+      *buf = nullptr;
+      *size = 0;
+      HVD_CUDA_CHECK(cudaMalloc(buf, bytes), tensor);
+      *size = bytes;
     }
-    *out = d->fusion;
+    *out = *buf;
     return Status();
   }
 
@@ -194,13 +203,51 @@ class NcclOperations : public GpuOperations {
     }
   }
 
+  // Integers with scale factors, as upstream and the CPU path: each factor applied in double and
+  // truncated (ScaleInPlace), the prescale to each rank's share before the sum. NCCL's
+  // pre-multiplied sum takes its scalar in the tensor's own type, so these few bytes go through
+  // host memory instead: slow, and only this rare case pays for it.
+  static bool ScalesOnHost(const Response& r) {
+    return IsInteger(r.dtype) && (r.prescale != 1.0 || r.postscale != 1.0);
+  }
+
+  // buf (device) *= factor, then / `average_by` (> 1: integer Average, truncating), on the host.
+  Status ScaleOnHost(void* buf, size_t count, DataType dtype, double factor, int average_by,
+                     Device* d, const std::string& tensor) {
+    const size_t bytes = count * DataTypeSize(dtype);
+    if (bytes == 0) return Status();
+    host_scratch_.resize(bytes);
+    HVD_CUDA_CHECK(
+        cudaMemcpyAsync(host_scratch_.data(), buf, bytes, cudaMemcpyDeviceToHost, d->stream),
+        tensor);
+    Status s = Wait(d, tensor);
+    if (!s.ok()) return s;
+    ScaleInPlace(host_scratch_.data(), count, dtype, factor);
+    if (average_by > 1) DivideIntegers(host_scratch_.data(), count, dtype, average_by);
+    HVD_CUDA_CHECK(
+        cudaMemcpyAsync(buf, host_scratch_.data(), bytes, cudaMemcpyHostToDevice, d->stream),
+        tensor);
+    return Wait(d, tensor);  // the scratch is reused by the next call
+  }
+
+  int AverageBy(const Response& r) const {
+    if (r.reduce_op != ReduceOp::AVERAGE) return 1;
+    return r.contributors > 0 ? r.contributors : mpi_->size;
+  }
+
+  // The reduction NCCL runs when the scaling is done on the host: Average becomes a sum.
+  static ReduceOp HostScaledOp(const Response& r) {
+    return r.reduce_op == ReduceOp::AVERAGE ? ReduceOp::SUM : r.reduce_op;
+  }
+
   Status Allreduce(const Response& r, std::vector<TensorEntry>& es, Device* d) {
     const std::string& tensor = r.names[0];
     const double scale = r.prescale * r.postscale;
     const size_t esize = DataTypeSize(r.dtype);
     size_t total = 0;
     for (auto n : r.num_elements) total += static_cast<size_t>(n);
-    if (es.size() == 1)  // straight from input to output (in place if they are the same)
+    const bool host_scaled = ScalesOnHost(r);
+    if (es.size() == 1 && !host_scaled)  // straight from input to output (in place if equal)
       return NcclAllreduce(es[0].input, es[0].output, total, r.dtype, r.reduce_op, scale, &d->nccl,
                            d->stream, tensor);
     void* buf = nullptr;
@@ -215,7 +262,15 @@ class NcclOperations : public GpuOperations {
           tensor);
       off += bytes;
     }
-    s = NcclAllreduce(buf, buf, total, r.dtype, r.reduce_op, scale, &d->nccl, d->stream, tensor);
+    if (host_scaled) {
+      if (r.prescale != 1.0) s = ScaleOnHost(buf, total, r.dtype, r.prescale, 1, d, tensor);
+      if (s.ok())
+        s = NcclAllreduce(buf, buf, total, r.dtype, HostScaledOp(r), 1.0, &d->nccl, d->stream,
+                          tensor);
+      if (s.ok()) s = ScaleOnHost(buf, total, r.dtype, r.postscale, AverageBy(r), d, tensor);
+    } else {
+      s = NcclAllreduce(buf, buf, total, r.dtype, r.reduce_op, scale, &d->nccl, d->stream, tensor);
+    }
     if (!s.ok()) return s;
     off = 0;
     for (size_t i = 0; i < es.size(); ++i) {
@@ -282,15 +337,35 @@ class NcclOperations : public GpuOperations {
     Status alloc;
     Status s = Output(e, shape, static_cast<size_t>(shape[0]) * row_elems * DataTypeSize(r.dtype),
                       d, &out, &alloc);
+    const std::string& tensor = r.names[0];
+    const void* src = e.input;
+    const size_t mine = static_cast<size_t>(shape[0]) * row_elems;
+    if (s.ok() && ScalesOnHost(r)) {
+      const size_t count = static_cast<size_t>(rows) * row_elems;
+      void* work = nullptr;
+      const size_t bytes = count * DataTypeSize(r.dtype);
+      // Not the fusion buffer: a failed output allocation makes that the output.
+      s = Grown(&d->staged, &d->staged_size, bytes, tensor, &work);
+      if (s.ok() && bytes)
+        HVD_CUDA_CHECK(cudaMemcpyAsync(work, e.input, bytes, cudaMemcpyDeviceToDevice, d->stream),
+                       tensor);
+      if (s.ok()) s = ScaleOnHost(work, count, r.dtype, r.prescale, 1, d, tensor);
+      if (s.ok())
+        s = NcclReducescatter(work, out, row_elems, rows_of, r.dtype, HostScaledOp(r), 1.0,
+                              &d->nccl, d->stream, tensor);
+      if (s.ok()) s = ScaleOnHost(out, mine, r.dtype, r.postscale, AverageBy(r), d, tensor);
+      return s.ok() ? alloc : s;
+    }
     if (s.ok())
-      s = NcclReducescatter(e.input, out, row_elems, rows_of, r.dtype, r.reduce_op,
-                            r.prescale * r.postscale, &d->nccl, d->stream, r.names[0]);
+      s = NcclReducescatter(src, out, row_elems, rows_of, r.dtype, r.reduce_op,
+                            r.prescale * r.postscale, &d->nccl, d->stream, tensor);
     return s.ok() ? alloc : s;
   }
 
   MpiContext* mpi_;
   Timeline* timeline_;
   std::map<int, Device> devices_;
+  std::vector<char> host_scratch_;  // integer scaling's staging (ScaleOnHost)
 };
 
 }  // namespace

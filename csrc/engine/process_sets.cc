@@ -1,5 +1,7 @@
 #include "engine/process_sets.h"
 
+#include <sstream>
+
 #include "common/logging.h"
 
 namespace hvd {
@@ -96,6 +98,25 @@ void ProcessSetTable::Clear() {
     kv.second->controller.reset();
     if (kv.second->rank >= 0) kv.second->mpi.Finalize();
   }
+}
+
+// hvd.init(process_sets=...) must get the same list on every rank: "" if it did, else each
+// distinct list with the ranks that passed it. Checked in Init, where every rank meets anyway:
+// adding the sets one by one, a rank with fewer sets went on while the others waited.
+std::string InitialSetsMismatch(const std::vector<std::string>& lists) {
+  std::map<std::string, std::vector<int>> by_list;
+  for (size_t r = 0; r < lists.size(); ++r) by_list[lists[r]].push_back(static_cast<int>(r));
+  if (by_list.size() <= 1) return "";
+  std::ostringstream os;
+  os << "Mismatched init(process_sets=...): ";
+  const char* sep = "";
+  for (const auto& [list, ranks] : by_list) {
+    os << sep << (ranks.size() == 1 ? "rank " : "ranks ") << RankList(ranks)
+       << " passed sets of ranks " << list;
+    sep = "; ";
+  }
+  os << "; every rank must pass the same sets in the same order (Horovod did not start)";
+  return os.str();
 }
 
 }  // namespace hvd

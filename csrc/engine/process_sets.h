@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "common/config.h"
@@ -64,5 +65,9 @@ class ProcessSetTable {
   std::map<int32_t, std::shared_ptr<ProcessSet>> sets_;
   int32_t next_id_ = 1;  // ids are never reused, so a removed set's id cannot reach another set
 };
+
+// Init's check of hvd.init(process_sets=...): `lists` holds each rank's description of its list
+// (an allgather); "" when they are all equal, else the mismatch naming each side.
+std::string InitialSetsMismatch(const std::vector<std::string>& lists);
 
 }  // namespace hvd

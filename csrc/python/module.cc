@@ -363,15 +363,15 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "Horovod engine bindings (internal; use horovod.numpy or horovod.tensorflow)";
   m.def(
       "init",
-      [](uintptr_t comm) {
+      [](uintptr_t comm, const std::string& initial_sets) {
         Status s;
         {
           py::gil_scoped_release nogil;
-          s = Init(CommFromHandle(comm));
+          s = Init(CommFromHandle(comm), initial_sets);
         }
         if (!s.ok()) Raise(s);
       },
-      py::arg("comm") = 0);
+      py::arg("comm") = 0, py::arg("initial_sets") = "");
   m.def("shutdown", [] {
     {
       py::gil_scoped_release nogil;
@@ -490,16 +490,19 @@ PYBIND11_MODULE(_core, m) {
         py::arg("postscale"), py::arg("splits"), py::arg("device") = -1, py::arg("invalid") = "",
         py::arg("group") = "", py::arg("process_set") = 0);
   // Process sets: collective calls, made by every rank in the same order (engine.h).
-  m.def("add_process_set", [](std::vector<int> ranks) {
-    int32_t id = -1;
-    Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = AddProcessSet(std::move(ranks), &id);
-    }
-    if (!s.ok()) Raise(s);
-    return id;
-  });
+  m.def(
+      "add_process_set",
+      [](std::vector<int64_t> ranks, std::string invalid) {
+        int32_t id = -1;
+        Status s;
+        {
+          py::gil_scoped_release nogil;
+          s = AddProcessSet(std::move(ranks), std::move(invalid), &id);
+        }
+        if (!s.ok()) Raise(s);
+        return id;
+      },
+      py::arg("ranks"), py::arg("invalid") = "");
   m.def("remove_process_set", [](int32_t id) {
     Status s;
     {

@@ -57,7 +57,7 @@ def init(comm=None, process_sets=None):
         if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
             raise ValueError("init(comm=...) takes an mpi4py communicator other than COMM_NULL")
         handle = MPI._handleof(comm)
-    _lib().init(handle)
+    _lib().init(handle, _ps.describe_initial_sets(sets))
     _topology = _lib().topology()
     if not running:
         _ps.add_initial_sets(sets)

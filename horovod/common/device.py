@@ -158,7 +158,28 @@ def _device_id(obj):
 
 
 def describe(name, obj):
-    """The DeviceTensor of obj; ValueError/TypeError naming the tensor if it cannot be used."""
+    """The DeviceTensor of obj; ValueError/TypeError naming the tensor if it cannot be used.
+    Whatever a producer's protocol raises or leaves out becomes a ValueError naming the tensor:
+    the submission turns those two into a refusal on every rank, anything else would leave the
+    other ranks waiting for the op."""
+    try:
+        return _describe(name, obj)
+    except (TypeError, ValueError):
+        raise
+    except KeyError as e:
+        raise ValueError(
+            f"tensor '{name}': the __cuda_array_interface__ of {type(obj).__name__} has no "
+            f"{e.args[0]!r} entry (CUDA Array Interface: 'shape', 'typestr' and 'data' are "
+            "required)"
+        ) from None
+    except Exception as e:  # noqa: BLE001  (a producer's own failure, reported as it raised it)
+        raise ValueError(
+            f"tensor '{name}': reading the device array {type(obj).__name__} failed: "
+            f"{type(e).__name__}: {e}"
+        ) from None
+
+
+def _describe(name, obj):
     t = DeviceTensor()
     t.obj, t.library = obj, library_of(obj)
     cai = _cai(obj)
@@ -210,6 +231,10 @@ def _from_dlpack(name, t, obj, dev):
         cap = obj.__dlpack__(stream=1)
     except TypeError:
         cap = obj.__dlpack__()
+    except Exception as e:  # noqa: BLE001  (named here: describe() words the others)
+        raise ValueError(
+            f"tensor '{name}': {type(obj).__name__}.__dlpack__() raised {type(e).__name__}: {e}"
+        ) from None
     ptr, shape, strides, (code, bits, lanes), _ = _b._lib().dlpack_describe(cap)
     dtype = _BY_DL.get((code, bits)) if lanes == 1 else None
     if dtype is None:

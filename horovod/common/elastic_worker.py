@@ -54,7 +54,15 @@ def save(state, commit):
     from horovod.common import basics
 
     directory = _store_dir()
-    os.makedirs(directory, exist_ok=True)
+    for attempt in range(3):
+        try:
+            os.makedirs(directory, exist_ok=True)
+            break
+        except FileNotFoundError:
+            # Another job's driver removed the empty store folder between makedirs' two mkdirs
+            # (its cleanup, elastic_driver.py); once this job's folder is in it, it stays.
+            if attempt == 2:
+                raise
     path = os.path.join(directory, f"slot-{basics.local_rank()}.commit")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:

@@ -14,8 +14,11 @@ rank within the set (the order of allgather's blocks).
 """
 
 import importlib
+import operator
 
-from horovod.common.exceptions import NOT_INITIALIZED
+import numpy as np
+
+from horovod.common.exceptions import NOT_INITIALIZED, HorovodInternalError
 
 # The engine's bindings, imported when first used (horovod.common.basics imports this module,
 # so this one reads the engine directly instead of through basics).
@@ -38,6 +41,23 @@ def _topology(key):
     return _lib().topology()[key]
 
 
+def _integer_ranks(given):
+    """Sorted Python ints of `given` (NumPy integers too: `ProcessSet(np.arange(2))`); a
+    ValueError naming what is not an integer rank."""
+    ranks = []
+    for r in np.asarray(given).ravel().tolist() if isinstance(given, np.ndarray) else given:
+        try:
+            if isinstance(r, (bool, np.bool_)):
+                raise TypeError
+            ranks.append(operator.index(r))
+        except TypeError:
+            raise ValueError(
+                "ProcessSet takes integer ranks or an mpi4py communicator; "
+                f"{r!r} ({type(r).__name__}) in {given!r} is not an integer"
+            ) from None
+    return sorted(ranks)
+
+
 class ProcessSet:
     """A set of ranks that run collectives together. Build it from global ranks (or an mpi4py
     communicator, at init only), then pass it to hvd.init(process_sets=[...]) or
@@ -48,14 +68,8 @@ class ProcessSet:
     mpi_comm = None
 
     def __init__(self, ranks_or_comm):
-        if isinstance(ranks_or_comm, (list, tuple, range, set, frozenset)):
-            ranks = sorted(ranks_or_comm)
-            if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
-                raise ValueError(
-                    "ProcessSet takes a list of integer ranks or an mpi4py communicator, got "
-                    f"{ranks_or_comm!r}"
-                )
-            self.ranks = ranks
+        if isinstance(ranks_or_comm, (list, tuple, range, set, frozenset, np.ndarray)):
+            self.ranks = _integer_ranks(ranks_or_comm)
             return
         try:
             from mpi4py import MPI  # noqa: PLC0415  (only for communicator-built sets)
@@ -123,12 +137,26 @@ def process_set_id(process_set):
         raise ValueError(
             f"process_set must be a hvd.ProcessSet (or None), got {type(process_set).__name__}"
         )
-    if process_set.process_set_id is None:
+    pid = process_set.process_set_id
+    if pid is None:
         raise ValueError(
             f"{process_set} does not exist in the engine: pass it to hvd.init(process_sets=[...]) "
             "or hvd.add_process_set() first (or it was removed)"
         )
-    return process_set.process_set_id
+    known = _by_id.get(pid)
+    if known is not process_set and (known is None or known.ranks != process_set.ranks):
+        # An id set by hand (upstream's "you should not do this"): refused here, before an op
+        # would run on another set's ranks or wait for a set that is not there.
+        what = (
+            f"there is no process set with id {pid!r} (never added, or removed)"
+            if known is None
+            else f"process set id {pid} is ranks {known.ranks}"
+        )
+        raise ValueError(
+            f"{process_set}: {what}; process_set_id was set by hand? Use the ProcessSet that "
+            "hvd.add_process_set() or hvd.init() returned"
+        )
+    return pid
 
 
 def set_size(process_set):
@@ -150,17 +178,34 @@ def add_process_set(process_set):
     """Adds a process set after init and returns it (a ProcessSet, or a list of ranks).
     Collective: every rank calls it, in the same order, with the same ranks. A set with the
     same ranks as an existing one is a ValueError, as upstream."""
+    if not _initialized():
+        raise ValueError(NOT_INITIALIZED)
+    invalid, by_comm = "", False
     if not isinstance(process_set, ProcessSet):
-        process_set = ProcessSet(process_set)
-    if process_set.ranks is None:
-        raise NotImplementedError(
+        try:
+            process_set = ProcessSet(process_set)
+        except ValueError as e:  # negotiated below, so that every rank fails, not this one only
+            invalid, process_set = str(e), None
+    elif process_set.ranks is None:
+        by_comm = True
+        invalid = (
             "adding a process set built from an MPI communicator after init is not supported "
             "(as upstream): build it from a list of ranks, or pass it to hvd.init(process_sets=...)"
         )
-    if not _initialized():
-        raise ValueError(NOT_INITIALIZED)
-    process_set.process_set_id = _lib().add_process_set(list(process_set.ranks))
-    _by_id[process_set.process_set_id] = process_set
+    ranks = [] if invalid else list(process_set.ranks)
+    size = _topology("size")
+    outside = [r for r in ranks if not 0 <= r < size]
+    if outside:  # checked here too: a rank past int64 would fail in the binding, on this rank
+        invalid = f"process set rank {outside[0]} is outside [0, {size})"
+        ranks = []
+    try:
+        pid = _lib().add_process_set(ranks, invalid)
+    except ValueError:
+        if by_comm:  # upstream's error type, once every rank has failed
+            raise NotImplementedError(invalid) from None
+        raise
+    process_set.process_set_id = pid
+    _by_id[pid] = process_set
     return process_set
 
 
@@ -232,11 +277,18 @@ def init_process_sets(process_sets, world_comm):
     return sets
 
 
+def describe_initial_sets(sets):
+    """This rank's init(process_sets=...) list as the engine's Init compares it across ranks
+    (a mismatch fails init on every rank, naming each side's lists)."""
+    return repr([list(ps.ranks) for ps in sets])
+
+
 def add_initial_sets(sets):
-    """After the engine started: adds each set, in order, on every rank."""
+    """After the engine started (its Init found the same list on every rank): adds each set,
+    in order, on every rank."""
     global_process_set.ranks = list(range(_topology("size")))
     for i, ps in enumerate(sets):
         try:
             add_process_set(ps)
-        except ValueError as e:
-            raise ValueError(f"init(process_sets=...): entry {i} ({ps}): {e}") from None
+        except (ValueError, HorovodInternalError) as e:  # the same type, saying where
+            raise type(e)(f"init(process_sets=...): entry {i} ({ps}): {e}") from None

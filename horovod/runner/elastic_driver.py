@@ -8,10 +8,11 @@ answering), or when the discovery script lists new hosts (the ranks exit at thei
 The ranks keep their last commit in memory-backed files on their hosts, and the next
 generation resumes from the newest one (horovod/common/elastic_worker.py), new hosts included.
 
-The driver: runs the discovery script every second in a thread; answers the ranks' "have the
-hosts changed?" over HTTP (rank 0 asks at each commit; a per-job token guards it); after a
-failed generation, asks every host of it over ssh (bounded) and blacklists those that do not
-answer; waits at most --elastic-timeout for --min-np slots; ends after --reset-limit resets.
+The driver: runs the discovery script every second in a thread (each call bounded by
+DISCOVERY_TIMEOUT; its process group killed then and at the job's end); answers the ranks'
+"have the hosts changed?" over HTTP (rank 0 asks at each commit; a per-job token guards it);
+after a failed generation, asks every host of it over ssh (bounded) and blacklists those that do
+not answer; waits at most --elastic-timeout for --min-np slots; ends after --reset-limit resets.
 """
 
 import http.server
@@ -19,6 +20,8 @@ import json
 import os
 import random
 import secrets
+import shlex
+import signal
 import socket
 import subprocess
 import threading
@@ -61,20 +64,69 @@ def parse_discovery(text, default_slots):
     return list(found.items())
 
 
-def discover(script, default_slots):
+def _kill_group(proc):
     try:
-        p = subprocess.run(
-            script, shell=True, capture_output=True, text=True, timeout=DISCOVERY_TIMEOUT
-        )
-    except subprocess.TimeoutExpired:
-        raise DiscoveryError(
-            f"{script!r} did not finish within {DISCOVERY_TIMEOUT:.0f} s"
-        ) from None
-    if p.returncode != 0:
-        raise DiscoveryError(
-            f"{script!r} exited with {p.returncode}: {p.stderr.strip()[-300:] or '(no output)'}"
-        )
-    return parse_discovery(p.stdout, default_slots)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Discovery:
+    """Runs the discovery script, each call bounded by DISCOVERY_TIMEOUT. The script runs in a
+    session of its own so that a timeout kills what it started too (killing only the shell left
+    a `sleep` in it running for good); close() does the same to calls in flight and refuses new
+    ones, so nothing of it outlives the job."""
+
+    def __init__(self, script, default_slots):
+        self.script = script
+        self.default_slots = default_slots
+        self._lock = threading.Lock()
+        self._running = set()
+        self._closed = False
+
+    def __call__(self):
+        """[(host, slots)] the script lists; DiscoveryError if it fails or times out."""
+        with self._lock:
+            if self._closed:
+                raise DiscoveryError("the job is ending")
+            proc = subprocess.Popen(
+                self.script,
+                shell=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            self._running.add(proc)
+        try:
+            out, err = proc.communicate(timeout=DISCOVERY_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise DiscoveryError(
+                f"timed out: {self.script!r} did not answer within {DISCOVERY_TIMEOUT:g} s; "
+                "killed it and its process group"
+            ) from None
+        finally:
+            if proc.returncode is None:  # timed out or interrupted (Ctrl-C): none of it stays
+                _kill_group(proc)
+                proc.wait()
+            with self._lock:
+                self._running.discard(proc)
+            proc.stdout.close()
+            proc.stderr.close()
+        if proc.returncode != 0:
+            raise DiscoveryError(
+                f"{self.script!r} exited with {proc.returncode}: "
+                f"{err.strip()[-300:] or '(no output)'}"
+            )
+        return parse_discovery(out, self.default_slots)
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            running = list(self._running)
+        for proc in running:
+            _kill_group(proc)
 
 
 class Blacklist:
@@ -113,6 +165,7 @@ class Driver:
         self.relaunch_requests = []
         self.latest = None  # the last discovery's usable hosts
         self.discovery_error = None
+        self.discovery = Discovery(args.host_discovery_script, args.slots_per_host)
         self.stop = threading.Event()
         self.job_id = uuid.uuid4().hex[:12]
         self.token = secrets.token_hex(16)
@@ -123,12 +176,26 @@ class Driver:
 
     def poll(self):
         try:
-            found = self.usable(discover(self.args.host_discovery_script, self.args.slots_per_host))
+            found = self.usable(self.discovery())
             error = None
         except DiscoveryError as e:
             found, error = None, str(e)
+        if self.stop.is_set():
+            return  # the job is ending: a call cut short by close() says nothing
         with self.lock:
-            self.discovery_error = error
+            before, self.discovery_error = self.discovery_error, error
+            # Said once per change, not every second: a failing script stays failing.
+            if error and error != before:
+                log(
+                    f"{_discovery_words(error)}; "
+                    + (
+                        f"keeping the hosts it listed last ({hostlib.format_hosts(self.latest)})"
+                        if self.latest
+                        else "no hosts known yet"
+                    )
+                )
+            elif before and not error:
+                log("discovery answers again")
             if found is None:
                 return
             self.latest = found
@@ -172,7 +239,7 @@ class Driver:
                     f"{self.args.elastic_timeout:g} s (--elastic-timeout) discovery listed "
                     f"{slots}: {hostlib.format_hosts(found) if found else 'no host'}; "
                     f"blacklisted: {self.blacklist.describe()}"
-                    + (f"; discovery failed: {error}" if error else "")
+                    + (f"; {_discovery_words(error)}" if error else "")
                     + "; ending the job"
                 )
                 return None
@@ -180,7 +247,7 @@ class Driver:
                 log(
                     f"waiting up to {self.args.elastic_timeout:g} s for {self.args.min_np} "
                     f"slot(s); discovery lists {slots}"
-                    + (f" (discovery failed: {error})" if error else "")
+                    + (f" ({_discovery_words(error)})" if error else "")
                 )
                 said = True
             time.sleep(DISCOVERY_INTERVAL)
@@ -281,11 +348,11 @@ class Driver:
         return out
 
     def cleanup(self, hosts):
-        """Removes the job's commit files on every host it ran on (best effort, bounded)."""
-        path = os.path.join(
-            self.env.get("HOROVOD_ELASTIC_STORE", "/dev/shm/horovod-elastic"), self.job_id
-        )
-        cmd = f"rm -rf {path}"
+        """Removes the job's commit files on every host it ran on, and the store's folder if no
+        other job uses it (rmdir fails on a folder in use; best effort, bounded)."""
+        root = self.env.get("HOROVOD_ELASTIC_STORE", "/dev/shm/horovod-elastic")
+        path = os.path.join(root, self.job_id)
+        cmd = f"rm -rf {shlex.quote(path)}; rmdir {shlex.quote(root)} 2>/dev/null; true"
         procs = []
         for host in sorted(set(hosts)):
             argv = (
@@ -364,6 +431,8 @@ class Driver:
                     )
                 signalled = report.get("signalled") or []
                 why += [f"rank {r} on {h} killed by signal {s}" for r, h, s in signalled]
+                if report.get("stall_abort"):
+                    why.append(_stalled_words(report.get("stalled") or [], hosts))
                 if requests:
                     why.append(
                         f"{len(requests)} rank(s) asked for a relaunch: "
@@ -401,8 +470,25 @@ class Driver:
                 self.generation += 1
         finally:
             self.stop.set()
+            self.discovery.close()
             self.server.shutdown()
             self.cleanup(used_hosts)
+
+
+def _discovery_words(error):
+    return ("discovery " if error.startswith("timed out") else "discovery failed: ") + error
+
+
+def _stalled_words(ranks, hosts):
+    """Why a generation the ranks' watchdog aborted counts as a lost peer: a rank whose process
+    stopped answering inside a collective (paused, hung). Its peers end by MPI_Abort, so no rank
+    asks for a relaunch, and its host may still answer ssh (a process paused on a live host)."""
+    placement = [h for h, s in hosts for _ in range(s)]
+    named = [f"rank {r} on {placement[r]}" if r < len(placement) else f"rank {r}" for r in ranks]
+    return (
+        f"{', '.join(named) or 'a rank'} stopped answering inside a collective "
+        "(the other ranks' watchdog aborted the generation)"
+    )
 
 
 def _fill(found, np_):

@@ -26,6 +26,9 @@ ABORT_GRACE_SECONDS = 15.0
 _WAITING_FOR = re.compile(r"waiting for ranks? \[?([0-9, ]+)\]?")
 # mpirun's report of a rank killed by a signal (the elastic driver counts it as a lost peer).
 _SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+# The engine's watchdog (csrc/engine/watchdog.cc) ending the job because ranks stopped answering
+# inside a collective: MPI_Abort, so those ranks' peers never reach Python to say why.
+_STALL_ABORT = "Aborting the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="
 
 
 class _Relay:
@@ -39,6 +42,8 @@ class _Relay:
         self.aborted_at = None
         self.waiting_for = set()
         self.signalled = []  # (rank, host, signal) as mpirun reported them
+        self.stall_abort = False  # the watchdog aborted the job (_STALL_ABORT)
+        self.stalled = set()  # the ranks its abort named as not answering
         self.slowest_link_gbps = None  # from a --check-network report (runner/links.py)
         self.links_at_once_gbps = None  # the same links all busy at once
         self._selector = selectors.DefaultSelector()
@@ -96,6 +101,10 @@ class _Relay:
         m = _WAITING_FOR.search(line)
         if m:
             self.waiting_for.update(int(r) for r in m.group(1).replace(",", " ").split())
+        if _STALL_ABORT in line:
+            self.stall_abort = True
+            if m:
+                self.stalled.update(int(r) for r in m.group(1).replace(",", " ").split())
         m = _SIGNALLED.search(line)
         if m:
             self.signalled.append((int(m.group(1)), m.group(2), int(m.group(3))))
@@ -144,7 +153,8 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
     SIGNAL_GRACE_SECONDS after a signal; with a bound (seconds), it is stopped when the bound
     passes.  No process of the job outlives horovodrun, even killed (see _mpirun_preexec).
     `report` (a dict), if given, gets what the job's end looked like: `aborted` (mpirun said
-    the job aborted), `signalled` ([(rank, host, signal)]), `signal` (one horovodrun got) and
+    the job aborted), `signalled` ([(rank, host, signal)]), `stall_abort` and `stalled` (the
+    ranks' watchdog ended the job, naming those ranks), `signal` (one horovodrun got) and
     `slowest_link_gbps`, `links_at_once_gbps` (a --check-network report's, else None)."""
     started = time.monotonic()
     # A session of its own: when mpirun must be stopped, its ssh clients go with it.
@@ -211,6 +221,8 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
         report.update(
             aborted=relay.aborted_at is not None,
             signalled=list(relay.signalled),
+            stall_abort=relay.stall_abort,
+            stalled=sorted(relay.stalled),
             signal=signalled[0][0] if signalled else None,
             slowest_link_gbps=relay.slowest_link_gbps,
             links_at_once_gbps=relay.links_at_once_gbps,

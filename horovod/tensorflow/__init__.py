@@ -53,3 +53,4 @@ from horovod.tensorflow.tape import (  # noqa: F401
     DistributedGradientTape,
     PartialDistributedGradientTape,
 )
+from horovod.tensorflow.util import _executing_eagerly  # noqa: F401  (upstream's tests use hvd's)

@@ -89,12 +89,19 @@ def checks(r, n):
             "NCCL broadcast of bool (a dtype of its own)",
             on_gpu(b) and b.dtype == tf.bool and b.numpy().tolist() == [True, True, False],
         )
-        try:
-            hvd.allreduce(tf.fill([4], r + 1), op=hvd.Sum, prescale_factor=0.5, name="gpu.iscale")
-            refused = False
-        except tf.errors.InvalidArgumentError as e:
-            refused = "of int32 with prescale_factor 0.5" in str(e)
-        yield "integer scale factors refused, as on the CPU", refused
+        # As upstream: each rank's share scaled in double and truncated, the sum postscaled so.
+        got = hvd.allreduce(
+            tf.fill([4], r + 1),
+            op=hvd.Sum,
+            prescale_factor=0.5,
+            postscale_factor=3.0,
+            name="gpu.iscale",
+        )
+        want = 3 * sum(int((q + 1) * 0.5) for q in range(n))
+        yield (
+            "integer scale factors, truncated as on the CPU (staged through host memory)",
+            on_gpu(got) and got.dtype == tf.int32 and got.numpy().tolist() == [want] * 4,
+        )
         # NCCL has no 16-bit integer type: refused on every rank at negotiation (the input must
         # be in GPU memory for this to be the GPU path: Cast has GPU kernels for int16).
         x16 = tf.cast(tf.fill([4], r + 1), tf.int16)

@@ -37,6 +37,10 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
     training op: its pass counter is shared by every op its apply_gradients() builds.
     """
 
+    # The collection of this optimizer's own variables (counter, accumulators): local, as
+    # upstream's aggregation variables (per-rank partial sums; the Adasum subclass differs).
+    _own_variables_collection = tf.compat.v1.GraphKeys.LOCAL_VARIABLES
+
     def __init__(
         self,
         optimizer,
@@ -160,12 +164,13 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
 
     def _aggregation_variables(self, grads, variables):
         """(counter, accumulators aligned with variables: None where the gradient is None),
-        created on first use, outside any control flow, under '<optimizer name>/aggregation'."""
+        created on first use, outside any control flow, under '<optimizer name>/aggregation',
+        in _own_variables_collection."""
         graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         if self._aggregation is None or self._aggregation[0] is not graph:
             self._aggregation = [graph, None, {}]
         state = self._aggregation
-        local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+        collections = [self._own_variables_collection]
         with tf.init_scope(), tf.compat.v1.name_scope(self.get_name() + "/aggregation/"):
             if state[1] is None:
                 state[1] = tf.compat.v1.Variable(
@@ -173,7 +178,7 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
                     dtype=tf.int64,
                     trainable=False,
                     name="counter",
-                    collections=local,
+                    collections=collections,
                     use_resource=True,
                 )
             accs = []
@@ -194,7 +199,7 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
                         dtype=dtype,
                         trainable=False,
                         name=v.name.split(":")[0],
-                        collections=local,
+                        collections=collections,
                         use_resource=True,
                     )
                     state[2][v.ref()] = acc
@@ -219,9 +224,15 @@ class _DistributedAdasumOptimizerV1(_DistributedOptimizerV1):
     applies them with the wrapped optimizer on this rank alone; every k-th pass
     (backward_passes_per_step) each variable's change since the last combination, var - start,
     is combined across ranks with Adasum, and start and the variable both become start plus
-    the combined change. `start` is one copy per variable (the base class's accumulators,
-    LOCAL_VARIABLES), taken from the variable on the first pass. global_step, if given, is the
-    wrapped optimizer's: incremented on every pass."""
+    the combined change. `start` is one copy per variable (the base class's accumulators),
+    taken from the variable on the first pass. global_step, if given, is the wrapped
+    optimizer's: incremented on every pass.
+
+    The counter and starts are GLOBAL_VARIABLES, as upstream's step_count and delta_start
+    slots: tf.compat.v1.global_variables_initializer() initializes them with the model, and
+    checkpoints and BroadcastGlobalVariablesHook include them (equal on every rank)."""
+
+    _own_variables_collection = tf.compat.v1.GraphKeys.GLOBAL_VARIABLES
 
     def compute_gradients(self, *args, **kwargs):
         return self._optimizer.compute_gradients(*args, **kwargs)

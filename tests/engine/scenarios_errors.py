@@ -329,45 +329,48 @@ def sc_dtypes():
     assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="bool/after") == n).all()
 
 
+def _scaled(values, factor, dtype):
+    """Upstream's integer scaling: the product in double, truncated toward zero."""
+    return np.trunc(np.asarray(values, np.float64) * factor).astype(dtype)
+
+
 def sc_int_scale():
-    """Scale factors other than 1 on integer dtypes fail on every rank, negotiated, naming the
-    tensor, the dtype and the factors (issue 17, class 6). Before, int32 Sum with prescale 0.5
-    on two ranks gave [2, 4] for [3, 5] (each share truncated before the sum). Integer Average
-    (not a user factor) and float factors keep working."""
+    """Scale factors on integer dtypes do as upstream (issue 42, class 4; issue 17 had refused
+    them): the prescale scales each rank's share in double and truncates it before the sum, the
+    postscale scales the sum so, on every path (small, ring, fused group, reducescatter, Max);
+    a product beyond the type's range saturates. Integer Average and float factors as before."""
     r, n = hvd.rank(), hvd.size()
-    x = np.array([3, 5], np.int32)
-    cases = {
-        "pre": (lambda nm: hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, name=nm), "int32"),
-        "post": (
-            lambda nm: hvd.allreduce(x.astype(np.uint8), postscale_factor=2, name=nm),
-            "uint8",
-        ),
-        "ring": (
-            lambda nm: hvd.allreduce(np.ones(100003, np.int64), prescale_factor=3, name=nm),
-            "int64",
-        ),
-        "grouped": (
-            lambda nm: hvd.grouped_allreduce([x, x], op=hvd.Sum, postscale_factor=0.5, name=nm),
-            "int32",
-        ),
-        "rs": (
-            lambda nm: hvd.reducescatter(
-                np.ones((n, 2), np.int8), op=hvd.Sum, prescale_factor=0.5, name=nm
-            ),
-            "int8",
-        ),
-    }
-    for case, (fn, dtype) in cases.items():
-        expect_error(
-            lambda: fn(f"iscale/{case}"),
-            ValueError,
-            f"iscale/{case}",
-            f"of {dtype} with prescale_factor",
-            "need a floating-point dtype",
-        )
-    msg = expect_error(lambda: cases["pre"][0]("iscale/pre/again"), ValueError, "iscale/pre")
-    assert "prescale_factor 0.5 and postscale_factor 1 " in msg, msg
+    ranks = range(n)
+
+    def x(q):
+        return np.array([3, 5, -3], np.int32) + q
+
+    got = hvd.allreduce(x(r), op=hvd.Sum, prescale_factor=0.5, name="iscale/pre")
+    want = sum(_scaled(x(q), 0.5, np.int64) for q in ranks).astype(np.int32)
+    assert got.dtype == np.int32 and (got == want).all(), (got, want)
+    got = hvd.allreduce(x(r).astype(np.uint8) % 7, postscale_factor=2.5, name="iscale/post")
+    total = sum(x(q).astype(np.uint8).astype(np.int64) % 7 for q in ranks)
+    want = _scaled(total, 2.5, np.int64) // n  # Average: the postscaled sum, then / n
+    assert got.dtype == np.uint8 and (got == want).all(), (got, want)
+    got = hvd.allreduce(np.full(100003, r + 1, np.int64), prescale_factor=1.5, name="iscale/ring")
+    want = sum(int((q + 1) * 1.5) for q in ranks) // n
+    assert (got == want).all(), (got[:3], want)
+    outs = hvd.grouped_allreduce(
+        [x(r), x(r) * 2], op=hvd.Sum, postscale_factor=0.5, name="iscale/grouped"
+    )
+    for k, got in enumerate(outs):
+        want = _scaled(sum(x(q) * (k + 1) for q in ranks), 0.5, np.int32)
+        assert (got == want).all(), (k, got, want)
+    got = hvd.reducescatter(
+        np.full((n, 2), 3 + r, np.int8), op=hvd.Sum, prescale_factor=0.5, name="iscale/rs"
+    )
+    want = sum(int((3 + q) * 0.5) for q in ranks)
+    assert got.shape == (1, 2) and (got == want).all(), (got, want)
+    got = hvd.allreduce(
+        np.array([100, -100], np.int8), op=hvd.Max, prescale_factor=2.0, name="iscale/sat"
+    )
+    assert got.tolist() == [127, -128], got
     got = hvd.allreduce(np.full(3, 2 * r + 1, np.int32), op=hvd.Average, name="iscale/avg")
     assert got.dtype == np.int32 and (got == n).all(), got
-    got = hvd.allreduce(x.astype(np.float32), op=hvd.Sum, prescale_factor=0.5, name="iscale/f")
-    assert (got == x * 0.5 * n).all(), got
+    got = hvd.allreduce(x(0).astype(np.float32), op=hvd.Sum, prescale_factor=0.5, name="iscale/f")
+    assert (got == x(0) * 0.5 * n).all(), got

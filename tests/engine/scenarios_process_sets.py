@@ -164,3 +164,79 @@ def sc_ps_errors():
     hvd.remove_process_set(a)
     if pending:
         expect_error(lambda: hvd.synchronize(handle), ValueError, "was removed")
+
+
+def sc_ps_init_mismatch():
+    """hvd.init(process_sets=...) with a different list on rank 0: init fails on every rank
+    naming each side's lists; Horovod did not start, and a second init says why."""
+    from mpi4py import MPI
+
+    me, n = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    sets = [hvd.ProcessSet([0])] if me == 0 else [hvd.ProcessSet([0, 1])]
+    expect_error(
+        lambda: hvd.init(process_sets=sets),
+        hvd.HorovodMismatchError,
+        "Mismatched init(process_sets=...)",
+        "rank [0] passed sets of ranks [[0]]",
+        f"{list(range(1, n))} passed sets of ranks [[0, 1]]",
+        "Horovod did not start",
+    )
+    assert not hvd.is_initialized() and sets[0].process_set_id is None
+    expect_error(hvd.init, ValueError, "Mismatched init(process_sets=...)")
+
+
+def sc_ps_init_fewer():
+    """The last rank passes one set fewer: every rank fails init, naming it."""
+    from mpi4py import MPI
+
+    me, n = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    sets = [hvd.ProcessSet([0]), hvd.ProcessSet([1])][: 1 if me == n - 1 else 2]
+    expect_error(
+        lambda: hvd.init(process_sets=sets),
+        hvd.HorovodMismatchError,
+        f"rank [{n - 1}] passed sets of ranks [[0]]",
+        "passed sets of ranks [[0], [1]]",
+    )
+
+
+sc_ps_init_mismatch.manages_init = True
+sc_ps_init_fewer.manages_init = True
+
+
+def sc_ps_bad_ranks():
+    """add_process_set with ranks one rank cannot use fails on every rank naming it (the
+    others waited forever); NumPy integers are integers; a set id set by hand is refused before
+    the op, as upstream."""
+    me, n = hvd.rank(), hvd.size()
+    assert hvd.ProcessSet(np.arange(2)).ranks == [0, 1]
+    ps = hvd.add_process_set([np.int64(0)] if me == 0 else [0])  # the same set on every rank
+    assert ps.ranks == [0] and type(ps.ranks[0]) is int
+    assert hvd.remove_process_set(ps)
+    for bad, needle in (
+        ([2**40], f"process set rank {2**40} is outside [0, {n})"),
+        ([0, "1"], "'1' (str)"),
+        ([np.float64(0)], "is not an integer"),
+        ([True], "is not an integer"),
+    ):
+        mine = bad if me == 0 else [0]
+        expect_error(lambda mine=mine: hvd.add_process_set(mine), ValueError, "on rank 0", needle)
+    evens = hvd.add_process_set(np.arange(0, n, 2))
+    got = hvd.allreduce(np.ones(2), op=hvd.Sum, name="pbr/after")
+    assert (got == n).all(), got
+    fake = hvd.ProcessSet([0])
+    fake.process_set_id = 10  # upstream's test: "you should not do this"
+    expect_error(
+        lambda: hvd.allreduce(np.ones(2), name="pbr/fake", process_set=fake),
+        ValueError,
+        "no process set with id 10",
+        "set by hand",
+    )
+    borrowed = hvd.ProcessSet([0, 1])
+    borrowed.process_set_id = evens.process_set_id
+    if n >= 3:  # evens is [0, 2]: another set's id
+        expect_error(
+            lambda: hvd.allreduce(np.ones(2), name="pbr/borrowed", process_set=borrowed),
+            ValueError,
+            f"process set id {evens.process_set_id} is ranks [0, 2]",
+        )
+    assert hvd.remove_process_set(evens)

@@ -26,10 +26,9 @@ def test_dtype_errors_reach_every_rank(world):
     ENGINE.run_ok(world, "dtypes", timeout=60)
 
 
-def test_integer_scale_factors_fail_on_every_rank(world):
-    """Issue 17, class 6: prescale/postscale on an integer dtype is refused at negotiation,
-    naming the tensor, the dtype and the factors. Before: int32 Sum with prescale 0.5 on two
-    ranks returned [2, 4] for [3, 5]."""
+def test_integer_scale_factors_scale_as_upstream(world):
+    """Issue 42, class 4: prescale/postscale on an integer dtype scale in double and truncate,
+    as upstream's own tests assert (issue 17 had refused them)."""
     ENGINE.run_ok(world, "int_scale", timeout=60)
 
 

@@ -68,6 +68,23 @@ def sc_refused():
     assert hvd.allreduce(np.ones(2), op=hvd.Sum, name="dev/after")[0] == n
 
 
+class _NoData(fakelib.CupyLike):
+    """A CUDA Array Interface without its required 'data' entry."""
+
+    @property
+    def __cuda_array_interface__(self):
+        d = dict(super().__cuda_array_interface__)
+        del d["data"]
+        return d
+
+
+class _FailingProducer(fakelib.TorchLike):
+    """A DLPack producer whose export fails (a library's own error, not a TypeError)."""
+
+    def __dlpack__(self, stream=None, **kwargs):
+        raise RuntimeError("the producer's export failed")
+
+
 def sc_local_refusals():
     """Arguments the frontend refuses itself (on rank 0 only here) fail on every rank: rank 0
     with its own error, the others with the negotiated one naming rank 0."""
@@ -87,6 +104,12 @@ def sc_local_refusals():
         ("complex", fakelib.CupyLike(np.ones(4, np.complex64)), "is not supported"),
         ("metal", fakelib.TorchLike(np.ones(4, np.float32), device_type=8), "Metal device"),
         ("mixed", None, "takes only device arrays"),
+        ("no_data", _NoData(np.ones(4, np.float32)), "has no 'data' entry"),
+        (
+            "export_fails",
+            _FailingProducer(np.ones(4, np.float32)),
+            "__dlpack__() raised RuntimeError: the producer's export failed",
+        ),
     ]
     for case, bad, needle in cases:
         name = f"dev/local/{case}"
@@ -195,6 +218,23 @@ def sc_collectives():
         name="c.scaled",
     )
     _check(lib, "allreduce prescale/postscale", out, np.full(7, 1.5 * tri, np.float32))
+    # Integers (staged through host memory): each share truncated, then the sum; as upstream.
+    shares = sum(int((q + 1) * 0.5) for q in range(n))
+    out = hvd.allreduce(
+        lib.to(np.full(7, r + 1, np.int32)),
+        op=hvd.Sum,
+        prescale_factor=0.5,
+        postscale_factor=3.0,
+        name="c.iscaled",
+    )
+    _check(lib, "allreduce int32 prescale/postscale", out, np.full(7, 3 * shares, np.int32))
+    out = hvd.reducescatter(
+        lib.to(np.full((2 * n, 3), r + 1, np.int64)),
+        op=hvd.Average,
+        prescale_factor=0.5,
+        name="c.rs.iscaled",
+    )
+    _check(lib, "reducescatter int64 Average prescale", out, np.full((2, 3), shares // n, np.int64))
     x = lib.to(np.full(5, r + 1, np.float32))
     out = hvd.allreduce(x, op=hvd.Sum, out=x, name="c.inplace")
     _check(lib, "allreduce in place (out=input)", out, np.full(5, tri, np.float32))

@@ -1,9 +1,9 @@
 """Elastic mode on this host (issue 18): a real horovodrun with --host-discovery-script runs a
 real mpirun of tests/runner/jobs/elastic_steps.py (horovod.numpy, hvd.elastic's run_fn and
 ObjectState); the discovery script reads a file the test edits while the job runs, and a rank
-is killed with SIGKILL. Every step adds 1 to the state's `w`, so `w == steps` at the end means
-each step counted exactly once across the rollbacks. Multi-host behaviour (a container killed,
-paused, added) is in tests/cluster/test_elastic.py."""
+is killed with SIGKILL or paused with SIGSTOP. Every step adds 1 to the state's `w`, so
+`w == steps` at the end means each step counted exactly once across the rollbacks. Multi-host
+behaviour (a container killed, paused, added) is in tests/cluster/test_elastic.py."""
 
 import os
 import re
@@ -24,9 +24,12 @@ pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpiru
 JOB = str(ROOT / "tests" / "runner" / "jobs" / "elastic_steps.py")
 
 
-def horovodrun(tmp_path, hosts, *flags, steps=40, delay=0.1, timeout=90, during=None):
-    """Runs an elastic job with the discovery script `cat hosts` (hosts: the file's first
-    text); `during(tmp_path)` runs in a thread meanwhile. Returns (rc, output)."""
+def horovodrun(
+    tmp_path, hosts, *flags, steps=40, delay=0.1, timeout=90, during=None, script=None, env=None
+):
+    """Runs an elastic job with the discovery script `script` (default `cat hosts`; hosts: the
+    file's first text) and `env` added; `during(tmp_path)` runs in a thread meanwhile. Returns
+    (rc, output)."""
     (tmp_path / "hosts").write_text(hosts)
     (tmp_path / "pids").mkdir(exist_ok=True)
     cmd = [
@@ -34,7 +37,7 @@ def horovodrun(tmp_path, hosts, *flags, steps=40, delay=0.1, timeout=90, during=
         "-m",
         "horovod.runner.launch",
         "--host-discovery-script",
-        f"cat {tmp_path / 'hosts'}",
+        script or f"cat {tmp_path / 'hosts'}",
         *flags,
         sys.executable,
         JOB,
@@ -45,7 +48,7 @@ def horovodrun(tmp_path, hosts, *flags, steps=40, delay=0.1, timeout=90, during=
         "--pid-dir",
         str(tmp_path / "pids"),
     ]
-    env = mpi.environment({"HOROVOD_ELASTIC_STORE": str(tmp_path / "store")})
+    env = mpi.environment({"HOROVOD_ELASTIC_STORE": str(tmp_path / "store"), **(env or {})})
     thread = threading.Thread(target=during, args=(tmp_path,)) if during else None
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -93,7 +96,7 @@ def test_grows_when_discovery_lists_more_slots(tmp_path):
     assert len(done) == 3 and {d[2] for d in done} == {"3"}, out
     assert all(d[3] == "40" and float(d[4]) == 40.0 for d in done), out
     assert out.count("RESET gen=1 size=3") == 3, out  # the reset callbacks saw the new size
-    assert not any((tmp_path / "store").iterdir()) if (tmp_path / "store").exists() else True
+    assert not (tmp_path / "store").exists()  # the job's commits and the store folder (class 3)
 
 
 def test_rank_killed_goes_on_with_the_rest(tmp_path):
@@ -185,3 +188,99 @@ def test_discovery_output_and_flags():
             timeout=30,
         )
         assert p.returncode == 2 and words in p.stderr, (bad, p.stderr)
+
+
+def processes_marked(marker):
+    """Pids of the live processes (zombies aside) whose environment holds `marker`."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                marked = marker.encode() in f.read().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        if marked and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def rank_alive(pid):
+    """Whether `pid` is still one of this test's ranks (not a zombie, not a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return state != b"Z" and b"elastic_steps.py" in f.read()
+    except OSError:
+        return False
+
+
+def test_hung_discovery_is_bounded_and_leaves_nothing(tmp_path):
+    """Issue 42, class 3: a discovery script that stops answering mid-run (a `sleep 600` in it)
+    is killed with its process group after DISCOVERY_TIMEOUT and the log says so; the job
+    finishes on the hosts it listed last, and neither the script's processes (one is in flight
+    when the job ends) nor the store folder outlive the job."""
+    script = tmp_path / "discover.sh"
+    marker = f"DISCOVERY_TEST={tmp_path}"  # every process the script starts inherits it
+    script.write_text(
+        f"export {marker}\ncat {tmp_path}/hosts\nif [ -e {tmp_path}/hang ]; then sleep 600; fi\n"
+    )
+
+    def hang(tmp):
+        wait_for(tmp / "pids" / "g0-r1.pid")
+        (tmp / "hang").touch()
+
+    delay = 0.1  # the job outlasts one timed-out call by about 5 s
+    steps = int((elastic_driver.DISCOVERY_TIMEOUT + 5) / delay)
+    rc, out = horovodrun(
+        tmp_path,
+        "localhost:2\n",
+        "--min-np",
+        "2",
+        script=f"sh {script}",
+        steps=steps,
+        delay=delay,
+        during=hang,
+    )
+    left = processes_marked(marker)
+    for pid in left:  # ours (the marker names this test's folder): not to outlive the test
+        os.kill(pid, signal.SIGKILL)
+    assert rc == 0, out
+    assert not left, f"discovery processes left running: {left}"
+    assert not (tmp_path / "store").exists(), "the store folder outlived the job"
+    assert re.search(r"elastic: discovery timed out: .* did not answer within \d+ s", out), out
+    assert "keeping the hosts it listed last (localhost:2)" in out, out
+    done = done_lines(out)
+    assert len(done) == 2 and all(float(d[4]) == steps for d in done), out
+
+
+def test_paused_rank_is_a_lost_peer(tmp_path):
+    """Issue 42, class 9: SIGSTOP to a rank on a host that still answers. The others' watchdog
+    aborts the generation (MPI_Abort: no rank asks for a relaunch, and ssh to the host works),
+    which the driver must count as a lost peer, as it does a paused container, not as the
+    script's own error. mpirun kills the paused process, so its slot is free again and the
+    next generation runs on the 3 slots discovery lists, from the last commit."""
+    stall = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}
+    paused = []
+
+    def pause(tmp):
+        pid = tmp / "pids" / "g0-r2.pid"
+        wait_for(pid)
+        paused.append(int(pid.read_text()))
+        os.kill(paused[0], signal.SIGSTOP)
+
+    try:
+        rc, out = horovodrun(tmp_path, "localhost:3\n", "--min-np", "2", env=stall, during=pause)
+    finally:
+        left = paused and rank_alive(paused[0])
+        if left:  # still ours (a rank of this job's): not to outlive the test
+            os.kill(paused[0], signal.SIGKILL)
+    assert rc == 0, out
+    assert "rank 2 on localhost stopped answering inside a collective" in out, out
+    assert "script's own error" not in out, out
+    assert "generation 1: 3 rank(s)" in out and "resumed from commit" in out, out
+    done = done_lines(out)
+    assert len(done) == 3 and all(d[2] == "3" and float(d[4]) == 40.0 for d in done), out
+    assert not left, "the paused rank outlived the job"

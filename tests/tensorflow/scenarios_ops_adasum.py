@@ -178,6 +178,66 @@ def sc_adasum_not_power_of_two():
     assert (hvd.allreduce(tf.ones([2]), op=hvd.Sum).numpy() == n).all()
 
 
+# The tf.compat.v1 delta optimizer's model: y = x w on each rank's data, plain SGD steps.
+V1_W0 = np.array([[0.5], [-1.0]], np.float32)
+V1_LR = 0.1
+
+
+def _v1_data(q):
+    g = np.random.default_rng(seed("v1-adasum", q))
+    return g.uniform(-1, 1, (16, 2)).astype(np.float32), g.uniform(-1, 1, (16, 1)).astype(
+        np.float32
+    )
+
+
+def _v1_combined(want, k):
+    """The weights after one combination from `want` (float64): k local SGD steps on every
+    rank's data, then want plus the Adasum of the ranks' deltas."""
+    ends = []
+    for q in range(hvd.size()):
+        x, y = _v1_data(q)
+        wq = want.astype(np.float32)
+        for _ in range(k):
+            wq = wq - V1_LR * (2 * x.T @ (x @ wq - y) / len(x))
+        ends.append(wq.astype(np.float64) - want)
+    return want + adasum(ends, np.dtype(np.float64))
+
+
+def _v1_graph(k, w_init):
+    """(graph, placeholders x and y, train op, allgathered weights) of the delta optimizer
+    around GradientDescent with backward_passes_per_step=k."""
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [None, 2])
+        y = v1.placeholder(tf.float32, [None, 1])
+        w = v1.get_variable("w", initializer=tf.constant(w_init), use_resource=True)
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        opt = hvd.DistributedOptimizer(
+            v1.train.GradientDescentOptimizer(V1_LR), op=hvd.Adasum, backward_passes_per_step=k
+        )
+        train = opt.minimize(loss)
+        gathered = hvd.allgather(tf.reshape(w, [1, -1]))
+    return graph, x, y, train, gathered
+
+
+def _v1_train_and_check(sess, x, y, train, gathered, k, what):
+    """Four runs of the train op from V1_W0; after each combination (every k-th run) every
+    rank's weights are equal and match the NumPy reference."""
+    want = V1_W0.astype(np.float64)
+    feed = {x: _v1_data(hvd.rank())[0], y: _v1_data(hvd.rank())[1]}
+    for step in range(1, 5):
+        sess.run(train, feed_dict=feed)
+        if step % k:
+            continue
+        want = _v1_combined(want, k)
+        got = sess.run(gathered)
+        assert all((row == got[0]).all() for row in got), f"{what}: {got}"
+        assert np.allclose(got[0], want.ravel(), rtol=1e-4, atol=1e-5), (
+            f"{what} step {step}: {got[0]} != {want.ravel()}"
+        )
+
+
 @manages_init
 def sc_v1_adasum():
     """hvd.DistributedOptimizer(tf.compat.v1 optimizer, op=hvd.Adasum) in graph mode: each rank
@@ -188,53 +248,38 @@ def sc_v1_adasum():
     v1 = tf.compat.v1
     v1.disable_eager_execution()
     hvd.init()
-    r, n = hvd.rank(), hvd.size()
-
-    def data(q):
-        g = np.random.default_rng(seed("v1-adasum", q))
-        return g.uniform(-1, 1, (16, 2)).astype(np.float32), g.uniform(-1, 1, (16, 1)).astype(
-            np.float32
-        )
-
-    w0 = np.array([[0.5], [-1.0]], np.float32)
-    lr = 0.1
-
-    def local_step(w, q):
-        x, y = data(q)
-        grad = 2 * x.T @ (x @ w - y) / len(x)
-        return w - lr * grad
-
     for k in (1, 2):
-        graph = tf.Graph()
+        graph, x, y, train, gathered = _v1_graph(k, V1_W0)
         with graph.as_default():
-            x = v1.placeholder(tf.float32, [None, 2])
-            y = v1.placeholder(tf.float32, [None, 1])
-            w = v1.get_variable("w", initializer=tf.constant(w0), use_resource=True)
-            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
-            opt = hvd.DistributedOptimizer(
-                v1.train.GradientDescentOptimizer(lr), op=hvd.Adasum, backward_passes_per_step=k
-            )
-            train = opt.minimize(loss)
-            gathered = hvd.allgather(tf.reshape(w, [1, -1]))
             init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
-            with v1.Session(graph=graph) as sess:
-                sess.run(init)
-                want = w0.astype(np.float64)
-                feed = {x: data(r)[0], y: data(r)[1]}
-                for step in range(1, 5):
-                    sess.run(train, feed_dict=feed)
-                    if step % k:
-                        continue
-                    # k local steps from the last combined weights, on every rank's data.
-                    ends = []
-                    for q in range(n):
-                        wq = want.astype(np.float32)
-                        for _ in range(k):
-                            wq = local_step(wq, q)
-                        ends.append(wq.astype(np.float64) - want)
-                    want = want + adasum(ends, np.dtype(np.float64))
-                    got = sess.run(gathered)
-                    assert all((row == got[0]).all() for row in got), f"k={k}: {got}"
-                    assert np.allclose(got[0], want.ravel(), rtol=1e-4, atol=1e-5), (
-                        f"k={k} step {step}: {got[0]} != {want.ravel()}"
-                    )
+        with v1.Session(graph=graph) as sess:
+            sess.run(init)
+            _v1_train_and_check(sess, x, y, train, gathered, k, f"k={k}")
+
+
+@manages_init
+def sc_v1_adasum_global_init():
+    """Issue 42: upstream's plain-session pattern, global_variables_initializer() alone then
+    broadcast_global_variables(0), with the delta optimizer (backward_passes_per_step 1 and 2).
+    Its counter and per-variable starts are GLOBAL_VARIABLES (non-trainable), as upstream's
+    step_count and delta_start slots, so they are initialized and broadcast with the model;
+    before, they were LOCAL_VARIABLES and the first run failed with FailedPreconditionError
+    'Could not find variable .../aggregation/counter'. Ranks start from different weights;
+    after the broadcast, training matches the NumPy reference from rank 0's."""
+    v1 = tf.compat.v1
+    v1.disable_eager_execution()
+    hvd.init()
+    for k in (1, 2):
+        what = f"global init only, k={k}"
+        graph, x, y, train, gathered = _v1_graph(k, V1_W0 + hvd.rank())
+        with graph.as_default():
+            init = v1.global_variables_initializer()
+            bcast = hvd.broadcast_global_variables(0)
+        with v1.Session(graph=graph) as sess:
+            sess.run(init)
+            sess.run(bcast)
+            _v1_train_and_check(sess, x, y, train, gathered, k, what)
+        with graph.as_default():  # the counter and w's start
+            own = [v for v in v1.global_variables() if "/aggregation/" in v.name]
+            assert len(own) == 2 and not set(own) & set(v1.trainable_variables()), (what, own)
+            assert not v1.local_variables(), (what, v1.local_variables())

@@ -1,8 +1,10 @@
-"""Dtypes (issue 17): bool is a dtype of its own, bool reductions and integer scale factors are
-refused, and a dtype no kernel takes fails every op on every rank, named (test_ops.py)."""
+"""Dtypes (issue 17): bool is a dtype of its own, bool reductions are refused, integer scale
+factors scale as upstream (issue 42), and a dtype no kernel takes fails every op on every rank,
+named (test_ops.py)."""
 
 import time
 
+import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
@@ -25,8 +27,8 @@ def sc_dtypes():
     - bool is its own dtype: bool on one rank and uint8 on the others is a mismatch naming both;
       bool reductions fail (InvalidArgumentError) naming the tensor. Before: bool travelled as
       uint8, so a uint8 broadcast into a bool tensor passed and left bytes that are not 0/1.
-    - integer scale factors are refused, naming tensor, dtype and factors. Before: each rank's
-      share was truncated before the sum.
+    - integer scale factors scale as upstream's do (issue 42; issue 17 had refused them): in
+      double, each rank's share truncated before the sum.
     - dtypes no kernel takes (string, complex64/128, uint32, uint64) fail with an error naming
       the op, the tensor, the dtype and the supported ones, on every rank, also when only one
       rank has the bad dtype. Before: TensorFlow's op-definition error naming neither Horovod
@@ -64,21 +66,17 @@ def sc_dtypes():
     for kind, fn in reduces.items():
         _quick(lambda: fn(bits[0], f"dt/bool/{kind}"), invalid, f"dt/bool/{kind}", "bool")
 
-    ints = tf.constant([3, 5], tf.int32)
-    _quick(
-        lambda: hvd.allreduce(ints, op=hvd.Sum, prescale_factor=0.5, name="dt/iscale"),
-        invalid,
-        "dt/iscale",
-        "of int32 with prescale_factor 0.5",
+    # Integer scale factors, as upstream (issue 42, class 4): each factor in double, the product
+    # truncated; the prescale on each rank's share before the sum.
+    ints = tf.constant([3, 5], tf.int32) + r
+    got = hvd.allreduce(ints, op=hvd.Sum, prescale_factor=0.5, name="dt/iscale")
+    want = sum(np.trunc((np.array([3, 5]) + q) * 0.5) for q in range(n))
+    assert got.dtype == tf.int32 and (got.numpy() == want).all(), (got, want)
+    got = hvd.reducescatter(
+        tf.ones([n, 2], tf.int64) * (r + 1), op=hvd.Sum, postscale_factor=2.5, name="dt/iscale/rs"
     )
-    _quick(
-        lambda: hvd.reducescatter(
-            tf.ones([n, 2], tf.int64), op=hvd.Sum, postscale_factor=2.0, name="dt/iscale/rs"
-        ),
-        invalid,
-        "dt/iscale/rs",
-        "of int64 with prescale_factor 1 and postscale_factor 2",
-    )
+    want = np.trunc(sum(q + 1 for q in range(n)) * 2.5)
+    assert got.dtype == tf.int64 and (got.numpy() == want).all(), (got, want)
     got = hvd.allreduce(tf.fill([3], 2 * r + 1), op=hvd.Average, name="dt/iavg")
     assert got.dtype == tf.int32 and (got.numpy() == n).all(), got
 

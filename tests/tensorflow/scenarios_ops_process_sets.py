@@ -62,6 +62,15 @@ def sc_process_sets():
         tf.errors.InvalidArgumentError,
         f"rank {hvd.rank()} is not in process set {other.process_set_id}",
     )
+    # upstream's test_horovod_allreduce_process_set_id_error: an id set by hand is a
+    # ValueError before the op runs (issue 42, class 6; it was the op's InvalidArgumentError)
+    fake = hvd.ProcessSet([0])
+    fake.process_set_id = 10
+    expect_error(
+        lambda: hvd.allreduce(x, name="ps/fake", process_set=fake),
+        ValueError,
+        "no process set with id 10",
+    )
     # gradients of the ops stay in the set: d(sum over set of allreduce-avg)/dx
     v = tf.Variable(tf.fill([2], float(hvd.rank())))
     with tf.GradientTape() as tape:

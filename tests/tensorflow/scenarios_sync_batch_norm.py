@@ -101,7 +101,17 @@ def scenario_sync_bn_gradients():
         np.random.default_rng(40 + q).normal(size=p.shape).astype("float32")
         for q, p in enumerate(parts)
     ]
-    sync, ref = hvd.SyncBatchNormalization(), reference()
+    # Upstream's signature (issue 42, class 5): fused=False (or 0, None) accepted in either
+    # Keras, also through a config; fused=True refused as upstream refuses it.
+    sync, ref = hvd.SyncBatchNormalization(fused=False), reference()
+    for ok in (0, None):
+        hvd.SyncBatchNormalization(fused=ok)
+    hvd.SyncBatchNormalization.from_config({**sync.get_config(), "fused": False})
+    try:
+        hvd.SyncBatchNormalization(fused=True)
+        raise AssertionError("fused=True was accepted")
+    except ValueError as e:
+        check("fused=True" in str(e), e)
     x = tf.constant(parts[r])
     with tf.GradientTape() as tape:
         tape.watch(x)

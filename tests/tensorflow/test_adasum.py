@@ -41,3 +41,12 @@ def test_v1_delta_optimizer():
     """Graph mode, MonitoredTrainingSession-free Session: model deltas combined with Adasum,
     backward_passes_per_step 1 and 2, against the NumPy reference."""
     TF_OPS.run_ok(2, "v1_adasum")
+
+
+@pytest.mark.parametrize("np_", [2, 4], ids=lambda n: f"np{n}")
+def test_v1_delta_optimizer_initialized_by_global_variables_initializer(np_):
+    """Issue 42: in a plain Session, global_variables_initializer() then
+    broadcast_global_variables(0) (upstream's pattern) initializes and broadcasts the delta
+    optimizer's own variables (GLOBAL_VARIABLES, as upstream's); backward_passes_per_step 1
+    and 2 then train to the NumPy reference."""
+    TF_OPS.run_ok(np_, "v1_adasum_global_init")

@@ -330,6 +330,24 @@ TEST(ScaleInPlace, IntegersScaleInDoubleAndTruncate) {
   std::vector<uint8_t> u = {9};
   ScaleInPlace(u.data(), 1, DataType::UINT8, 1.0);  // a no-op
   EXPECT_EQ(u[0], 9);
+  ScaleInPlace(u.data(), 1, DataType::UINT8, 0.37);  // 3.33 -> 3
+  EXPECT_EQ(u[0], 3);
+}
+
+TEST(ScaleInPlace, IntegersSaturateOutsideTheirRange) {
+  std::vector<int8_t> b = {100, -100, 3};
+  ScaleInPlace(b.data(), 3, DataType::INT8, 2.0);
+  EXPECT_EQ(b, (std::vector<int8_t>{127, -128, 6}));
+  std::vector<uint8_t> u = {200, 5};
+  ScaleInPlace(u.data(), 2, DataType::UINT8, -1.0);
+  EXPECT_EQ(u, (std::vector<uint8_t>{0, 0}));
+  std::vector<int64_t> l = {int64_t(1) << 62, -(int64_t(1) << 62)};
+  ScaleInPlace(l.data(), 2, DataType::INT64, 4.0);
+  EXPECT_EQ(l[0], std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(l[1], std::numeric_limits<int64_t>::min());
+  std::vector<int32_t> i = {0, 1};
+  ScaleInPlace(i.data(), 2, DataType::INT32, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(i, (std::vector<int32_t>{0, std::numeric_limits<int32_t>::max()}));  // 0 * inf: NaN
 }
 
 TEST(IntegerAverage, WidenDivideNarrow) {
