@@ -247,9 +247,23 @@ IMAGES_FOR_torch := images-torch
 CLUSTER_TAG_tensorflow := $(IMAGE_TAG)
 CLUSTER_TAG_torch := $(IMAGE_TAG)-torch
 $(if $(IMAGES_FOR_$(FRAMEWORK)),,$(error FRAMEWORK=$(FRAMEWORK): expected tensorflow or torch))
+# Shaped links (docs/shaped-links.md): LINK_RATE=400mbit limits what every worker sends on the
+# cluster network (tc tbf), LINK_RATE_<n>=200mbit worker n's own; LINK_BURST, LINK_LATENCY tune
+# tbf. Only with a rate is compose/compose.shaped.yaml added: it grants the workers NET_ADMIN.
+LINK_RATE ?=
+LINK_BURST ?=
+LINK_LATENCY ?=
+link_empty :=
+link_space := $(link_empty) $(link_empty)
+link_comma := ,
+LINK_RATES := $(subst $(link_space),$(link_comma),$(strip $(foreach v,$(sort $(filter LINK_RATE_%,\
+  $(.VARIABLES))),$(if $($(v)),$(v:LINK_RATE_%=%)=$($(v))))))
+LINK_FILE := $(if $(LINK_RATE)$(LINK_RATES),-f compose/compose.shaped.yaml)
 COMPOSE = HOROVOD_IMAGE_TAG=$(CLUSTER_TAG_$(FRAMEWORK)) HOROVOD_SLOTS_PER_WORKER=$(SLOTS) \
   HOROVOD_IMAGE=$(USER_IMAGE) HOROVOD_WORKSPACE=$(WORKSPACE) \
-  $(DOCKER) compose -f compose/compose.yaml -p $(CLUSTER)
+  HOROVOD_LINK_RATE=$(LINK_RATE) HOROVOD_LINK_RATES=$(LINK_RATES) \
+  HOROVOD_LINK_BURST=$(LINK_BURST) HOROVOD_LINK_LATENCY=$(LINK_LATENCY) \
+  $(DOCKER) compose -f compose/compose.yaml $(LINK_FILE) -p $(CLUSTER)
 CMD ?= horovodrun python -m horovod.selftest
 DEMO_CMD_tensorflow := horovodrun python /opt/horovod/examples/tensorflow2_keras_digits.py --epochs 10
 DEMO_CMD_torch := horovodrun python /opt/horovod/examples/pytorch_classifier.py --epochs 10
@@ -262,15 +276,23 @@ demo: $(IMAGES_FOR_$(FRAMEWORK)) ## the main job: build what is missing, train t
 	  && $(MAKE) --no-print-directory cluster-run CMD="$(DEMO_CMD)"; rc=$$?; \
 	  $(MAKE) --no-print-directory cluster-down; exit $$rc
 
-cluster-up: $(IMAGES_FOR_$(FRAMEWORK)) ## start a cluster of WORKERS workers (SLOTS ranks each) and a launcher, and wait until it is ready (USER_IMAGE=, WORKSPACE=)
+cluster-up: $(IMAGES_FOR_$(FRAMEWORK)) ## start a cluster of WORKERS workers (SLOTS ranks each) and a launcher, and wait until it is ready (USER_IMAGE=, WORKSPACE=, LINK_RATE=: docs/shaped-links.md)
+	@# Shaped: the workers first, so that a rate tc cannot take fails now, with the workers' reason.
+	$(if $(LINK_FILE),HOROVOD_CLUSTER_COMMAND="sleep infinity" $(COMPOSE) up -d --wait --scale worker=$(WORKERS) worker \
+	  || { $(COMPOSE) logs --no-log-prefix worker | grep -o 'horovod link: .*' | sort -u >&2; exit 1; })
 	HOROVOD_CLUSTER_COMMAND="sleep infinity" $(COMPOSE) up -d --wait --scale worker=$(WORKERS)
 	@$(COMPOSE) exec -T launcher sh -c 'echo "cluster $(CLUSTER) is up; hostfile:"; cat $$HOROVOD_HOSTFILE'
+	@$(if $(LINK_FILE),scripts/cluster_ps.sh $(CLUSTER))
 
 cluster-run: ## run CMD in the cluster's launcher (default: the selftest on every slot)
 	$(COMPOSE) exec -T launcher sh -c '$(CMD)'
 
 cluster-down: ## stop the cluster and delete its key pair
 	$(COMPOSE) down -v -t 1
+
+.PHONY: cluster-ps
+cluster-ps: ## each worker of the cluster: address, NET_ADMIN, link rate (tc qdisc in it; cluster-up LINK_RATE=400mbit [LINK_RATE_2=..])
+	@scripts/cluster_ps.sh $(CLUSTER)
 
 test/cluster: build/horovod build/horovod-torch ## compose clusters of 2 and 3 workers: collectives, training, faults
 	IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
