@@ -75,13 +75,17 @@ if [ "$slots" -gt 1 ]; then
   echo "== hierarchical (auto: several hosts of several ranks)"
   run "$hier" hierarchical
 fi
-python3 - "$flat" "$hier" "$rate_bps" "$tcp" <<'PY'
+python3 - "$flat" "$hier" "$rate_bps" "$tcp" "$((workers * slots))" <<'PY'
 import re, sys
-def rows(path):  # size -> (engine GB/s, ring GB/s, mpi GB/s)
-    pat = (r"^ *(\d+ [KM]iB) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \| "
-           r"+[0-9.]+ +([0-9.]+) \|")
-    return {m.group(1): tuple(map(float, m.groups()[1:]))
-            for m in re.finditer(pat, open(path).read(), re.M)}
+n = int(sys.argv[5])
+def rows(path):  # size -> bus bandwidth GB/s (engine, ring, mpi), from the times (4 digits)
+    pat = r"^ *(\d+) ([KM])iB \| +([0-9.]+) +[0-9.]+ \| +([0-9.]+) +[0-9.]+ \| +([0-9.]+) "
+    out = {}
+    for m in re.finditer(pat, open(path).read(), re.M):
+        nbytes = int(m.group(1)) << (10 if m.group(2) == "K" else 20)
+        out[f"{m.group(1)} {m.group(2)}iB"] = tuple(
+            nbytes * 2 * (n - 1) / n / (float(t) * 1e-6) / 1e9 for t in m.groups()[2:])
+    return out
 flat, hier = rows(sys.argv[1]), rows(sys.argv[2])
 rate, tcp = float(sys.argv[3]) / 1e9, float(sys.argv[4]) / 8e3
 print(f"== bus bandwidth (GB/s) against the shaped rate {rate:.4f} and raw TCP {tcp:.4f}")
