@@ -193,11 +193,11 @@ def add_process_set(process_set):
             "(as upstream): build it from a list of ranks, or pass it to hvd.init(process_sets=...)"
         )
     ranks = [] if invalid else list(process_set.ranks)
-    size = _topology("size")
-    outside = [r for r in ranks if not 0 <= r < size]
-    if outside:  # checked here too: a rank past int64 would fail in the binding, on this rank
-        invalid = f"process set rank {outside[0]} is outside [0, {size})"
-        ranks = []
+    # The engine checks the range (AddProcessSet); a rank past int64 cannot reach it through the
+    # binding, so that one is worded here as the engine words it.
+    huge = [r for r in ranks if not -(2**63) <= r < 2**63]
+    if huge:
+        invalid, ranks = f"process set rank {huge[0]} is outside [0, {_topology('size')})", []
     try:
         pid = _lib().add_process_set(ranks, invalid)
     except ValueError:

@@ -213,7 +213,8 @@ def sc_ps_bad_ranks():
     assert ps.ranks == [0] and type(ps.ranks[0]) is int
     assert hvd.remove_process_set(ps)
     for bad, needle in (
-        ([2**40], f"process set rank {2**40} is outside [0, {n})"),
+        ([2**40], f"process set rank {2**40} is outside [0, {n})"),  # the engine's check
+        ([2**70], f"process set rank {2**70} is outside [0, {n})"),  # past the binding's int64
         ([0, "1"], "'1' (str)"),
         ([np.float64(0)], "is not an integer"),
         ([True], "is not an integer"),
