@@ -228,6 +228,15 @@ void DivideIntegers(void* buf, size_t n, DataType dtype, int64_t d) {
   }
 }
 
+void ScaleAndAverage(void* buf, size_t n, DataType dtype, double postscale, int average_by) {
+  if (IsFloating(dtype)) {
+    ScaleInPlace(buf, n, dtype, postscale / average_by);
+  } else {
+    ScaleInPlace(buf, n, dtype, postscale);
+    if (average_by > 1) DivideIntegers(buf, n, dtype, average_by);
+  }
+}
+
 bool AveragesWidened(DataType dtype, ReduceOp op) {
   return op == ReduceOp::AVERAGE && IsInteger(dtype) && dtype != DataType::INT64;
 }

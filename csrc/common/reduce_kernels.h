@@ -19,6 +19,10 @@ void ScaleInPlace(void* buf, size_t count, DataType dtype, double factor);
 
 // Integer Average: buf[i] /= divisor, truncating toward zero like C. No-op for floating types.
 void DivideIntegers(void* buf, size_t count, DataType dtype, int64_t divisor);
+// A reduced sum's last step: times `postscale`, then divided by `average_by` (1: not an
+// Average). Floats multiply once by postscale / average_by; integers are scaled, then divided
+// (truncating), so that exact sums stay exact.
+void ScaleAndAverage(void* buf, size_t count, DataType dtype, double postscale, int average_by);
 
 // Integer Average reduces in int64 so that (u)int8/(u)int16/int32 sums cannot wrap before the
 // division: widen the inputs, reduce, divide, narrow the (in-range) averages back.

@@ -222,8 +222,7 @@ class NcclOperations : public GpuOperations {
         tensor);
     Status s = Wait(d, tensor);
     if (!s.ok()) return s;
-    ScaleInPlace(host_scratch_.data(), count, dtype, factor);
-    if (average_by > 1) DivideIntegers(host_scratch_.data(), count, dtype, average_by);
+    ScaleAndAverage(host_scratch_.data(), count, dtype, factor, average_by);
     HVD_CUDA_CHECK(
         cudaMemcpyAsync(buf, host_scratch_.data(), bytes, cudaMemcpyHostToDevice, d->stream),
         tensor);
@@ -338,7 +337,6 @@ class NcclOperations : public GpuOperations {
     Status s = Output(e, shape, static_cast<size_t>(shape[0]) * row_elems * DataTypeSize(r.dtype),
                       d, &out, &alloc);
     const std::string& tensor = r.names[0];
-    const void* src = e.input;
     const size_t mine = static_cast<size_t>(shape[0]) * row_elems;
     if (s.ok() && ScalesOnHost(r)) {
       const size_t count = static_cast<size_t>(rows) * row_elems;
@@ -357,7 +355,7 @@ class NcclOperations : public GpuOperations {
       return s.ok() ? alloc : s;
     }
     if (s.ok())
-      s = NcclReducescatter(src, out, row_elems, rows_of, r.dtype, r.reduce_op,
+      s = NcclReducescatter(e.input, out, row_elems, rows_of, r.dtype, r.reduce_op,
                             r.prescale * r.postscale, &d->nccl, d->stream, tensor);
     return s.ok() ? alloc : s;
   }

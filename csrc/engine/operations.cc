@@ -203,16 +203,9 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
 }
 
 void Operations::Average(void* buf, size_t count, const Response& r) {
-  // Floats multiply by postscale/n; integers divide by n (truncating) so exact sums stay exact.
   // While ranks have joined, Average divides by the ranks that contributed.
-  const bool avg = r.reduce_op == ReduceOp::AVERAGE;
   const int n = r.contributors > 0 ? r.contributors : mpi_->size;
-  if (IsFloating(r.dtype)) {
-    ScaleInPlace(buf, count, r.dtype, avg ? r.postscale / n : r.postscale);
-  } else {
-    ScaleInPlace(buf, count, r.dtype, r.postscale);
-    if (avg) DivideIntegers(buf, count, r.dtype, n);
-  }
+  ScaleAndAverage(buf, count, r.dtype, r.postscale, r.reduce_op == ReduceOp::AVERAGE ? n : 1);
 }
 
 void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const Response& r,
