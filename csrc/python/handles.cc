@@ -30,10 +30,10 @@ void ReapAbandoned() {
 }  // `dead` released here, outside the lock
 
 [[noreturn]] void Raise(const Status& s) {
-  if (s.code() == Status::INVALID_ARGUMENT) throw py::value_error(s.message());
-  const char* cls = s.code() == Status::MISMATCH    ? "HorovodMismatchError"
-                    : s.code() == Status::SHUT_DOWN ? "HorovodShutdownError"
-                                                    : "HorovodInternalError";
+  const char* cls = s.code() == Status::INVALID_ARGUMENT ? "HorovodInvalidArgumentError"
+                    : s.code() == Status::MISMATCH       ? "HorovodMismatchError"
+                    : s.code() == Status::SHUT_DOWN      ? "HorovodShutdownError"
+                                                         : "HorovodInternalError";
   py::object exc = py::module_::import("horovod.common.exceptions").attr(cls);
   PyErr_SetString(exc.ptr(), s.message().c_str());
   throw py::error_already_set();

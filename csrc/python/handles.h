@@ -71,7 +71,8 @@ extern std::vector<int64_t> g_reap;  // abandoned handles whose ops have finishe
 
 // Frees the handles queued by done(); with the GIL, at the start of every handle call.
 void ReapAbandoned();
-// Raises `s` as Python sees it: ValueError for invalid arguments, else Horovod's exceptions.
+// Raises `s` as Python sees it: one of horovod.common.exceptions (HorovodInvalidArgumentError,
+// a ValueError, for invalid arguments).
 [[noreturn]] void Raise(const Status& s);
 // The entry's completion: counts the handle down; touches no Python object.
 DoneCallback MakeDone(Handle* hp);

@@ -8,6 +8,15 @@ class HorovodInternalError(RuntimeError):
     """A collective failed inside the engine."""
 
 
+class HorovodInvalidArgumentError(ValueError, RuntimeError):
+    """Every rank refused the op: a rank's arguments were bad (the message names the tensor
+    and the reason), or the op cannot run now (a rank has joined, or Adasum where it has no
+    meaning). A ValueError, as a bad argument is in Python; also a RuntimeError, which is what
+    upstream's torch frontend raises for an op the engine refused (`except RuntimeError` in
+    code written for it keeps working). Not a HorovodInternalError: elastic training must not
+    take a program's own mistake for a lost peer and retry it."""
+
+
 class HorovodMismatchError(HorovodInternalError):
     """Ranks disagreed about a tensor (op, dtype, shape, root rank, reduce op or scale factors).
 

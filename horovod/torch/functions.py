@@ -31,8 +31,18 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
 def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
     """Makes every rank's optimizer state (tensors and Python values alike, per-parameter state
     and param_groups' options such as the learning rate) root_rank's: its state_dict, sent as
-    one object and loaded. Works for every torch.optim optimizer (L-BFGS included)."""
+    one object and loaded. Works for every torch.optim optimizer (L-BFGS included). Before the
+    first step (no state yet), trainable parameters without a gradient get zeros, as upstream's
+    version leaves them (it makes the state by a step on zero gradients; this one needs none)."""
     state = optimizer.state_dict()
+    if not state["state"]:
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.requires_grad and p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                        if isinstance(optimizer, torch.optim.SparseAdam):
+                            p.grad = p.grad.to_sparse()
     root_state = broadcast_object(
         state if mpi_ops._b.rank() == root_rank else None,
         root_rank,

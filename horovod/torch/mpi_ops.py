@@ -323,9 +323,24 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _c.grouped_allgather_async(_dts(tensors), name, process_set, **_IO)
 
 
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        pid = _ps.process_set_id(ctx.process_set)
+        out = [_compiled.allgather_grad(g, rows, pid) for g, rows in zip(grads, ctx.rows)]
+        return (None, None, *out)
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """Allgathers of several tensors as one op (not differentiable; allgather is)."""
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """Allgathers of several tensors as one op, differentiably (each tensor's gradient as
+    allgather's)."""
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -467,14 +482,37 @@ def grouped_reducescatter(
     prescale_factor=1.0,
     postscale_factor=1.0,
 ):
-    """Reducescatters of several tensors as one op (not differentiable; reducescatter is)."""
+    """Reducescatters of several tensors as one op, differentiably (each tensor's gradient as
+    reducescatter's)."""
     sent = [compression.compress(t) for t in tensors]
-    outs = synchronize(
-        grouped_reducescatter_async(
-            [s for s, _ in sent], name, op, process_set, prescale_factor, postscale_factor
-        )
+    outs = _GroupedReducescatter.apply(
+        name, op, process_set, prescale_factor, postscale_factor, *[s for s, _ in sent]
     )
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, sent)]
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale, postscale, *tensors):
+        ctx.args = (op, process_set, prescale, postscale)
+        ctx.rows = [t.shape[0] if t.dim() else 1 for t in tensors]
+        return tuple(
+            synchronize(
+                grouped_reducescatter_async(
+                    list(tensors), name, op, process_set, prescale, postscale
+                )
+            )
+        )
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, process_set, prescale, postscale = ctx.args
+        pid = _ps.process_set_id(process_set)
+        out = [
+            _compiled.reducescatter_grad(g, rows, op, prescale, postscale, pid)
+            for g, rows in zip(grads, ctx.rows)
+        ]
+        return (None, None, None, None, None, *out)
 
 
 def join(device=-1):

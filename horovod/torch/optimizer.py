@@ -34,6 +34,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._sparse_as_dense = sparse_as_dense
+        self._densified = set()  # ids of parameters whose sparse gradient was sent dense
         self._process_set = process_set
         size = _ps.set_size(process_set)
         self._op, self._prescale, self._postscale = _gradients.scale_factors(
@@ -100,6 +101,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad = torch.zeros_like(p)  # rank submits the same ops
         if p.grad.is_sparse and self._sparse_as_dense:
             p.grad = p.grad.to_dense()
+            self._densified.add(id(p))  # made sparse again once reduced, as upstream
         return p.grad
 
     def _submit_one(self, p):
@@ -173,7 +175,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 g = self._compression.decompress(o, s[1])
                 if g is not p.grad:
                     p.grad.copy_(g)
+                if id(p) in self._densified:  # the optimizer (SparseAdam) expects it sparse
+                    p.grad = p.grad.to_sparse()
         self._handles.clear()
+        self._densified.clear()
         for k in self._delay:
             self._delay[k] = self.backward_passes_per_step
         self._synchronized = True

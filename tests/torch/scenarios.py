@@ -139,6 +139,19 @@ def sc_autograd():
     xs = [torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)]
     sum(o.sum() for o in hvd.grouped_allreduce(xs, op=hvd.Average, name="g.gr")).backward()
     assert all(torch.equal(x.grad, torch.ones_like(x)) for x in xs), [x.grad for x in xs]
+    # The grouped allgather and reducescatter: each member's gradient as its single form's.
+    xs = [torch.ones(r + 1, 2, requires_grad=True), torch.ones(r + 2, requires_grad=True)]
+    outs = hvd.grouped_allgather(xs, name="g.gag")
+    assert [o.shape[0] for o in outs] == [n * (n + 1) // 2, n * (n + 3) // 2], outs
+    (outs[0].sum() * 2 + outs[1].sum() * 3).backward()
+    assert torch.equal(xs[0].grad, torch.full((r + 1, 2), 2.0)), xs[0].grad
+    assert torch.equal(xs[1].grad, torch.full((r + 2,), 3.0)), xs[1].grad
+    xs = [torch.ones(n, 2, requires_grad=True), torch.ones(2 * n, requires_grad=True)]
+    outs = hvd.grouped_reducescatter(xs, op=hvd.Sum, name="g.grs")
+    assert torch.equal(outs[1], torch.full((2,), float(n))), outs
+    (outs[0].sum() + outs[1].sum() * 5).backward()
+    assert torch.equal(xs[0].grad, torch.ones(n, 2)), xs[0].grad
+    assert torch.equal(xs[1].grad, torch.full((2 * n,), 5.0)), xs[1].grad
 
 
 def _model(seed=0):
@@ -252,6 +265,20 @@ def sc_optimizer_state():
         assert all(s == states[0] for s in states), states
         lrs = hvd.allgather_object(opt.param_groups[0]["lr"])
         assert len(set(lrs)) == 1, lrs
+    # Before the first step, as upstream leaves them: zero gradients on the trainable
+    # parameters (none on the others), which a program may broadcast next.
+    model = _model(seed=r)
+    frozen = next(model.parameters())
+    frozen.requires_grad_(False)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+        named_parameters=model.named_parameters(),
+    )
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert frozen.grad is None
+    trained = [p for p in model.parameters() if p.requires_grad]
+    assert trained and all(torch.equal(p.grad, torch.zeros_like(p)) for p in trained)
+    assert torch.equal(hvd.broadcast(trained[0].grad, 0, name="os.grad"), trained[0].grad)
 
 
 def sc_process_set():
@@ -272,6 +299,24 @@ def sc_errors():
     expect_error(lambda: hvd.allreduce(bad, name="e.input"), (TypeError, ValueError), "e.input")
     x = torch.ones(r + 1)  # shapes differ: every rank names the tensor
     expect_error(lambda: hvd.allreduce(x, name="e.shape"), Exception, "e.shape")
+    # An op every rank refuses is a ValueError, and a RuntimeError as upstream's torch frontend
+    # raises it (its tests catch RuntimeError): Adasum has no meaning for reducescatter.
+    for cls in (ValueError, RuntimeError):
+        expect_error(
+            lambda: hvd.reducescatter(torch.ones(n, 2), op=hvd.Adasum, name="e.adasum"),
+            cls,
+            "e.adasum",
+        )
+    # While rank 0 has joined, an allgather fails on the others, named (a RuntimeError too, as
+    # upstream's join tests expect); join() then gives every rank the same last rank.
+    if r == 0:
+        last = hvd.join()
+    else:
+        expect_error(
+            lambda: hvd.allgather(torch.ones(1), name="e.joined"), RuntimeError, "e.joined", "[0]"
+        )
+        last = hvd.join()
+    assert last != 0 and hvd.allgather_object(last) == [last] * n, last
     assert torch.equal(
         hvd.allreduce(torch.ones(1), op=hvd.Sum, name="e.after"), torch.full((1,), float(n))
     )
@@ -295,6 +340,21 @@ def sc_sparse():
             [torch.full((2,), sum(1 for q in range(n) if q % 5 == i) / n) for i in range(5)]
         ),
     )
+    # sparse_as_dense: sent dense, handed back sparse (SparseAdam refuses dense gradients).
+    emb = torch.nn.Embedding(5, 2, sparse=True)
+    hvd.broadcast_parameters(emb.state_dict(), 0)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SparseAdam(list(emb.parameters()), lr=0.1),
+        named_parameters=emb.named_parameters(),
+        sparse_as_dense=True,
+    )
+    emb(torch.tensor([r % 5])).sum().backward()
+    opt.step()
+    assert emb.weight.grad.is_sparse
+    want = torch.stack(
+        [torch.full((2,), sum(1 for q in range(n) if q % 5 == i) / n) for i in range(5)]
+    )
+    assert torch.allclose(emb.weight.grad.to_dense(), want), emb.weight.grad
     # The async form's handle, called as upstream's is (or synchronized): the summed rows.
     t = torch.sparse_coo_tensor([[r % 3]], [1.0], (3,))
     got = hvd.sparse_allreduce_async(t, name="s.call", op=hvd.Sum)()
