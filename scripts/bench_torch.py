@@ -1,6 +1,7 @@
 """horovod.torch against torch.distributed (gloo) on the same ranks, in one run.
 
-    mpirun -np 2 --bind-to core python scripts/bench_torch.py [--bandwidth] [--training]
+    mpirun -np 2 --bind-to core python scripts/bench_torch.py \
+        [--bandwidth] [--training] [--compiled [--backend aot_eager]]
 
   bandwidth  float32 allreduce (sum) of 4 KiB .. 256 MiB: hvd.allreduce_ (in place) against
              torch.distributed.all_reduce (gloo, in place); busbw = bytes * 2(n-1)/n / time
@@ -8,6 +9,9 @@
              synthetic 64x64 images, batch 16 per rank, one thread per rank: images/s per rank of
              hvd.DistributedOptimizer, of DDP (gloo; default buckets, and gradient_as_bucket_view)
              and of the same model without communication (what the step costs alone)
+  compiled   the same ResNet-18 step through hvd.DistributedOptimizer, eager against
+             torch.compile(model) (BACKEND: inductor by default, which needs a C++ compiler;
+             aot_eager), and both without communication
 Each figure is the median of 5 trials that interleave the methods (a noisy moment hits each
 alike); the slowest rank's time counts. torch.distributed rendezvous on 127.0.0.1 (one host).
 """
@@ -167,14 +171,71 @@ def training(batch=16, image=64, steps=3):
     )
 
 
+def compiled(batch=16, image=64, steps=3, backend="inductor"):
+    """Eager and compiled models, each with and without Horovod, one interleaved run."""
+    torch.manual_seed(0)
+    x = torch.randn(batch, 3, image, image)
+    y = torch.randint(0, 1000, (batch,))
+    loss_fn = nn.CrossEntropyLoss()
+
+    def stepper(model, opt):
+        def step():
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+        return step
+
+    def make(compile_it, distributed):
+        model = resnet18()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        if distributed:
+            opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        if compile_it:
+            model = torch.compile(model, backend=backend)
+        return stepper(model, opt)
+
+    fns = {
+        "eager, no communication": make(False, False),
+        "compiled, no communication": make(True, False),
+        "eager, horovod": make(False, True),
+        "compiled, horovod": make(True, True),
+    }
+    t0 = time.perf_counter()
+    for fn in fns.values():
+        fn()  # warm-up: the compilation, the engine's response cache
+    warm = time.perf_counter() - t0
+    t = medians(fns, steps)
+    say(
+        f"# ResNet-18, {image}x{image} images, batch {batch} per rank, {N} ranks, 1 thread each, "
+        f"torch {torch.__version__}, torch.compile backend {backend} (warm-up with both "
+        f"compilations {warm:.0f} s)"
+    )
+    for k, v in t.items():
+        say(f"{k:>27}: {v * 1e3:7.1f} ms/step  {batch / v:6.1f} images/s per rank")
+    eager, comp = t["eager, horovod"], t["compiled, horovod"]
+    eager0, comp0 = t["eager, no communication"], t["compiled, no communication"]
+    say(
+        f"compiled / eager step time: {comp / eager:.2f} through horovod, {comp0 / eager0:.2f} "
+        f"without; horovod's overhead {100 * (1 - eager0 / eager):.1f} % eager, "
+        f"{100 * (1 - comp0 / comp):.1f} % compiled"
+    )
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--bandwidth", action="store_true")
     ap.add_argument("--training", action="store_true")
+    ap.add_argument("--compiled", action="store_true")
+    ap.add_argument("--backend", default="inductor")
     a = ap.parse_args()
-    if a.bandwidth or not a.training:
+    if not (a.bandwidth or a.training or a.compiled):
+        a.bandwidth = a.training = True
+    if a.bandwidth:
         bandwidth()
-    if a.training or not a.bandwidth:
+    if a.training:
         training()
+    if a.compiled:
+        compiled(backend=a.backend)
     dist.destroy_process_group()
     hvd.shutdown()
