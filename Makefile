@@ -128,7 +128,10 @@ FLAVOUR_ARGS_horovod_gpu := --build-arg HOROVOD_GPU_OPERATIONS=NCCL
 FLAVOUR_ARGS_torch_gpu := --build-arg TORCH_FLAVOUR=gpu --build-arg TORCH_VERSION=$(TORCH_CUDA12_VERSION) \
   --build-arg TORCHVISION_VERSION=$(TORCHVISION_CUDA12_VERSION)
 FLAVOUR_ARGS_horovod-torch_gpu := $(FLAVOUR_ARGS_horovod_gpu)
-LAYER_ARGS_horovod-torch := --build-arg HOROVOD_FRAMEWORK=torch
+# Its builder stage starts from mpi, not torch: the engine is not built against torch, and the
+# compilers' apt step and the sources' COPY are cheaper on mpi's few files than on torch's many
+# (fuse-overlayfs walks them at each step; docs/benchmarks.md, issue 39).
+LAYER_ARGS_horovod-torch = --build-arg HOROVOD_FRAMEWORK=torch --build-arg BUILDER_IMAGE=$(call image_ref,mpi)
 DOCKERFILE_horovod-torch := images/horovod/Dockerfile
 # Empty: build the Debian root image from Debian packages (debootstrap), no registry needed.
 # Set it (e.g. BASE_IMAGE=debian:bookworm-slim) to use that image, pulled if missing.
@@ -139,7 +142,8 @@ STAGE_PORT ?= 8765
 PIP_SOURCE ?= stage
 APT_SOURCE ?= auto
 PIP ?= $(PYTHON) -m pip
-PYTEST_IMAGES ?= $(PYTHON) -m pytest -q -p no:cacheprovider
+# --durations: the slowest checks in every log, so a slower CI run says which grew (issue 39).
+PYTEST_IMAGES ?= $(PYTHON) -m pytest -q -p no:cacheprovider --durations=12
 
 image_ref = $(if $(filter horovod,$(1)),horovod:$(IMAGE_TAG),$(if $(filter horovod-torch,$(1)),horovod:$(IMAGE_TAG)-torch,horovod/$(1):$(IMAGE_TAG)))
 parent_of = $(patsubst $(1):%,%,$(filter $(1):%,$(_parents)))
@@ -150,7 +154,9 @@ EXTRA_TAGS_horovod = -t $(LATEST)
 EXTRA_TAGS_horovod-torch = -t $(LATEST_TORCH)
 # Labels that change every build go on the last layer only (a parent's new image ID would
 # invalidate the cache of every child).
-LABELS_horovod = --label org.opencontainers.image.revision=$$(git rev-parse --short HEAD 2>/dev/null || echo none)
+# The git revision goes into the last layers' one LABEL step as a build arg (`docker build
+# --label` would cost a step per label; images/horovod/Dockerfile).
+LABELS_horovod = --build-arg HOROVOD_REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo none)
 LABELS_horovod-torch = $(LABELS_horovod)
 
 .PHONY: images images-torch check-versions stage build/rootfs test/images test/images-gpu test/runner clean/images

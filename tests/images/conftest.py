@@ -4,7 +4,11 @@ Every check is marked with the layer that introduced it (`@pytest.mark.layer("mp
 on that image and on every image built FROM it, so a child re-runs all its ancestors' checks. A
 check shared by sibling layers names them all (`@pytest.mark.layer("horovod", "horovod-torch")`).
 The graph of layers comes from images/layers, the file the Makefile builds from.
-`--image NAME` picks one image (`make test/NAME`), `--image all` every image of the chain.
+`--image NAME` picks one image (`make test/NAME`) with every ancestor's check; `--image all`
+every image of the chain, where an ancestor's checks run on the last images (horovod,
+horovod-torch) only, not again on each layer between: each check still runs on its own layer and
+on every image a user runs, over all the layers in between (a layer that broke an ancestor's
+check fails it there), and the chain's image tests take a third less time (docs/benchmarks.md).
 $FLAVOUR (cpu, gpu) picks the chain: checks of a layer outside it (cuda on cpu) are deselected,
 checks marked `@pytest.mark.flavour("gpu")` are skipped on the other flavours.
 """
@@ -65,7 +69,10 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(config, items):
     """Keep a check only for images at or below the layer that introduced it (none if that
-    layer is not in this flavour's chain); skip flavour-specific checks of other flavours."""
+    layer is not in this flavour's chain): with `--image all`, for that layer and the last
+    images only; skip flavour-specific checks of other flavours."""
+    every = config.getoption("--image") == "all"
+    last = {layer for layer in CHAIN if layer not in PARENTS.values()}
     keep, drop = [], []
     for item in items:
         flavour = item.get_closest_marker("flavour")
@@ -83,7 +90,8 @@ def pytest_collection_modifyitems(config, items):
         assert marker, f"{item.nodeid}: mark the check with @pytest.mark.layer(...)"
         for layer in marker.args:
             assert any(layer in g for g in GRAPH.values()), f"{item.nodeid}: unknown layer {layer}"
-        chain = ancestors(PARENTS, cs.params["image"])
+        image = cs.params["image"]
+        chain = ancestors(PARENTS, image) if not every or image in last else [image]
         applies = any(layer in chain for layer in marker.args)
         (keep if applies else drop).append(item)
     if drop:
