@@ -118,7 +118,9 @@ def resnet18(classes=1000):
     return nn.Sequential(*layers)
 
 
-def training(batch=16, image=64, steps=3):
+def synthetic_steps(batch, image):
+    """stepper(model, opt) -> one training step of `model` on a fixed synthetic batch (the same
+    batch for every model, so the methods compared do the same work)."""
     torch.manual_seed(0)
     x = torch.randn(batch, 3, image, image)
     y = torch.randint(0, 1000, (batch,))
@@ -131,6 +133,12 @@ def training(batch=16, image=64, steps=3):
             opt.step()
 
         return step
+
+    return stepper
+
+
+def training(batch=16, image=64, steps=3):
+    stepper = synthetic_steps(batch, image)
 
     local = resnet18()
     params = sum(p.numel() for p in local.parameters())
@@ -173,18 +181,7 @@ def training(batch=16, image=64, steps=3):
 
 def compiled(batch=16, image=64, steps=3, backend="inductor"):
     """Eager and compiled models, each with and without Horovod, one interleaved run."""
-    torch.manual_seed(0)
-    x = torch.randn(batch, 3, image, image)
-    y = torch.randint(0, 1000, (batch,))
-    loss_fn = nn.CrossEntropyLoss()
-
-    def stepper(model, opt):
-        def step():
-            opt.zero_grad()
-            loss_fn(model(x), y).backward()
-            opt.step()
-
-        return step
+    stepper = synthetic_steps(batch, image)
 
     def make(compile_it, distributed):
         model = resnet18()
