@@ -46,6 +46,11 @@ def _dts(tensors):
     return [_dt(t) for t in tensors]
 
 
+def _rows(tensor):
+    """The first dimension an allgather or reducescatter splits (a scalar counts as one row)."""
+    return tensor.shape[0] if tensor.dim() else 1
+
+
 def _track(handle, tensor, out):
     _in_place[id(handle)] = (handle, tensor, out is None)
     return handle
@@ -302,7 +307,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
-        ctx.rows, ctx.process_set = tensor.shape[0] if tensor.dim() else 1, process_set
+        ctx.rows, ctx.process_set = _rows(tensor), process_set
         return synchronize(_c.allgather_async(_dt(tensor), name, process_set, **_IO))
 
     @staticmethod
@@ -326,7 +331,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
 class _GroupedAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, process_set, *tensors):
-        ctx.rows = [t.shape[0] if t.dim() else 1 for t in tensors]
+        ctx.rows = [_rows(t) for t in tensors]
         ctx.process_set = process_set
         return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
 
@@ -495,7 +500,7 @@ class _GroupedReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, op, process_set, prescale, postscale, *tensors):
         ctx.args = (op, process_set, prescale, postscale)
-        ctx.rows = [t.shape[0] if t.dim() else 1 for t in tensors]
+        ctx.rows = [_rows(t) for t in tensors]
         return tuple(
             synchronize(
                 grouped_reducescatter_async(
