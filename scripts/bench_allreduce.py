@@ -48,10 +48,11 @@ def copy_bandwidth():
     return a.nbytes / best / 1e9 if RANK == 0 else 0.0
 
 
-def sweep(sizes):
+def sweep(sizes, trials=5):
     say(
         f"{'size':>8} | {'engine us':>10} {'GB/s':>6} | {'ring us':>10} {'GB/s':>6} | "
-        f"{'mpi us':>10} {'GB/s':>6} | {'engine/mpi':>10} {'ring/mpi':>8}"
+        f"{'mpi us':>10} {'GB/s':>6} | {'engine/mpi':>10} {'ring/mpi':>8} | "
+        "CPU/rank engine ring mpi"
     )
     rows = []
     for nbytes in sizes:
@@ -61,6 +62,7 @@ def sweep(sizes):
         iters = max(2, min(1000, (256 * MIB) // nbytes))
         name = f"bench.{nbytes}"
         y2 = np.empty_like(x)
+        cpu = []
         t_engine, t_ring, t_mpi = median_times(
             [
                 lambda: hvd.allreduce(x, op=hvd.Sum, name=name, out=y),
@@ -68,6 +70,8 @@ def sweep(sizes):
                 lambda: COMM.Allreduce(x, y2, op=MPI.SUM),
             ],
             iters,
+            trials,
+            cpu,
         )
         assert y[0] == N * (N + 1) / 2 and y2[0] == y[0], "results"
         label = f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
@@ -75,7 +79,8 @@ def sweep(sizes):
             f"{label:>8} | {t_engine * 1e6:10.1f} {busbw(nbytes, t_engine):6.2f} | "
             f"{t_ring * 1e6:10.1f} {busbw(nbytes, t_ring):6.2f} | "
             f"{t_mpi * 1e6:10.1f} {busbw(nbytes, t_mpi):6.2f} | "
-            f"{t_mpi / t_engine:10.2f} {t_mpi / t_ring:8.2f}"
+            f"{t_mpi / t_engine:10.2f} {t_mpi / t_ring:8.2f} | "
+            f"{cpu[0]:15.2f} {cpu[1]:4.2f} {cpu[2]:4.2f}"
         )
         rows.append((nbytes, t_engine, t_ring, t_mpi))
     return rows
@@ -194,6 +199,9 @@ def main():
         "--sweep-only", action="store_true", help="the size sweep only (no latency, no fusion)"
     )
     ap.add_argument(
+        "--trials", type=int, default=5, help="interleaved trials per size (the median counts)"
+    )
+    ap.add_argument(
         "--cpu",
         action="store_true",
         help="only: CPU share of 16 MiB ring and MPI_Allreduce (is the transport CPU-bound?)",
@@ -235,7 +243,7 @@ def main():
         "# ceiling: single-core copy bandwidth (rank 0, np.copyto 256 MiB, best of 5) = "
         f"{ceiling:.2f} GB/s"
     )
-    rows = sweep(sizes)
+    rows = sweep(sizes, args.trials)
     if args.sweep_only:
         hvd.shutdown()
         return

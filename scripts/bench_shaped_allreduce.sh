@@ -10,7 +10,8 @@
 # Needs the images (make images), Compose v2 and iperf3 (scripts/install-prereqs.sh).
 #   scripts/bench_shaped_allreduce.sh WORKERS SLOTS [RATE [SIZES]]    (400mbit, 4K,1M,64M)
 # RANK_ENV="VAR=value ...": more environment for the ranks (horovodrun -x), e.g.
-# OMPI_MCA_mpi_yield_when_idle=1.
+# HOROVOD_DATA_WAIT_SPIN_US=100000000 (poll all the time, as before the naps).
+# TRIALS: interleaved trials per size (default 3; bench_allreduce.py's own default is 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source versions.env
@@ -62,7 +63,7 @@ run() {  # $1: output file, $2: label; the rest: env for the ranks
   local extra=() kv
   for kv in ${RANK_ENV:-}; do extra+=(-e "$kv"); done
   docker exec "$@" "${extra[@]}" $project-launcher-1 horovodrun python /bench/bench_allreduce.py \
-    --sweep-only --sizes "$sizes" 2>&1 | grep -v '^horovodrun: \|^  ok \|^  network:' | tee "$out"
+    --sweep-only --sizes "$sizes" --trials "${TRIALS:-3}" 2>&1 | grep -v '^horovodrun: \|^  ok \|^  network:' | tee "$out"
   read -r b1 t1 < <(busy)
   s1=$(sent)
   python3 -c "print(f'== $label: host CPU busy {100 * ($b1 - $b0) / ($t1 - $t0):.0f} % of $(nproc)' \
@@ -78,23 +79,25 @@ fi
 python3 - "$flat" "$hier" "$rate_bps" "$tcp" "$((workers * slots))" <<'PY'
 import re, sys
 n = int(sys.argv[5])
-def rows(path):  # size -> bus bandwidth GB/s (engine, ring, mpi), from the times (4 digits)
-    pat = r"^ *(\d+) ([KM])iB \| +([0-9.]+) +[0-9.]+ \| +([0-9.]+) +[0-9.]+ \| +([0-9.]+) "
+def rows(path):  # size -> bus bandwidth GB/s (engine, ring, mpi) from the times, engine's CPU
+    pat = (r"^ *(\d+) ([KM])iB \| +([0-9.]+) +[0-9.]+ \| +([0-9.]+) +[0-9.]+ \| +([0-9.]+) "
+           r".*\| +([0-9.]+) +[0-9.]+ +([0-9.]+)$")
     out = {}
     for m in re.finditer(pat, open(path).read(), re.M):
         nbytes = int(m.group(1)) << (10 if m.group(2) == "K" else 20)
         out[f"{m.group(1)} {m.group(2)}iB"] = tuple(
-            nbytes * 2 * (n - 1) / n / (float(t) * 1e-6) / 1e9 for t in m.groups()[2:])
+            nbytes * 2 * (n - 1) / n / (float(t) * 1e-6) / 1e9 for t in m.groups()[2:5]
+        ) + (float(m.group(6)), float(m.group(7)))
     return out
 flat, hier = rows(sys.argv[1]), rows(sys.argv[2])
 rate, tcp = float(sys.argv[3]) / 1e9, float(sys.argv[4]) / 8e3
 print(f"== bus bandwidth (GB/s) against the shaped rate {rate:.4f} and raw TCP {tcp:.4f}")
-for size, (e, _, m) in flat.items():
-    line = (f"{size:>8}: flat engine {e:.4f} = {e / rate:.2f} of the rate, {e / tcp:.2f} of TCP;"
-            f" MPI_Allreduce {m:.4f} ({e / m:.2f}x)")
+for size, (e, _, m, ecpu, mcpu) in flat.items():
+    line = (f"{size:>8}: flat engine {e:.4f} = {e / rate:.2f} of the rate, {e / tcp:.2f} of TCP"
+            f" (CPU {ecpu:.2f}/rank); MPI_Allreduce {m:.4f} ({e / m:.2f}x, CPU {mcpu:.2f}/rank)")
     if size in hier:
-        h, hm = hier[size][0], hier[size][2]
-        line += f"; hierarchical {h:.4f} = {h / e:.2f}x flat ({h / hm:.2f}x its MPI)"
+        h, hm, hcpu = hier[size][0], hier[size][2], hier[size][3]
+        line += f"; hierarchical {h:.4f} = {h / e:.2f}x flat ({h / hm:.2f}x its MPI, CPU {hcpu:.2f}/rank)"
     print(line)
 PY
 rm -f "$flat" "$hier"

@@ -27,6 +27,9 @@ enum class Scope { LOCAL, AGREE };
     "us a waiting thread polls before it blocks (the engine after running ops, a caller for its " \
     "result); only with 2 cores per rank of the machine, no rank bound to one core, and Open "    \
     "MPI not told to yield; 0: never")                                                            \
+  X(data_wait_spin_us, "HOROVOD_DATA_WAIT_SPIN_US", int64_t, 1000, 0, 100000000, LOCAL,           \
+    "us a collective polls its transfers before it naps between polls (10-100 us), so a rank "    \
+    "waiting on a slow link or a late peer leaves the core; a large value: always poll")          \
   X(cache_capacity, "HOROVOD_CACHE_CAPACITY", int64_t, 1024, 0, 1 << 20, AGREE,                   \
     "responses kept for the steady-state fast path (one bit-vector allreduce); 0 disables it")    \
   X(cpu_operations, "HOROVOD_CPU_OPERATIONS", std::string, "ring", 0, 0, AGREE,                   \

@@ -406,6 +406,7 @@ Status Init(MPI_Comm comm, const std::string& initial_sets) {
   g_spin_us = ChooseSpin(e->config.spin_wait_us, e->mpi.ranks_on_machine);
   HVD_LOG(DEBUG, "waits poll " << g_spin_us.load() << " us before blocking (HOROVOD_SPIN_WAIT_US="
                                << e->config.spin_wait_us << ")");
+  SetDataWaitSpin(e->config.data_wait_spin_us);
   // HOROVOD_TIMELINE=DYNAMIC (upstream's value): no file until start_timeline().
   if (!e->config.timeline.empty() && e->config.timeline != "DYNAMIC" && e->mpi.rank == 0) {
     s = e->timeline.Init(e->config.timeline, e->config.timeline_mark_cycles);

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -63,7 +64,44 @@ void SleepMicros(long us) {
   nanosleep(&ts, nullptr);
 }
 
+std::atomic<int64_t> data_wait_spin_us{1000};
+
+// Polls `test` until it reports done: spins for the configured time, then naps between tests.
+template <typename Test>
+void PollWithNaps(Test test) {
+  if (test()) return;
+  const int64_t spin_us = data_wait_spin_us.load(std::memory_order_relaxed);
+  const int64_t start = NowMicros();
+  while (NowMicros() - start < spin_us)
+    if (test()) return;
+  long nap_us = 10;
+  while (!test()) {
+    SleepMicros(nap_us);
+    nap_us = std::min(nap_us * 2, 100L);
+  }
+}
+
 }  // namespace
+
+void SetDataWaitSpin(int64_t us) { data_wait_spin_us.store(us, std::memory_order_relaxed); }
+
+void WaitAllData(int n, MPI_Request* reqs) {
+  PollWithNaps([&] {
+    int done = 0;
+    HVD_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+    return done != 0;
+  });
+}
+
+int WaitAnyData(int n, MPI_Request* reqs) {
+  int index = MPI_UNDEFINED;
+  PollWithNaps([&] {
+    int done = 0;
+    HVD_MPI_CHECK(MPI_Testany(n, reqs, &index, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  });
+  return index;
+}
 
 MPI_Op MpiReduceOp(DataType t, ReduceOp op) {
   // Adasum is no MPI_Op: it runs its own schedule (ops/adasum.cc) and never comes here.

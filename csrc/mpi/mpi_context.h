@@ -27,6 +27,17 @@ MPI_Datatype MpiDataType(DataType t);  // MPI_UINT16_T for float16/bfloat16
 MPI_Op MpiReduceOp(DataType t, ReduceOp op);
 std::string MpiLibraryVersion();  // callable before MPI_Init
 
+// Waits for the transfers of a collective. MPI_Waitall spins on the core for the whole wait; a
+// rank whose data comes over a slow link, or from a peer still computing, then burns a core that
+// its peers on the same machine (or the training step) need. These poll for
+// SetDataWaitSpin()'s time (HOROVOD_DATA_WAIT_SPIN_US, set by the engine at init), which covers a
+// chunk on shared memory, then test between naps of 10 to 100 us: at most 100 us late on a
+// wait already that long, and TCP keeps moving meanwhile (the kernel's socket buffers hold
+// milliseconds of data). WaitAnyData returns the index completed, as MPI_Waitany.
+void SetDataWaitSpin(int64_t us);
+void WaitAllData(int n, MPI_Request* reqs);
+int WaitAnyData(int n, MPI_Request* reqs);
+
 class MpiContext {
  public:
   // comm == MPI_COMM_NULL: use MPI_COMM_WORLD. MPI is initialized here if nobody did yet.

@@ -60,7 +60,7 @@ void Post(Op op, Ptr p, size_t bytes, int peer, int tag, MPI_Comm comm,
 }
 
 void WaitAll(std::vector<MPI_Request>* reqs) {
-  HVD_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs->size()), reqs->data(), MPI_STATUSES_IGNORE));
+  WaitAllData(static_cast<int>(reqs->size()), reqs->data());
   reqs->clear();
 }
 

@@ -120,8 +120,7 @@ void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, siz
   };
   for (int slot = 0; slot < 2 * kWindow; ++slot) post(slot);
   while (active > 0) {
-    int index;
-    HVD_MPI_CHECK(MPI_Waitany(2 * kWindow, reqs, &index, MPI_STATUS_IGNORE));
+    const int index = WaitAnyData(2 * kWindow, reqs);
     --active;
     WatchProgress();
     post(index);  // MPI sets reqs[index] to MPI_REQUEST_NULL; the next piece takes the slot

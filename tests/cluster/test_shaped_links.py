@@ -1,8 +1,9 @@
 """Shaped links (compose/compose.shaped.yaml, docs/shaped-links.md): a 3-worker cluster at
 HOROVOD_LINK_RATE=400mbit with worker 3 at its own 200mbit (HOROVOD_LINK_RATES): each worker
 shows its rate (`make cluster-ps`, its log), raw TCP between workers (iperf3 from the host)
-carries it, jobs run but cannot change it; and a cluster without the knob has no NET_ADMIN and
-the default queue."""
+carries it, jobs run but cannot change it, `horovodrun --check-network` names worker 3 as the
+slow link and is OK once its rate is the others'; and a cluster without the knob has no
+NET_ADMIN and the default queue."""
 
 import re
 import shutil
@@ -10,6 +11,7 @@ import subprocess
 
 import pytest
 
+from tests.cluster.test_network_check import matrix
 from tests.support.compose import TIMINGS, Cluster, make_cluster
 from tests.support.paths import ROOT
 
@@ -104,6 +106,78 @@ def test_jobs_run_but_hold_no_net_admin(shaped):
     rc, out, err, _ = c.run(f"ssh {c.worker(1)} /sbin/tc qdisc del dev eth0 root")
     assert rc != 0 and "Operation not permitted" in out + err, (rc, out, err)
     assert cluster_ps(c)[c.worker(1)][1] == f"{RATE}Mbit"
+
+
+def test_ranks_leave_the_core_while_the_link_carries_their_data(shaped):
+    # 2 ranks, 64 MiB allreduces over 400 Mbit/s: about 1.4 s each on the link. A rank that
+    # spun in MPI_Waitall used a core all along (0.86 here before); the engine's waits nap.
+    c = shaped
+    job = (
+        "python -c 'import resource, time, numpy as np, horovod.numpy as hvd; hvd.init(); "
+        'x = np.ones(16 << 20, np.float32); hvd.allreduce(x, op=hvd.Sum, name="w"); '
+        "t0 = time.perf_counter(); r0 = resource.getrusage(resource.RUSAGE_SELF); "
+        '[hvd.allreduce(x, op=hvd.Sum, name="w") for _ in range(3)]; '
+        "r1 = resource.getrusage(resource.RUSAGE_SELF); t = time.perf_counter() - t0; "
+        "cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime; "
+        'print(f"rank {hvd.rank()}: {t / 3:.2f} s per 64 MiB allreduce, {cpu / t:.2f} of a core")\''
+    )
+    out, err = c.run_ok(f"horovodrun -np 2 -H {c.worker(1)}:1,{c.worker(2)}:1 {job}", timeout=180)
+    got = re.findall(r"^rank \d: ([0-9.]+) s per 64 MiB allreduce, ([0-9.]+) of a core$", out, re.M)
+    assert len(got) == 2, out + err
+    print(out)
+    for seconds, core in got:
+        # The link allows 1.34 s (2(n-1)/n x 64 MiB at 0.05 GB/s).
+        assert float(seconds) < 1.34 / 0.8, out
+        assert float(core) < 0.5, out
+
+
+def check_network(c):
+    """`horovodrun --check-network` on every worker (one slot each): the report, its bandwidth
+    matrix in Mbit/s and its reach (% of the slowest link)."""
+    out, _ = c.run_ok("horovodrun --check-network", timeout=300)
+    cells = matrix(out, "bandwidth")
+    mbits = {k: float(v) * 8000 for k, v in cells.items() if k[0] != k[1]}
+    reach = re.search(r"^allreduce reaches (\d+)% of what the links allow", out, re.M)
+    assert reach, out
+    predicted = re.search(r"^allreduce of 64 MiB: .* \(([0-9.]+)x\)$", out, re.M)
+    assert predicted, out
+    print(out)
+    return out, mbits, int(reach.group(1))
+
+
+def test_the_doctor_names_the_half_rate_worker_and_judges_against_it(shaped):
+    c = shaped
+    out, mbits, reach = check_network(c)
+    w = [c.worker(i) for i in (1, 2, 3)]
+    for (a, b), got in mbits.items():  # each link carries its sender's rate, within 10 %
+        rate = SLOW if a == w[2] else RATE
+        assert 0.9 * rate <= got <= 1.0 * rate, f"{a} -> {b}: {got:.0f} Mbit/s of {rate}\n{out}"
+    slow = re.findall(r"^slow link: (\S+) -> (\S+): ", out, re.M)
+    assert sorted(slow) == [(w[2], w[0]), (w[2], w[1])], out
+    # The ring runs at the slow link's rate: the reach is judged against it, and the verdict
+    # names the slow links as what holds the job back.
+    assert re.search(r"^allreduce reaches .*; slowest link 0.02\d GB/s\)", out, re.M), out
+    assert re.search(rf"^verdict: WARN: 2 slow link\(s\), .*most involved: {w[2]}\)", out, re.M)
+    assert reach >= 85, out
+
+
+def test_the_doctor_is_ok_on_evenly_shaped_links(shaped):
+    c = shaped
+    slow = c.worker(3)
+    # The documented way to change a running worker's rate (docs/shaped-links.md).
+    tc = "tc qdisc change dev eth0 root tbf rate {r}mbit burst {b} latency 20ms"
+    rc, o, e, _ = c.exec(slow, tc.format(r=RATE, b=RATE * 1250))
+    assert rc == 0, o + e
+    try:
+        out, mbits, reach = check_network(c)
+    finally:
+        rc, o, e, _ = c.exec(slow, tc.format(r=SLOW, b=SLOW * 1250))
+        assert rc == 0, o + e
+    assert all(0.9 * RATE <= got <= RATE for got in mbits.values()), out
+    assert "slow link" not in out, out
+    assert reach >= 85, out
+    ok = r"^verdict: OK: every link between hosts within 1.45x of the median"
+    assert re.search(ok, out, re.M), out
 
 
 def test_without_the_knob_nothing_changes():

@@ -31,6 +31,15 @@ def test_mpi_environment(inspect):
     assert env["OMPI_MCA_btl_vader_single_copy_mechanism"] == "none"
 
 
+def test_tcp_transport_sends_large_messages_without_emulated_put(host, run_ok):
+    # From the system-wide file, so every Open MPI process in the image takes it however started
+    # (docs/shaped-links.md: two ranks sending to each other got 0.48-0.59 of a link with put).
+    out = run_ok(host, "ompi_info --param btl tcp --level 9")
+    flags = next(line for line in out.splitlines() if '"btl_tcp_flags"' in line)
+    assert 'current value: "send,inplace,need-ack,need-csum,hetero-rdma"' in flags, flags
+    assert "data source: file (/etc/openmpi/openmpi-mca-params.conf" in flags, flags
+
+
 @pytest.mark.parametrize("who", ["root", "mpiuser"])
 def test_allreduce_np2(host, user_host, run_ok, who):
     out = run_ok(user_host if who == "mpiuser" else host, f'mpirun -np 2 python -c "{ALLREDUCE}"')
