@@ -66,40 +66,46 @@ void SleepMicros(long us) {
 
 std::atomic<int64_t> data_wait_spin_us{1000};
 
-// Polls `test` until it reports done: spins for the configured time, then naps between tests.
+// Polls `test` until it reports done: spins for spin_us, then naps between tests, from 10 us
+// doubling up to max_nap_us. The controller's rounds and the collectives' transfers both wait so.
 template <typename Test>
-void PollWithNaps(Test test) {
+void PollWithNaps(Test test, int64_t spin_us, long max_nap_us) {
   if (test()) return;
-  const int64_t spin_us = data_wait_spin_us.load(std::memory_order_relaxed);
   const int64_t start = NowMicros();
   while (NowMicros() - start < spin_us)
     if (test()) return;
   long nap_us = 10;
   while (!test()) {
     SleepMicros(nap_us);
-    nap_us = std::min(nap_us * 2, 100L);
+    nap_us = std::min(nap_us * 2, max_nap_us);
   }
 }
+
+long DataSpin() { return data_wait_spin_us.load(std::memory_order_relaxed); }
 
 }  // namespace
 
 void SetDataWaitSpin(int64_t us) { data_wait_spin_us.store(us, std::memory_order_relaxed); }
 
 void WaitAllData(int n, MPI_Request* reqs) {
-  PollWithNaps([&] {
-    int done = 0;
-    HVD_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
-    return done != 0;
-  });
+  PollWithNaps(
+      [&] {
+        int done = 0;
+        HVD_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+        return done != 0;
+      },
+      DataSpin(), 100);
 }
 
 int WaitAnyData(int n, MPI_Request* reqs) {
   int index = MPI_UNDEFINED;
-  PollWithNaps([&] {
-    int done = 0;
-    HVD_MPI_CHECK(MPI_Testany(n, reqs, &index, &done, MPI_STATUS_IGNORE));
-    return done != 0;
-  });
+  PollWithNaps(
+      [&] {
+        int done = 0;
+        HVD_MPI_CHECK(MPI_Testany(n, reqs, &index, &done, MPI_STATUS_IGNORE));
+        return done != 0;
+      },
+      DataSpin(), 100);
   return index;
 }
 
@@ -258,19 +264,14 @@ constexpr int kRoundTag = 500;
 // (peers usually arrive within microseconds in steady state), then polls with naps of up to
 // 200 us so that an early rank leaves the core to the training computation.
 void WaitPolling(std::vector<MPI_Request>* reqs, std::vector<MPI_Status>* statuses, bool has_work) {
-  const int64_t spin_us = has_work ? 500 : 0;
-  const int64_t start = NowMicros();
-  int done = 0;
-  long sleep_us = 0;
-  while (true) {
-    HVD_MPI_CHECK(MPI_Testall(static_cast<int>(reqs->size()), reqs->data(), &done,
-                              statuses ? statuses->data() : MPI_STATUSES_IGNORE));
-    if (done) return;
-    if (NowMicros() - start >= spin_us) {
-      sleep_us = sleep_us ? std::min(sleep_us * 2, 200L) : 10;
-      SleepMicros(sleep_us);
-    }
-  }
+  PollWithNaps(
+      [&] {
+        int done = 0;
+        HVD_MPI_CHECK(MPI_Testall(static_cast<int>(reqs->size()), reqs->data(), &done,
+                                  statuses ? statuses->data() : MPI_STATUSES_IGNORE));
+        return done != 0;
+      },
+      has_work ? 500 : 0, 200);
 }
 
 }  // namespace
