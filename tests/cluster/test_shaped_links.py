@@ -132,7 +132,7 @@ def test_ranks_leave_the_core_while_the_link_carries_their_data(shaped):
 
 
 def check_network(c):
-    """`horovodrun --check-network` on every worker (one slot each): the report, its bandwidth
+    """`horovodrun --check-network` on every slot of every worker: the report, its bandwidth
     matrix in Mbit/s and its reach (% of the slowest link)."""
     out, _ = c.run_ok("horovodrun --check-network", timeout=300)
     cells = matrix(out, "bandwidth")

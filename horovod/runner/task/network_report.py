@@ -30,6 +30,10 @@ def _gbs(v):
     return f"{x:.2f}" if x >= 0.1 else f"{x:.3f}"
 
 
+def _size(nbytes):
+    return f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
+
+
 def _matrix(title, hosts, values, fmt):
     width = max(8, max(len(h) for h in hosts) + 1)
     lines = [title, " " * (width + 2) + "".join(f"{h:>{width}}" for h in hosts)]
@@ -90,9 +94,8 @@ def predicted_allreduce(checker, nbytes, measured_s, slowest, hierarchical):
         n = checker.size
         share, how = 2 * (n - 1) / n, f"flat ring: 2(n-1)/n of it over each link, n = {n}"
     predicted = nbytes * share / slowest
-    label = f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
     return (
-        f"allreduce of {label}: {predicted * 1e3:.1f} ms predicted from the slowest link "
+        f"allreduce of {_size(nbytes)}: {predicted * 1e3:.1f} ms predicted from the slowest link "
         f"({how}), {measured_s * 1e3:.1f} ms measured ({measured_s / predicted:.2f}x)"
     )
 
@@ -135,8 +138,8 @@ def report(
         "(bus bandwidth, slowest rank's median time):"
     )
     for size, (t, busbw) in sorted(allreduce.items()):
-        label = f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
-        lines.append(f"  {label:>7}: {t * 1e6:9.1f} us  {_gbs(busbw) if busbw else 'n/a'} GB/s")
+        shown = _gbs(busbw) if busbw else "n/a"
+        lines.append(f"  {_size(size):>7}: {t * 1e6:9.1f} us  {shown} GB/s")
     verdicts = []
     # Links between hosts: the slow ones, by direction.
     links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
