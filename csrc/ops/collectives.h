@@ -81,6 +81,8 @@ void RingReduceScatterPieces(const TensorPieces& tensors, const Segments& seg, D
 void RingAllgatherPieces(const TensorPieces& tensors, const Segments& seg, size_t elem_size,
                          size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
 TensorPieces SliceOfOutputs(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
+// [off, off + n) of the inputs and the outputs alike.
+TensorPieces SliceOfPieces(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
 TensorPieces OneTensor(const void* src, void* dst, size_t count);
 // hierarchical.cc: the same results as RingAllreduce / Allgather over the communicator whose
 // ranks `local` (this host's) and `cross` (this local rank's, one per host) split; every host

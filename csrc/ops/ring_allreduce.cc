@@ -106,6 +106,16 @@ TensorPieces SliceOfOutputs(const TensorPieces& t, size_t off, size_t n, size_t 
   return out;
 }
 
+TensorPieces SliceOfPieces(const TensorPieces& t, size_t off, size_t n, size_t esize) {
+  TensorPieces out;
+  TensorLayout(t, esize).ForEach(off, n, [&](size_t i, size_t in, size_t take) {
+    out.src.push_back(static_cast<const char*>(t.src[i]) + in * esize);
+    out.dst.push_back(static_cast<char*>(t.dst[i]) + in * esize);
+    out.count.push_back(take);
+  });
+  return out;
+}
+
 void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataType dtype,
                              ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
   int rank, n;

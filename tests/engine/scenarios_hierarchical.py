@@ -49,6 +49,30 @@ def sc_uneven_sizes():
         check(got, want, np.dtype(np.float64), f"average {count}")
 
 
+def sc_pipelined_blocks():
+    """Buffers of 2 or more 4 MiB blocks take the pipelined path (each block's cross-host ring on
+    a second thread): odd sizes that split unevenly into blocks and into each block's segments,
+    Average with a postscale (scaled on that thread), and a group of tensors in separate arrays."""
+    r, n = hvd.rank(), hvd.size()
+    for count, dt, op in (
+        (2_500_003, np.dtype(np.float32), "sum"),
+        (3_000_001, np.dtype(np.int32), "sum"),
+        (4_400_007, np.dtype(np.float64), "average"),
+    ):
+        x = make(r, (count,), dt)
+        hop = hvd.Sum if op == "sum" else hvd.Average
+        scale = 1.0 if op == "sum" else 0.5
+        got = hvd.allreduce(x, op=hop, name=f"blocks/{dt.name}/{count}", postscale_factor=scale)
+        want = reference([make(q, (count,), dt) for q in range(n)], op, dt) * scale
+        check(got, want, dt, f"{op} {dt} {count}")
+    shapes = [(1_000_003,), (7,), (2_000_001,), (5, 3)]
+    dt = np.dtype(np.float32)
+    xs = [make(r, s, dt, salt=i) for i, s in enumerate(shapes)]
+    outs = hvd.grouped_allreduce(xs, op=hvd.Sum, name="blocks/group")
+    for i, (s, got) in enumerate(zip(shapes, outs)):
+        check(got, reference([make(q, s, dt, salt=i) for q in range(n)], "sum", dt), dt, f"g{i}")
+
+
 def sc_grouped_fused():
     """A fused group goes through the fusion buffer and the hierarchical path together."""
     r, n = hvd.rank(), hvd.size()

@@ -41,7 +41,7 @@ def test_every_dtype_and_op(np_):
     so that every case of the flat ring's suite runs hierarchically."""
     names = (
         "host_topology,allreduce,allgather,uneven_sizes,grouped_fused,allgather_rows,"
-        "fused_over_tensors"
+        "fused_over_tensors,pipelined_blocks"
     )
     err = run(np_, names, hosts(2, HOROVOD_SMALL_ALLREDUCE_BYTES="0"))
     line = algorithms(err)
