@@ -502,12 +502,14 @@ def _broadcast_grad(op, *grads):
 
 @tf.RegisterGradient("HorovodReducescatter")
 def _reducescatter_grad(op, *grads):
-    # Each input row reaches one rank's output through the reduction: gather the rows' grads.
+    # Each input row reaches one rank's output through the reduction: gather the rows' grads,
+    # scaled as upstream defines it: by the scale factors, and by the set's size for Sum (n times
+    # the derivative of the sum of the ranks' losses, for Sum and Average alike).
     pid = op.get_attr("process_set_id")
     gathered = _allgather(list(grads), process_set_id=pid)
     scale = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
-    if op.get_attr("reduce_op") == int(Average):
-        scale /= _set_rank_and_size(pid)[1]
+    if op.get_attr("reduce_op") == int(Sum):
+        scale *= _set_rank_and_size(pid)[1]
     # tf.constant, not tf.cast: casting a Python float goes through float32 first, which
     # rounded 1/size (e.g. 1/3) in float64 gradients.
     return [g * tf.constant(scale, g.dtype) if scale != 1.0 else g for g in gathered] + [None]

@@ -20,7 +20,7 @@ from horovod.common import basics as _b
 from horovod.common import collectives as _c
 from horovod.common import handles as _h
 from horovod.common import process_sets as _ps
-from horovod.common.engine_types import Average
+from horovod.common.engine_types import Average, Sum
 from horovod.torch.tensors import IO, _dt
 
 
@@ -218,7 +218,7 @@ def _(tensor, name, op, prescale, postscale, pid):
 @torch.library.custom_op("horovod::reducescatter_backward", mutates_args=())
 def _reducescatter_backward_op(grad: Tensor, rows: int, scale: float, pid: int) -> Tensor:
     # Each input row reaches one rank's output through the reduction: gather the rows'
-    # gradients, scaled as the forward scaled (the exact derivative).
+    # gradients, scaled by `scale` (reducescatter_grad).
     g = _run(_c.allgather_async(_dt(grad.contiguous()), None, _ps.by_id(pid), **IO))
     return g * scale if scale != 1.0 else g.clone()
 
@@ -229,8 +229,10 @@ def _(grad, rows, scale, pid):
 
 
 def reducescatter_grad(grad, rows, op, prescale, postscale, pid):
-    """The gradient of the `rows` input rows, scaled as the forward scaled."""
-    scale = prescale * postscale / (_ps.rank_and_size(pid)[1] if op == Average else 1)
+    """The gradient of the `rows` input rows as upstream defines it: scaled by the scale factors
+    and, for Sum, by the set's size (n times the derivative of the sum of the ranks' losses, for
+    Sum and Average alike)."""
+    scale = prescale * postscale * (_ps.rank_and_size(pid)[1] if op == Sum else 1)
     return _reducescatter_backward_op(grad, rows, float(scale), pid)
 
 

@@ -10,9 +10,11 @@ from tests.tensorflow.reference import rows_of, seed
 #     L_q(y_q) = sum(w_q * y_q**2 + c_q * y_q),  dL_q/dy_q = 2 w_q y_q + c_q,
 # with w_q, c_q drawn from q's seed. What tape.gradient(L_r, x_r) returns on rank r is, by
 # Horovod's (upstream's) definition, the gradient of a global objective F with respect to x_r:
-#   - allreduce, reducescatter (each scaled by prescale * postscale, and 1/n for Average) and
+#   - allreduce (scaled by prescale * postscale, and 1/n for Average) and
 #     alltoall:                  F = sum_q L_q        (the op's adjoint, as a sum over ranks)
 #   - allgather, broadcast:      F = (1/n) sum_q L_q  (upstream averages these gradients)
+#   - reducescatter (scaled by prescale * postscale, and 1/n for Average):
+#                                F = n sum_q L_q      (upstream scales its gradient by n)
 # (the non-root ranks of a broadcast get zero: their input does not reach any output).
 # Two references, both accounting for the other ranks' objectives:
 #   - analytic: the formula per element, from every rank's x_q, w_q, c_q (regenerated locally);
@@ -40,8 +42,9 @@ def _global_sum(value):
     return float(hvd.allreduce(tf.reshape(tf.cast(value, tf.float64), [1]), op=hvd.Sum)[0])
 
 
-def _check_gradient(what, op_fn, x_np, out_shape, salt, mean, want_grad, traced):
-    r, n = hvd.rank(), hvd.size()
+def _check_gradient(what, op_fn, x_np, out_shape, salt, f, want_grad, traced):
+    """F = f * sum_q L_q: f is 1, 1/n (allgather, broadcast) or n (reducescatter)."""
+    r = hvd.rank()
     w, c = _loss_weights(r, out_shape, salt)
 
     def loss_fn(x):
@@ -66,7 +69,7 @@ def _check_gradient(what, op_fn, x_np, out_shape, salt, mean, want_grad, traced)
     eps = 1e-3
     plus = _global_sum(loss_fn(tf.constant(x_np + eps * d)))
     minus = _global_sum(loss_fn(tf.constant(x_np - eps * d)))
-    numeric = (plus - minus) / (2 * eps) / (n if mean else 1)
+    numeric = (plus - minus) / (2 * eps) * f
     analytic = _global_sum(np.sum(g.numpy() * d))
     assert abs(numeric - analytic) <= 1e-7 * (1 + abs(analytic)), (
         f"{what}: finite difference {numeric} != sum_r <g_r, d_r> {analytic}"
@@ -95,7 +98,7 @@ def sc_gradients():
                 xs[r],
                 shape,
                 1,
-                False,
+                1.0,
                 want,
                 traced,
             )
@@ -131,7 +134,7 @@ def sc_gradients():
         y = np.concatenate(xs)
         start = sum(rows[:r])
         want = (sum(_dloss(q, y, 5) for q in range(n)) / n)[start : start + rows[r]]
-        _check_gradient(f"allgather {mode}", hvd.allgather, xs[r], y.shape, 5, True, want, traced)
+        _check_gradient(f"allgather {mode}", hvd.allgather, xs[r], y.shape, 5, 1 / n, want, traced)
 
         # broadcast: y = x_root; g_root = mean_q dL_q/dy, zero elsewhere.
         xs = [_x(q, (2, 3), 6) for q in range(n)]
@@ -144,7 +147,7 @@ def sc_gradients():
                 xs[r],
                 (2, 3),
                 7,
-                True,
+                1 / n,
                 want,
                 traced,
             )
@@ -172,27 +175,28 @@ def sc_gradients():
             xs[r],
             received(r).shape,
             9,
-            False,
+            1.0,
             np.concatenate(back),
             traced,
         )
 
-        # reducescatter: y_q = s * (sum_p x_p)[q's rows]; g_r = s * concat_q dL_q/dy_q.
+        # reducescatter: y_q = s * (sum_p x_p)[q's rows]; g_r = n * s * concat_q dL_q/dy_q
+        # (upstream's definition: its Sum gradient is scaled by n, its Average one not by 1/n).
         shape = (2 * n + 1, 2)
         xs = [_x(q, shape, 10) for q in range(n)]
         rows = rows_of(shape[0], n)
-        for op in (hvd.Sum, hvd.Average):
-            s = 1.0 / n if op == hvd.Average else 1.0
+        for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 0.5, 3.0)):
+            s = pre * post / (n if op == hvd.Average else 1)
             full = s * sum(xs)
             blocks = [full[sum(rows[:q]) : sum(rows[: q + 1])] for q in range(n)]
-            want = s * np.concatenate([_dloss(q, blocks[q], 11) for q in range(n)])
+            want = n * s * np.concatenate([_dloss(q, blocks[q], 11) for q in range(n)])
             _check_gradient(
-                f"reducescatter {mode} op={op}",
-                lambda x: hvd.reducescatter(x, op=op),
+                f"reducescatter {mode} op={op} pre={pre} post={post}",
+                lambda x: hvd.reducescatter(x, op=op, prescale_factor=pre, postscale_factor=post),
                 xs[r],
                 blocks[r].shape,
                 11,
-                False,
+                n,
                 want,
                 traced,
             )

@@ -164,10 +164,11 @@ def test_steady_state_takes_the_cached_path(ops):
 def test_gradients(ops):
     """tape.gradient through allreduce (Sum, Average, with scale factors), grouped_allreduce
     (an unused output gives zeros), allgather, broadcast (root and non-root), alltoall and
-    reducescatter (Sum, Average), eager and in a tf.function, against an analytic reference
-    per element and a finite difference of the global objective along a random direction.
-    The objectives (sum of the ranks' losses, or their mean for allgather and broadcast, as
-    upstream) are documented above sc_gradients in scenarios_ops_gradients.py."""
+    reducescatter (Sum, Average, with scale factors), eager and in a tf.function, against an
+    analytic reference per element and a finite difference of the global objective along a
+    random direction. The objectives (sum of the ranks' losses; their mean for allgather and
+    broadcast, n times their sum for reducescatter, as upstream) are documented above
+    sc_gradients in scenarios_ops_gradients.py."""
     ops.check("gradients")
 
 

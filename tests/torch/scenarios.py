@@ -135,7 +135,10 @@ def sc_autograd():
     assert torch.equal(x.grad, torch.full((n, 2), float(r + 1))), x.grad
     x = torch.ones(n, 2, requires_grad=True)
     hvd.reducescatter(x, op=hvd.Sum, name="g.rs").sum().backward()
-    assert torch.equal(x.grad, torch.ones(n, 2)), x.grad
+    assert torch.equal(x.grad, torch.full((n, 2), float(n))), x.grad  # upstream's: n for Sum
+    x = torch.ones(n, 2, requires_grad=True)
+    hvd.reducescatter(x, op=hvd.Average, name="g.rs.avg", postscale_factor=3.0).sum().backward()
+    assert torch.equal(x.grad, torch.full((n, 2), 3.0)), x.grad  # upstream's: no 1/n for Average
     xs = [torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)]
     sum(o.sum() for o in hvd.grouped_allreduce(xs, op=hvd.Average, name="g.gr")).backward()
     assert all(torch.equal(x.grad, torch.ones_like(x)) for x in xs), [x.grad for x in xs]
@@ -150,8 +153,8 @@ def sc_autograd():
     outs = hvd.grouped_reducescatter(xs, op=hvd.Sum, name="g.grs")
     assert torch.equal(outs[1], torch.full((2,), float(n))), outs
     (outs[0].sum() + outs[1].sum() * 5).backward()
-    assert torch.equal(xs[0].grad, torch.ones(n, 2)), xs[0].grad
-    assert torch.equal(xs[1].grad, torch.full((2 * n,), 5.0)), xs[1].grad
+    assert torch.equal(xs[0].grad, torch.full((n, 2), float(n))), xs[0].grad
+    assert torch.equal(xs[1].grad, torch.full((2 * n,), 5.0 * n)), xs[1].grad
 
 
 def _model(seed=0):
