@@ -79,7 +79,7 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/unit test/engine test/tf test/torch test/gpu test/runner test/images test/images-gpu test/cluster test/k8s ## everything CI runs
+test: test/unit test/engine test/tf test/torch test/gpu test/runner images-all test/images test/images-gpu test/cluster test/k8s ## everything CI runs
 
 test-fast: test/unit test/engine test/tf test/torch test/runner ## the loop while working (about 10 minutes here): everything without docker, the GPU build or images; CI runs `make test`
 
@@ -193,8 +193,9 @@ build/torch: ## beside tensorflow, on mpi: + torch, torchvision (cpu: CUDA stand
 build/horovod-torch: check-versions ## on torch: + our package without TensorFlow (horovod.torch), examples/
 $(foreach i,$(IMAGES),$(eval build/$(i): $(if $(filter rootfs,$(call parent_of,$(i))),,build/$(call parent_of,$(i)))))
 # A layer never rebuilds by itself: docker's cache decides, so re-running is cheap.
+# STAGE_SERVED=1: a stage server already runs on STAGE_PORT (images-all's, for both flavours).
 $(addprefix build/,$(IMAGES)): build/%: stage
-	scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT) \
+	$(if $(STAGE_SERVED),,scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT)) \
 	  $(DOCKER) build --force-rm --network host -f $(or $(DOCKERFILE_$*),images/$*/Dockerfile) -t $(call image_ref,$*) $(EXTRA_TAGS_$*) \
 	    --build-arg PARENT_IMAGE=$(call parent_ref,$*) \
 	    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) \
@@ -213,6 +214,22 @@ test/horovod-torch: ## every check on horovod:<version>-<flavour>-torch
 # test/torch is horovod.torch's host suite; the torch layer's checks are test/torch-image.
 $(addprefix test/,$(filter-out torch,$(IMAGES))): test/%: build/%
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
+
+# Both flavours' chains at once, each a line prefix in the log ([cpu], [gpu]). A build is about
+# half idle on 2 cores (a step's diff is fuse-overlayfs walking the image in one process; wheels
+# unpack in one pip): two chains side by side keep both cores busy (docs/benchmarks.md, issue
+# 39). The wheels are staged first, one flavour after the other (they share build/stage), and
+# the shared base layer built once; then one stage server serves both chains.
+.PHONY: images-all
+images-all: ## every image of both flavours (TensorFlow and torch, CPU and GPU), the two flavours' chains built side by side
+	$(MAKE) --no-print-directory stage FLAVOUR=gpu
+	$(MAKE) --no-print-directory build/base FLAVOUR=cpu
+	scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT) bash -c 'set -o pipefail; \
+	  for f in cpu gpu; do \
+	    { $(MAKE) --no-print-directory STAGE_SERVED=1 FLAVOUR=$$f build/horovod build/horovod-torch 2>&1 \
+	      | sed -u "s/^/[$$f] /"; } & \
+	  done; \
+	  rc=0; for j in $$(jobs -p); do wait $$j || rc=1; done; exit $$rc'
 
 test/images: build/horovod build/horovod-torch ## every image (both frameworks) with its own and its ancestors' checks
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image all

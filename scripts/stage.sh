@@ -115,6 +115,7 @@ if [[ $apt_source == stage ]]; then
   args+=(--build-arg "APT_MIRROR=$url/debs")
 fi
 
-# Replaced in one rename: a build of the other flavour may be reading it right now.
-printf '%s\n' "${args[@]}" >"$stage/build-args.tmp"
-mv "$stage/build-args.tmp" "$stage/build-args"
+# Replaced in one rename: a build of the other flavour may be reading it right now, or writing
+# it (make images-all: the same content), hence a temporary file of this process's own.
+printf '%s\n' "${args[@]}" >"$stage/build-args.tmp.$$"
+mv "$stage/build-args.tmp.$$" "$stage/build-args"
