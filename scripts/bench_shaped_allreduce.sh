@@ -12,6 +12,8 @@
 # RANK_ENV="VAR=value ...": more environment for the ranks (horovodrun -x), e.g.
 # HOROVOD_DATA_WAIT_SPIN_US=100000000 (poll all the time, as before the naps).
 # TRIALS: interleaved trials per size (default 3; bench_allreduce.py's own default is 5).
+# OP=allgather: scripts/bench_allgather_sweep.py instead (sizes per rank; engine against
+# MPI_Allgather), flat = HOROVOD_HIERARCHICAL_ALLGATHER=0 against hierarchical (auto).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source versions.env
@@ -62,19 +64,45 @@ run() {  # $1: output file, $2: label; the rest: env for the ranks
   local start=$SECONDS
   local extra=() kv
   for kv in ${RANK_ENV:-}; do extra+=(-e "$kv"); done
-  docker exec "$@" "${extra[@]}" $project-launcher-1 horovodrun python /bench/bench_allreduce.py \
-    --sweep-only --sizes "$sizes" --trials "${TRIALS:-3}" 2>&1 | grep -v '^horovodrun: \|^  ok \|^  network:' | tee "$out"
+  docker exec "$@" "${extra[@]}" $project-launcher-1 horovodrun python "${program[@]}" \
+    --sizes "$sizes" --trials "${TRIALS:-3}" 2>&1 | grep -v '^horovodrun: \|^  ok \|^  network:' | tee "$out"
   read -r b1 t1 < <(busy)
   s1=$(sent)
   python3 -c "print(f'== $label: host CPU busy {100 * ($b1 - $b0) / ($t1 - $t0):.0f} % of $(nproc)' \
     f' cores over {$SECONDS - $start} s; the workers\' shapers sent {($s1 - $s0) / 1e6:.0f} MB')"
 }
+op=${OP:-allreduce}
+case $op in
+  allreduce) program=(/bench/bench_allreduce.py --sweep-only) knob=HOROVOD_HIERARCHICAL_ALLREDUCE ;;
+  allgather) program=(/bench/bench_allgather_sweep.py) knob=HOROVOD_HIERARCHICAL_ALLGATHER ;;
+  *) echo "OP=$op: expected allreduce or allgather" >&2; exit 2 ;;
+esac
 flat=$(mktemp) hier=$(mktemp)
-echo "== flat ring (HOROVOD_HIERARCHICAL_ALLREDUCE=0)"
-run "$flat" flat -e HOROVOD_HIERARCHICAL_ALLREDUCE=0
+echo "== $op, flat ring ($knob=0)"
+run "$flat" flat -e $knob=0
 if [ "$slots" -gt 1 ]; then
-  echo "== hierarchical (auto: several hosts of several ranks)"
+  echo "== $op, hierarchical (auto: several hosts of several ranks)"
   run "$hier" hierarchical
+fi
+if [ "$op" = allgather ]; then
+  python3 - "$flat" "$hier" "$rate_bps" "$tcp" <<'PY'
+import re, sys
+def rows(path):  # size label -> (engine GB/s, mpi GB/s, engine CPU/rank)
+    pat = r"^ *(\d+ [KM]iB) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ \| +([0-9.]+) +[0-9.]+$"
+    return {m[1]: (float(m[2]), float(m[3]), float(m[4])) for m in re.finditer(pat, open(path).read(), re.M)}
+flat, hier = rows(sys.argv[1]), rows(sys.argv[2])
+rate, tcp = float(sys.argv[3]) / 1e9, float(sys.argv[4]) / 8e3
+print(f"== allgather bus bandwidth (GB/s, per rank's size) against the shaped rate {rate:.4f} and raw TCP {tcp:.4f}")
+for size, (e, m, ecpu) in flat.items():
+    line = (f"{size:>8}: flat engine {e:.4f} = {e / rate:.2f} of the rate (CPU {ecpu:.2f}/rank);"
+            f" MPI_Allgather {m:.4f} ({e / m:.2f}x)")
+    if size in hier:
+        h, hm, hcpu = hier[size]
+        line += f"; hierarchical {h:.4f} = {h / e:.2f}x flat ({h / hm:.2f}x its MPI, CPU {hcpu:.2f}/rank)"
+    print(line)
+PY
+  rm -f "$flat" "$hier"
+  exit 0
 fi
 python3 - "$flat" "$hier" "$rate_bps" "$tcp" "$((workers * slots))" <<'PY'
 import re, sys
