@@ -79,7 +79,7 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/unit test/engine test/tf test/torch test/gpu test/runner images-all test/images test/images-gpu test/cluster test/k8s ## everything CI runs
+test: test/unit test/engine test/tf test/torch test/gpu test/runner test/images-all test/cluster test/k8s ## everything CI runs
 
 test-fast: test/unit test/engine test/tf test/torch test/runner ## the loop while working (about 10 minutes here): everything without docker, the GPU build or images; CI runs `make test`
 
@@ -228,6 +228,18 @@ images-all: ## every image of both flavours (TensorFlow and torch, CPU and GPU),
 	  for f in cpu gpu; do \
 	    { $(MAKE) --no-print-directory STAGE_SERVED=1 FLAVOUR=$$f build/horovod build/horovod-torch 2>&1 \
 	      | sed -u "s/^/[$$f] /"; } & \
+	  done; \
+	  rc=0; for j in $$(jobs -p); do wait $$j || rc=1; done; exit $$rc'
+
+# The checks of both flavours side by side too: each check starts containers and waits on them
+# about half the time (48 % idle through the CPU checks of a cold run); they share nothing (each
+# session removes only its own containers; networks have random names).
+.PHONY: test/images-all
+test/images-all: images-all ## test/images and test/images-gpu side by side, after images-all
+	bash -c 'set -o pipefail; \
+	  for f in cpu gpu; do \
+	    { IMAGE_TAG=$(HOROVOD_VERSION)-$$f FLAVOUR=$$f $(PYTEST_IMAGES) tests/images --image all 2>&1 \
+	      | sed -u "s/^/[$$f checks] /"; } & \
 	  done; \
 	  rc=0; for j in $$(jobs -p); do wait $$j || rc=1; done; exit $$rc'
 
