@@ -79,7 +79,7 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/unit test/engine test/tf test/torch test/gpu test/runner test/images-all test/cluster test/k8s ## everything CI runs
+test: test/unit test/engine test/tf test/torch test/gpu test/runner test/images-k8s test/cluster ## everything CI runs
 
 test-fast: test/unit test/engine test/tf test/torch test/runner ## the loop while working (about 10 minutes here): everything without docker, the GPU build or images; CI runs `make test`
 
@@ -215,33 +215,29 @@ test/horovod-torch: ## every check on horovod:<version>-<flavour>-torch
 $(addprefix test/,$(filter-out torch,$(IMAGES))): test/%: build/%
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
 
-# Both flavours' chains at once, each a line prefix in the log ([cpu], [gpu]). A build is about
-# half idle on 2 cores (a step's diff is fuse-overlayfs walking the image in one process; wheels
-# unpack in one pip): two chains side by side keep both cores busy (docs/benchmarks.md, issue
-# 39). The wheels are staged first, one flavour after the other (they share build/stage), and
-# the shared base layer built once; then one stage server serves both chains.
-.PHONY: images-all
+# Both flavours' chains at once (scripts/side_by_side.sh: each a line prefix in the log). A build
+# is about half idle on 2 cores (a step's diff is fuse-overlayfs walking the image in one
+# process; wheels unpack in one pip): two chains side by side keep both cores busy
+# (docs/benchmarks.md, issue 39). The wheels are staged first, one flavour after the other (they
+# share build/stage), and the shared base layer built once; then one stage server serves both.
+.PHONY: images-all test/images-all test/images-k8s
 images-all: ## every image of both flavours (TensorFlow and torch, CPU and GPU), the two flavours' chains built side by side
 	$(MAKE) --no-print-directory stage FLAVOUR=gpu
 	$(MAKE) --no-print-directory build/base FLAVOUR=cpu
-	scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT) bash -c 'set -o pipefail; \
-	  for f in cpu gpu; do \
-	    { $(MAKE) --no-print-directory STAGE_SERVED=1 FLAVOUR=$$f build/horovod build/horovod-torch 2>&1 \
-	      | sed -u "s/^/[$$f] /"; } & \
-	  done; \
-	  rc=0; for j in $$(jobs -p); do wait $$j || rc=1; done; exit $$rc'
+	scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT) scripts/side_by_side.sh \
+	  cpu '$(MAKE) --no-print-directory STAGE_SERVED=1 FLAVOUR=cpu build/horovod build/horovod-torch' \
+	  gpu '$(MAKE) --no-print-directory STAGE_SERVED=1 FLAVOUR=gpu build/horovod build/horovod-torch'
 
-# The checks of both flavours side by side too: each check starts containers and waits on them
-# about half the time (48 % idle through the CPU checks of a cold run); they share nothing (each
-# session removes only its own containers; networks have random names).
-.PHONY: test/images-all
+# The checks side by side too: each starts containers and waits on them about half the time (48 %
+# idle through the CPU checks of a cold run); they share nothing (a session removes only its own
+# containers, networks have random names, the registry test only tags and untags).
+IMAGE_CHECKS = IMAGE_TAG=$(HOROVOD_VERSION)-$(1) FLAVOUR=$(1) $(PYTEST_IMAGES) tests/images --image all
 test/images-all: images-all ## test/images and test/images-gpu side by side, after images-all
-	bash -c 'set -o pipefail; \
-	  for f in cpu gpu; do \
-	    { IMAGE_TAG=$(HOROVOD_VERSION)-$$f FLAVOUR=$$f $(PYTEST_IMAGES) tests/images --image all 2>&1 \
-	      | sed -u "s/^/[$$f checks] /"; } & \
-	  done; \
-	  rc=0; for j in $$(jobs -p); do wait $$j || rc=1; done; exit $$rc'
+	scripts/side_by_side.sh 'cpu checks' '$(call IMAGE_CHECKS,cpu)' 'gpu checks' '$(call IMAGE_CHECKS,gpu)'
+
+test/images-k8s: images-all ## test/images-all and test/k8s, all three side by side (what make test runs)
+	scripts/side_by_side.sh 'cpu checks' '$(call IMAGE_CHECKS,cpu)' 'gpu checks' '$(call IMAGE_CHECKS,gpu)' \
+	  k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu'
 
 test/images: build/horovod build/horovod-torch ## every image (both frameworks) with its own and its ancestors' checks
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image all
