@@ -232,12 +232,12 @@ images-all: ## every image of both flavours (TensorFlow and torch, CPU and GPU),
 # idle through the CPU checks of a cold run); they share nothing (a session removes only its own
 # containers, networks have random names, the registry test only tags and untags).
 IMAGE_CHECKS = IMAGE_TAG=$(HOROVOD_VERSION)-$(1) FLAVOUR=$(1) $(PYTEST_IMAGES) tests/images --image all
+BOTH_IMAGE_CHECKS = 'cpu checks' '$(call IMAGE_CHECKS,cpu)' 'gpu checks' '$(call IMAGE_CHECKS,gpu)'
 test/images-all: images-all ## test/images and test/images-gpu side by side, after images-all
-	scripts/side_by_side.sh 'cpu checks' '$(call IMAGE_CHECKS,cpu)' 'gpu checks' '$(call IMAGE_CHECKS,gpu)'
+	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS)
 
 test/images-k8s: images-all ## test/images-all and test/k8s, all three side by side (what make test runs)
-	scripts/side_by_side.sh 'cpu checks' '$(call IMAGE_CHECKS,cpu)' 'gpu checks' '$(call IMAGE_CHECKS,gpu)' \
-	  k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu'
+	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS) k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu'
 
 test/images: build/horovod build/horovod-torch ## every image (both frameworks) with its own and its ancestors' checks
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image all
