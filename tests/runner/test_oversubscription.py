@@ -244,3 +244,22 @@ def test_check_network_program_on_one_machine():
             re.M,
         ), out
         assert re.search(r"^verdict: ", out, re.M), out
+
+
+def test_a_faster_interface_leads_the_verdict():
+    # The job's interface carries 0.045 GB/s where another carries 0.8, and allreduce reaches
+    # 77 % of the slow links: the interface is what to fix first, so the verdict names it first.
+    checker = types.SimpleNamespace(
+        hosts=["w1", "w2"], size=2, seconds=0.5, ranks_of={"w1": [0], "w2": [1]}
+    )
+    bw = {("w1", "w2"): 0.045e9, ("w2", "w1"): 0.045e9}
+    allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (3.0, 0.0346e9)}
+    interfaces = {
+        "slow": {h: ("eth1", f"10.1.0.{i}", 0.045e9, None) for i, h in enumerate(checker.hosts)},
+        "fast": {h: ("eth0", f"10.0.0.{i}", 0.8e9, None) for i, h in enumerate(checker.hosts)},
+    }
+    text = network_report.report(checker, {}, bw, allreduce, interfaces, {"network": "slow"}, 0)
+    verdict = re.search(r"^verdict: (.*)$", text, re.M).group(1)
+    first = "WARN: a faster interface than the chosen one exists (eth0 on w1); "
+    assert verdict.startswith(first), text
+    assert "allreduce reaches 77% of what the links allow" in verdict, text

@@ -28,7 +28,7 @@ import sys
 import time
 
 from horovod.common import basics
-from horovod.runner.task.network_report import KIB, MESSAGE, MIB, report
+from horovod.runner.task.network_report import KIB, MESSAGE, MIB, report, slow_links
 
 TAG_DATA, TAG_STOP, TAG_CTRL, TAG_RING = 11, 12, 13, 14
 IN_FLIGHT = 8
@@ -88,6 +88,15 @@ class Checker:
         self.comm.send(result, dest=0, tag=TAG_CTRL)
         self.recv_obj(0, deadline + self.step_timeout)
         return None
+
+    def share(self, value):
+        """Rank 0's value to every rank (bounded, as sync is); what rank 0 decided."""
+        deadline = time.monotonic() + self.step_timeout
+        if self.rank == 0:
+            for r in range(1, self.size):
+                self.comm.send(value, dest=r, tag=TAG_CTRL)
+            return value
+        return self.recv_obj(0, deadline)
 
     # -- point to point over MPI ---------------------------------------------------------
     def latency(self, a, b, iters=200):
@@ -269,6 +278,16 @@ class Checker:
                 res = self.sync(mine)
                 if res:
                     bw[(hs, hd)] = res[s]
+        # A link that measured slow is measured once more and keeps its better figure: one
+        # short measurement between hosts that share cores can dip 2x (a CI run named a
+        # healthy link slow at 0.49 GB/s beside 1.04 for its reverse); a slow link stays slow.
+        for hs, hd in self.share(slow_links(bw) if self.rank == 0 else None):
+            s, d = rep[hs], rep[hd]
+            self.step = f"bandwidth {hs} -> {hd}, measured again"
+            mine = self.bandwidth(s, d) if self.rank in (s, d) else None
+            res = self.sync(mine)
+            if res:
+                bw[(hs, hd)] = max(bw[(hs, hd)], res[s])
         at_once = self.ring_at_once(rep)
         allreduce = self.allreduce_sweep()
         interfaces = self.interface_sweep(rep)

@@ -43,6 +43,15 @@ def _matrix(title, hosts, values, fmt):
     return lines
 
 
+def slow_links(bw):
+    """The links between hosts more than SLOW_FACTOR below their median, slowest first."""
+    links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
+    if not links:
+        return []
+    median = statistics.median(links.values())
+    return sorted((k for k, v in links.items() if v < median / SLOW_FACTOR), key=lambda k: links[k])
+
+
 def slowdown_causes(checker, plan, hierarchical="auto"):
     """What this check can see that slows allreduce down below what the links allow: ranks that
     outnumber the cores of the machine they share, the hierarchical allreduce off where it would
@@ -195,20 +204,17 @@ def report(
                 "HOROVOD_CYCLE_TIME for how long it waits to gather them)"
             )
     if links and top and top[1] and top[1] / bound < REACH_FLOOR:
-        verdicts.append(
-            f"allreduce reaches {top[1] / bound:.0%} of what the links allow"
-            + (
-                f" ({len(causes)} likely cause(s) above)"
-                if causes
-                else " (no cause this check can see: look for other processes on the CPUs, "
-                "and compare HOROVOD_CPU_OPERATIONS=mpi)"
-            )
+        reach_verdict = f"allreduce reaches {top[1] / bound:.0%} of what the links allow" + (
+            f" ({len(causes)} likely cause(s) above)"
+            if causes
+            else " (no cause this check can see: look for other processes on the CPUs, "
+            "and compare HOROVOD_CPU_OPERATIONS=mpi)"
         )
+    else:
+        reach_verdict = None
     if links:
         median = statistics.median(links.values())
-        slow = sorted(
-            (k for k, v in links.items() if v < median / SLOW_FACTOR), key=lambda k: links[k]
-        )
+        slow = slow_links(bw)
         for a, b in slow:
             lines.append(
                 f"slow link: {a} -> {b}: {_gbs(links[(a, b)])} GB/s, median {_gbs(median)} GB/s"
@@ -257,8 +263,8 @@ def report(
                     )
                     lines.append("warning: " + msg)
                     if not any("faster interface" in v for v in verdicts):
-                        verdicts.append(
-                            f"a faster interface than the chosen one exists ({other[0]} on {h})"
+                        verdicts.insert(
+                            0, f"a faster interface than the chosen one exists ({other[0]} on {h})"
                         )
     model = plan.get("model_bytes")
     if model and allreduce:
@@ -287,6 +293,10 @@ def report(
                     "; pass --step-time-ms (one rank's step time) for the scaling efficiency bound"
                 )
             lines.append(line)
+    # The verdict names what to fix first: a faster interface, then slow links (the reach is
+    # judged against the links, so they come before it), then the engine's reach.
+    if reach_verdict:
+        verdicts.append(reach_verdict)
     if verdicts:
         lines.append("verdict: WARN: " + "; ".join(verdicts))
     elif links:
