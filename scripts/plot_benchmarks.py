@@ -6,7 +6,11 @@ A recorded output is what a benchmark script printed, verbatim. Understood here:
     ("== hierarchical ..." and "== flat ..."): bus bandwidth against message size for the engine
     in both modes, the bare flat ring, MPI_Allreduce, and iperf3 as horizontal lines;
   - scripts/bench_allreduce.py alone: engine, bare ring and MPI_Allreduce;
-  - scripts/bench_torch.py --bandwidth: horovod.torch against torch.distributed (gloo).
+  - scripts/bench_torch.py --bandwidth: horovod.torch against torch.distributed (gloo);
+  - scripts/bench_shaped_allreduce.sh: the same sweeps on links shaped to a rate, drawn as a
+    line beside iperf3 through the same shaper;
+  - scripts/bench_shaped_scaling.sh: scaling efficiency against the link rate, per number of
+    workers, beside what the link predicts with and without overlap.
 
     python scripts/plot_benchmarks.py [--out docs/plots] [FILE.txt ...]   (default docs/bench/*.txt)
 """
@@ -18,9 +22,18 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+# size | engine us GB/s | ring us GB/s | mpi us GB/s | ...
 ROW = re.compile(
-    r"^ *(\d+) (KiB|MiB) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \|",
+    r"^ *(\d+) (KiB|MiB) \| +([0-9.]+) +([0-9.]+) \| +([0-9.]+) +([0-9.]+) \| "
+    r"+([0-9.]+) +([0-9.]+) \|",
     re.M,
+)
+RANKS = re.compile(r"^# (\d+) ranks", re.M)
+SHAPED = re.compile(r"links shaped at (\S+) \(([0-9.]+) GB/s\); raw TCP .*: ([0-9.]+) Mbit/s")
+SCALING_RUN = re.compile(r"^== (\d+) workers x 1 slot, links at (\S+) \(([0-9.]+) GB/s\)$")
+SCALING_PREDICTED = re.compile(
+    r"^== predicted from the link: .* without overlap ([0-9.]+)%, with full overlap ([0-9.]+)%; "
+    r"measured ([0-9.]+) %$"
 )
 # bench_torch.py --bandwidth: size | horovod us GB/s | gloo us GB/s | ratio
 TORCH_ROW = re.compile(
@@ -35,21 +48,51 @@ def parse(text):
     none); bench_torch.py's rows make the mode "torch", as (bytes, horovod.torch, gloo)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     m = IPERF.search(text)
-    sweeps, mode = {}, "engine"
+    shaped = SHAPED.search(text)
+    sweeps, mode, ranks, scaling = {}, "engine", None, []
     for line in text.splitlines():
-        head = re.match(r"^== (hierarchical|flat)\b", line)
+        head = re.match(r"^== (?:allreduce, )?(hierarchical|flat)\b", line)
         if head:
             mode = head.group(1)
             continue
-        row = ROW.match(line) or TORCH_ROW.match(line)
+        run = SCALING_RUN.match(line)
+        if run:
+            scaling.append({"workers": int(run.group(1)), "rate": float(run.group(3))})
+            continue
+        pred = SCALING_PREDICTED.match(line)
+        if pred and scaling:
+            no, full, measured = map(float, pred.groups())
+            scaling[-1].update(no_overlap=no, full_overlap=full, measured=measured)
+            continue
+        n = RANKS.match(line)
+        if n:
+            ranks = int(n.group(1))
+            continue
+        row = ROW.match(line)
         if row:
             size = int(row.group(1)) * UNITS[row.group(2)]
-            key = mode if row.re is ROW else "torch"
-            sweeps.setdefault(key, []).append((size, *map(float, row.groups()[2:])))
+            times, shown = map(float, row.groups()[2::2]), map(float, row.groups()[3::2])
+            # Bus bandwidth from the times where the ranks are known: the printed GB/s has two
+            # decimals, too coarse for links of 0.05 GB/s.
+            busbw = (
+                [size * 2 * (ranks - 1) / ranks / (t * 1e-6) / 1e9 for t in times]
+                if ranks
+                else list(shown)
+            )
+            sweeps.setdefault(mode, []).append((size, *busbw))
+            continue
+        row = TORCH_ROW.match(line)
+        if row:
+            size = int(row.group(1)) * UNITS[row.group(2)]
+            sweeps.setdefault("torch", []).append((size, *map(float, row.groups()[2:])))
     return {
         "title": first.lstrip("= ").strip(),
         "iperf": (float(m.group(1)), float(m.group(2))) if m else None,
+        "shaped": (shaped.group(1), float(shaped.group(2)), float(shaped.group(3)) / 8e3)
+        if shaped
+        else None,
         "sweeps": sweeps,
+        "scaling": [r for r in scaling if "measured" in r],
     }
 
 
@@ -82,6 +125,10 @@ def render(data, path):
     if base:
         ax.plot([r[0] for r in base], [r[2] for r in base], "^--", label="bare flat ring")
         ax.plot([r[0] for r in base], [r[3] for r in base], "v--", label="MPI_Allreduce")
+    if data["shaped"]:
+        name, rate, tcp = data["shaped"]
+        ax.axhline(rate, color="red", linestyle="-", label=f"shaped rate {name} ({rate:.3f})")
+        ax.axhline(tcp, color="grey", linestyle=":", label=f"iperf3 through the shaper ({tcp:.3f})")
     if data["iperf"]:
         one, both = data["iperf"]
         ax.axhline(one, color="grey", linestyle=":", label=f"iperf3 one way ({one:.2f})")
@@ -100,6 +147,49 @@ def render(data, path):
     plt.close(fig)
 
 
+def render_scaling(data, path):
+    """Scaling efficiency against the link rate: measured per number of workers, beside the link's
+    prediction without overlap (dashed) and with full overlap (dotted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=100)
+    for workers in sorted({r["workers"] for r in data["scaling"]}):
+        rows = [r for r in data["scaling"] if r["workers"] == workers]
+        rows.sort(key=lambda r: r["rate"])
+        xs = [r["rate"] * 8e3 for r in rows]  # Mbit/s
+        measured = [r["measured"] for r in rows]
+        (line,) = ax.plot(xs, measured, "o-", label=f"{workers} workers, measured")
+        color = line.get_color()
+        ax.plot(
+            xs,
+            [r["no_overlap"] for r in rows],
+            "--",
+            color=color,
+            alpha=0.7,
+            label=f"{workers} workers, predicted without overlap",
+        )
+        ax.plot(
+            xs,
+            [r["full_overlap"] for r in rows],
+            ":",
+            color=color,
+            alpha=0.7,
+            label=f"{workers} workers, predicted with full overlap",
+        )
+    ax.set_xlabel("link rate, Mbit/s (tc tbf on every worker)")
+    ax.set_ylabel("scaling efficiency, %")
+    ax.set_ylim(0, 100)
+    ax.set_title("synthetic benchmark (MobileNetV2, batch 32) on shaped links", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*", type=pathlib.Path)
@@ -109,11 +199,14 @@ def main(argv=None):
     args.out.mkdir(parents=True, exist_ok=True)
     for f in files:
         data = parse(f.read_text())
-        if not data["sweeps"]:
-            print(f"{f}: no allreduce sweep found", file=sys.stderr)
-            return 1
         path = args.out / (f.stem + ".png")
-        render(data, path)
+        if data["scaling"]:
+            render_scaling(data, path)
+        elif data["sweeps"]:
+            render(data, path)
+        else:
+            print(f"{f}: no allreduce sweep or scaling run found", file=sys.stderr)
+            return 1
         print(f"{f} -> {path}")
     return 0
 
