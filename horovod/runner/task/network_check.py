@@ -38,6 +38,9 @@ class NoAnswer(Exception):
     pass
 
 
+REMEASURE = 2  # times a link that measured slow is measured again before it is named
+
+
 class Checker:
     def __init__(self, comm, plan):
         self.comm = comm
@@ -278,16 +281,21 @@ class Checker:
                 res = self.sync(mine)
                 if res:
                     bw[(hs, hd)] = res[s]
-        # A link that measured slow is measured once more and keeps its better figure: one
-        # short measurement between hosts that share cores can dip 2x (a CI run named a
-        # healthy link slow at 0.49 GB/s beside 1.04 for its reverse); a slow link stays slow.
-        for hs, hd in self.share(slow_links(bw) if self.rank == 0 else None):
-            s, d = rep[hs], rep[hd]
-            self.step = f"bandwidth {hs} -> {hd}, measured again"
-            mine = self.bandwidth(s, d) if self.rank in (s, d) else None
-            res = self.sync(mine)
-            if res:
-                bw[(hs, hd)] = max(bw[(hs, hd)], res[s])
+        # A link that measured slow is measured again (twice at most) and keeps its best
+        # figure: one short measurement between hosts that share cores can dip 2x (a CI run
+        # named a healthy link slow at 0.49 GB/s beside 1.04 for its reverse); a slow link
+        # stays slow however often it is measured.
+        for _ in range(REMEASURE):
+            suspects = self.share(slow_links(bw) if self.rank == 0 else None)
+            if not suspects:
+                break
+            for hs, hd in suspects:
+                s, d = rep[hs], rep[hd]
+                self.step = f"bandwidth {hs} -> {hd}, measured again"
+                mine = self.bandwidth(s, d) if self.rank in (s, d) else None
+                res = self.sync(mine)
+                if res:
+                    bw[(hs, hd)] = max(bw[(hs, hd)], res[s])
         at_once = self.ring_at_once(rep)
         allreduce = self.allreduce_sweep()
         interfaces = self.interface_sweep(rep)
