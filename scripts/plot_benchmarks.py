@@ -35,6 +35,7 @@ SCALING_PREDICTED = re.compile(
     r"^== predicted from the link: .* without overlap ([0-9.]+)%, with full overlap ([0-9.]+)%; "
     r"measured ([0-9.]+) %$"
 )
+SCALING_ALONE = re.compile(r"^== against one worker alone \([0-9.]+ img/s\): ([0-9.]+)% per rank")
 # bench_torch.py --bandwidth: size | horovod us GB/s | gloo us GB/s | ratio
 TORCH_ROW = re.compile(
     r"^ *(\d+) (KiB|MiB) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+$", re.M
@@ -63,6 +64,10 @@ def parse(text):
         if pred and scaling:
             no, full, measured = map(float, pred.groups())
             scaling[-1].update(no_overlap=no, full_overlap=full, measured=measured)
+            continue
+        alone = SCALING_ALONE.match(line)
+        if alone and scaling:
+            scaling[-1]["against_one_worker"] = float(alone.group(1))
             continue
         n = RANKS.match(line)
         if n:
@@ -139,7 +144,8 @@ def render(data, path):
     ax.set_xlabel("message size (float32)")
     ax.set_ylabel("bus bandwidth, GB/s" if not torch_rows else "GB/s (bench_torch.py)")
     ax.set_ylim(bottom=0)
-    ax.set_title(data["title"].split(";")[0] + ": allreduce bus bandwidth", fontsize=10)
+    where = f", links at {data['shaped'][0]}" if data["shaped"] else ""
+    ax.set_title(data["title"].split(";")[0] + where + ": allreduce bus bandwidth", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -163,6 +169,14 @@ def render_scaling(data, path):
         measured = [r["measured"] for r in rows]
         (line,) = ax.plot(xs, measured, "o-", label=f"{workers} workers, measured")
         color = line.get_color()
+        if all("against_one_worker" in r for r in rows):
+            ax.plot(
+                xs,
+                [r["against_one_worker"] for r in rows],
+                "^-.",
+                color=color,
+                label=f"{workers} workers, against one worker alone",
+            )
         ax.plot(
             xs,
             [r["no_overlap"] for r in rows],

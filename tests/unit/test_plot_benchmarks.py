@@ -88,12 +88,21 @@ def test_a_scaling_run_is_efficiency_against_the_rate():
         "== 2 workers x 1 slot, links at 400mbit (0.0500 GB/s)\n"
         "Communication overhead: 73.3 % median of 20 pairs; scaling efficiency 26.7 %\n"
         + pred.format(2, "0.0500", 28.2, 39.1, 26.7)
+        + "== against one worker alone (300.0 img/s): 25.1% per rank (without communication "
+        "these ranks ran 97.0% of it)\n"
         + "== 3 workers x 1 slot, links at 1gbit (0.1250 GB/s)\n"
         + pred.format(3, "0.1250", 39.5, 65.3, 35.0)
     )
     data = plot.parse(out)
     assert data["scaling"] == [
-        dict(workers=2, rate=0.05, no_overlap=28.2, full_overlap=39.1, measured=26.7),
+        dict(
+            workers=2,
+            rate=0.05,
+            no_overlap=28.2,
+            full_overlap=39.1,
+            measured=26.7,
+            against_one_worker=25.1,
+        ),
         dict(workers=3, rate=0.125, no_overlap=39.5, full_overlap=65.3, measured=35.0),
     ]
 
