@@ -246,20 +246,40 @@ def test_check_network_program_on_one_machine():
         assert re.search(r"^verdict: ", out, re.M), out
 
 
-def test_a_faster_interface_leads_the_verdict():
-    # The job's interface carries 0.045 GB/s where another carries 0.8, and allreduce reaches
-    # 77 % of the slow links: the interface is what to fix first, so the verdict names it first.
+def test_the_verdict_names_slow_links_then_a_faster_interface_then_the_reach():
+    # Every host's job interface carries 0.045 GB/s where another carries 0.8 (w2's 1.6), and
+    # allreduce reaches 77 % of the links: the interface comes before the reach, and the host
+    # named is the one with the most to gain.
     checker = types.SimpleNamespace(
         hosts=["w1", "w2"], size=2, seconds=0.5, ranks_of={"w1": [0], "w2": [1]}
     )
     bw = {("w1", "w2"): 0.045e9, ("w2", "w1"): 0.045e9}
     allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (3.0, 0.0346e9)}
-    interfaces = {
-        "slow": {h: ("eth1", f"10.1.0.{i}", 0.045e9, None) for i, h in enumerate(checker.hosts)},
-        "fast": {h: ("eth0", f"10.0.0.{i}", 0.8e9, None) for i, h in enumerate(checker.hosts)},
-    }
-    text = network_report.report(checker, {}, bw, allreduce, interfaces, {"network": "slow"}, 0)
+
+    def interfaces(fast_rates):
+        hosts = checker.hosts
+        return {
+            "slow": {h: ("eth1", f"10.1.0.{i}", 0.045e9, None) for i, h in enumerate(hosts)},
+            "fast": {h: ("eth0", f"10.0.0.{i}", fast_rates[h], None) for i, h in enumerate(hosts)},
+        }
+
+    ifs = interfaces({"w1": 0.8e9, "w2": 1.6e9})
+    text = network_report.report(checker, {}, bw, allreduce, ifs, {"network": "slow"}, 0)
     verdict = re.search(r"^verdict: (.*)$", text, re.M).group(1)
-    first = "WARN: a faster interface than the chosen one exists (eth0 on w1); "
+    first = "WARN: a faster interface than the chosen one exists (eth0 on w2); "
     assert verdict.startswith(first), text
     assert "allreduce reaches 77% of what the links allow" in verdict, text
+    # One host's links at a twentieth of the others': the slow links lead, then the interface.
+    checker.hosts, checker.size = ["w1", "w2", "w3"], 3
+    checker.ranks_of = {"w1": [0], "w2": [1], "w3": [2]}
+    bw = {(a, b): 0.9e9 for a in checker.hosts for b in checker.hosts if a != b}
+    bw[("w3", "w1")] = bw[("w3", "w2")] = 0.045e9
+    allreduce = {4 << 10: (0.001, 1e6), 64 << 20: (2.3, 0.049e9)}
+    ifs = interfaces({"w1": 0.044e9, "w2": 0.046e9, "w3": 1.1e9})
+    text = network_report.report(checker, {}, bw, allreduce, ifs, {"network": "slow"}, 0)
+    verdict = re.search(r"^verdict: (.*)$", text, re.M).group(1)
+    assert re.match(
+        r"WARN: 2 slow link\(s\), .*most involved: w3\).*; a faster interface than "
+        r"the chosen one exists \(eth0 on w3\)$",
+        verdict,
+    ), text
