@@ -167,7 +167,12 @@ def render_scaling(data, path):
         rows.sort(key=lambda r: r["rate"])
         xs = [r["rate"] * 8e3 for r in rows]  # Mbit/s
         measured = [r["measured"] for r in rows]
-        (line,) = ax.plot(xs, measured, "o-", label=f"{workers} workers, measured")
+        (line,) = ax.plot(
+            xs,
+            measured,
+            "o-",
+            label=f"{workers} workers, against the same ranks without communication",
+        )
         color = line.get_color()
         if all("against_one_worker" in r for r in rows):
             ax.plot(
