@@ -286,6 +286,7 @@ class Checker:
         # named a healthy link slow at 0.49 GB/s beside 1.04 for its reverse); a slow link
         # stays slow however often it is measured.
         for _ in range(REMEASURE):
+            self.step = "which links to measure again"
             suspects = self.share(slow_links(bw) if self.rank == 0 else None)
             if not suspects:
                 break
