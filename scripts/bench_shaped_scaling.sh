@@ -5,10 +5,10 @@
 # RATE, with --compare-no-comm: the same ranks time blocks with and without gradient
 # communication, so images/s per rank with it over without is the scaling efficiency against
 # one worker's compute on this machine.
-# After each run, images/s per rank against one worker alone, and what the link predicts: the gradients' bytes (the model's trainable float32
-# parameters) over a ring of W ranks at the rate tc holds, against the compute step measured
-# without communication: the efficiency with no overlap of backward and allreduce, and with
-# full overlap. `make plots` draws docs/bench/shaped-scaling*.txt against the link rate.
+# After each run, images/s per rank against one worker alone, and what the link predicts: the
+# gradients' bytes (the model's trainable float32 parameters) over a ring of W ranks at the rate
+# tc holds, against the compute step measured without communication: the efficiency with no
+# overlap of backward and allreduce, and with full overlap. `make plots` draws docs/bench/shaped-scaling*.txt against the link rate.
 #   scripts/bench_shaped_scaling.sh [WORKERS [RATE...]]      (default 2, 400mbit 1gbit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,8 @@ export HOROVOD_IMAGE_TAG=${IMAGE_TAG:-$HOROVOD_VERSION-cpu} HOROVOD_SLOTS_PER_WO
 compose=(docker compose -f compose/compose.yaml -f compose/compose.shaped.yaml -p $project)
 out=$(mktemp)
 trap '"${compose[@]}" down -v -t 1 >/dev/null 2>&1 || true; rm -f "$out"' EXIT
+bench=(horovodrun python /opt/horovod/examples/tensorflow2_synthetic_benchmark.py
+       --model MobileNetV2 --batch-size 32 --image-size 32 --threads 1 --num-iters 10)
 # The model's trainable parameters, from the image's own Keras (as the benchmark builds it).
 params=$(docker run --rm "horovod:$HOROVOD_IMAGE_TAG" python -c "
 import os; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'
@@ -34,8 +36,7 @@ print(sum(int(w.shape.num_elements()) for w in m.trainable_weights))" 2>/dev/nul
 # with the same ranks without communication (--compare-no-comm) is printed beside it.
 export HOROVOD_LINK_RATE=${rates[0]}
 "${compose[@]}" up -d --wait --scale worker=1 >/dev/null 2>&1
-alone=$(docker exec $project-launcher-1 horovodrun python /opt/horovod/examples/tensorflow2_synthetic_benchmark.py \
-    --model MobileNetV2 --batch-size 32 --image-size 32 --threads 1 --num-iters 10 2>&1 |
+alone=$(docker exec $project-launcher-1 "${bench[@]}" 2>&1 |
   sed -n 's/^Img\/sec per CPU: \([0-9.]*\) .*/\1/p')
 echo "== 1 worker x 1 slot alone: Img/sec per CPU: ${alone:?no Img/sec line from one worker}"
 for rate in "${rates[@]}"; do
@@ -45,9 +46,7 @@ for rate in "${rates[@]}"; do
   rate_bps=$(docker exec $project-worker-1 tc -j qdisc show dev eth0 |
     python3 -c "import json, sys; print(json.load(sys.stdin)[0]['options']['rate'])")
   echo "== $workers workers x 1 slot, links at $rate ($(python3 -c "print(f'{$rate_bps / 1e9:.4f}')") GB/s)"
-  docker exec $project-launcher-1 horovodrun python /opt/horovod/examples/tensorflow2_synthetic_benchmark.py \
-    --model MobileNetV2 --batch-size 32 --image-size 32 --threads 1 --num-iters 10 \
-    --compare-no-comm 2>&1 |
+  docker exec $project-launcher-1 "${bench[@]}" --compare-no-comm 2>&1 |
     grep -v '^horovodrun: \|^  ok \|^  network:\|^\[horovod summary\]\|^WARNING: All log messages\|^I0000 ' |
     tee "$out"
   python3 - "$out" "$rate_bps" "$workers" "$params" "$alone" <<'PY'

@@ -174,30 +174,16 @@ def render_scaling(data, path):
             label=f"{workers} workers, against the same ranks without communication",
         )
         color = line.get_color()
-        if all("against_one_worker" in r for r in rows):
-            ax.plot(
-                xs,
-                [r["against_one_worker"] for r in rows],
-                "^-.",
-                color=color,
-                label=f"{workers} workers, against one worker alone",
-            )
-        ax.plot(
-            xs,
-            [r["no_overlap"] for r in rows],
-            "--",
-            color=color,
-            alpha=0.7,
-            label=f"{workers} workers, predicted without overlap",
-        )
-        ax.plot(
-            xs,
-            [r["full_overlap"] for r in rows],
-            ":",
-            color=color,
-            alpha=0.7,
-            label=f"{workers} workers, predicted with full overlap",
-        )
+        # (key, style, alpha, label): the one-worker figure only where every run printed it.
+        series = [
+            ("against_one_worker", "^-.", 1.0, "against one worker alone"),
+            ("no_overlap", "--", 0.7, "predicted without overlap"),
+            ("full_overlap", ":", 0.7, "predicted with full overlap"),
+        ]
+        for key, style, alpha, what in series:
+            if all(key in r for r in rows):
+                ys = [r[key] for r in rows]
+                ax.plot(xs, ys, style, color=color, alpha=alpha, label=f"{workers} workers, {what}")
     ax.set_xlabel("link rate, Mbit/s (tc tbf on every worker)")
     ax.set_ylabel("scaling efficiency, %")
     ax.set_ylim(0, 100)

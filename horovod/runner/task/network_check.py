@@ -32,13 +32,11 @@ from horovod.runner.task.network_report import KIB, MESSAGE, MIB, report, slow_l
 
 TAG_DATA, TAG_STOP, TAG_CTRL, TAG_RING = 11, 12, 13, 14
 IN_FLIGHT = 8
+REMEASURE = 2  # times a link that measured slow is measured again before it is named
 
 
 class NoAnswer(Exception):
     pass
-
-
-REMEASURE = 2  # times a link that measured slow is measured again before it is named
 
 
 class Checker:
