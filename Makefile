@@ -51,9 +51,13 @@ plots: ## charts of the recorded benchmark outputs: docs/bench/*.txt -> docs/plo
 # It goes into a copy of the package under build/gpu/site, so the CPU build in horovod/ stays.
 GPU_BUILD_DIR ?= build/gpu
 GPU_SITE := $(CURDIR)/$(GPU_BUILD_DIR)/site
+# The package is copied afresh each time, but the GPU libraries built last time are kept (mtimes
+# too), so an unchanged engine is not linked again: its LTO link is most of test/gpu's time.
 build/engine-gpu: ## compile and link the engine with NCCL into build/gpu/site (no GPU needed)
-	rm -rf $(GPU_SITE)/horovod && mkdir -p $(GPU_SITE) && cp -r horovod $(GPU_SITE)/
-	find $(GPU_SITE)/horovod \( -name '*.so' -o -name mpi_lib.tf_version -o -name __pycache__ \) -prune -exec rm -rf {} +
+	rm -rf $(GPU_SITE)/horovod.new && mkdir -p $(GPU_SITE) && cp -r horovod $(GPU_SITE)/horovod.new
+	find $(GPU_SITE)/horovod.new \( -name '*.so' -o -name mpi_lib.tf_version -o -name __pycache__ \) -prune -exec rm -rf {} +
+	[ ! -d $(GPU_SITE)/horovod ] || (cd $(GPU_SITE)/horovod && find . -name '*.so' -exec cp -p --parents {} ../horovod.new/ \;)
+	rm -rf $(GPU_SITE)/horovod && mv $(GPU_SITE)/horovod.new $(GPU_SITE)/horovod
 	HOROVOD_GPU_OPERATIONS=NCCL cmake -S . -B $(GPU_BUILD_DIR)/cmake -DCMAKE_BUILD_TYPE=Release \
 	  -DHOROVOD_DEV_OUTPUT_DIR=$(GPU_SITE)/horovod -DHOROVOD_WITH_TENSORFLOW=ON \
 	  -Dpybind11_DIR=$$($(PYTHON) -m pybind11 --cmakedir) -DPython_EXECUTABLE=$$(command -v $(PYTHON)) >/dev/null
@@ -79,7 +83,7 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/unit test/engine test/tf test/torch test/gpu test/runner test/images-k8s test/cluster ## everything CI runs
+test: test/unit test/engine test/tf test/torch test/gpu test/runner test/docker ## everything CI runs
 
 test-fast: test/unit test/engine test/tf test/torch test/runner ## the loop while working (about 10 minutes here): everything without docker, the GPU build or images; CI runs `make test`
 
@@ -220,7 +224,7 @@ $(addprefix test/,$(filter-out torch,$(IMAGES))): test/%: build/%
 # process; wheels unpack in one pip): two chains side by side keep both cores busy
 # (docs/benchmarks.md, issue 39). The wheels are staged first, one flavour after the other (they
 # share build/stage), and the shared base layer built once; then one stage server serves both.
-.PHONY: images-all test/images-all test/images-k8s
+.PHONY: images-all test/images-all test/images-k8s test/docker
 images-all: ## every image of both flavours (TensorFlow and torch, CPU and GPU), the two flavours' chains built side by side
 	$(MAKE) --no-print-directory stage FLAVOUR=gpu
 	$(MAKE) --no-print-directory build/base FLAVOUR=cpu
@@ -238,6 +242,16 @@ test/images-all: images-all ## test/images and test/images-gpu side by side, aft
 
 test/images-k8s: images-all ## test/images-all and test/k8s, all three side by side (what make test runs)
 	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS) k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu'
+
+# What `make test` runs on docker: the CPU and GPU image checks, the Kubernetes suite and the
+# cluster tests that time nothing, side by side (each waits on containers much of the time); then
+# the cluster tests marked `alone` (elastic jobs racing a worker's start, stall and preflight
+# bounds, link bandwidth) with nothing beside them. Same tests as test/images-k8s + test/cluster.
+CLUSTER_TESTS = IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
+test/docker: images-all ## test/images-k8s and the cluster tests that time nothing side by side, then the timed cluster tests
+	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS) k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu' \
+	  cluster '$(CLUSTER_TESTS) -m "not alone"'
+	$(CLUSTER_TESTS) -m alone
 
 test/images: build/horovod build/horovod-torch ## every image (both frameworks) with its own and its ancestors' checks
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image all

@@ -40,21 +40,30 @@ def say(*a):
         print(*a, flush=True)
 
 
-def trial(fn, iters):
-    """Seconds per call, all ranks starting together, the slowest rank's."""
+CPU = {}  # method -> the ranks' mean CPU seconds per call (every thread of the process)
+
+
+def trial(fn, iters, cpu=None):
+    """Seconds per call, all ranks starting together, the slowest rank's (and, into `cpu`, the
+    CPU seconds the ranks' processes spent per call, on average)."""
     dist.barrier()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(iters):
         fn()
     t = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
+    c = torch.tensor([(time.process_time() - c0) / iters], dtype=torch.float64)
+    if cpu is not None:
+        cpu.append(float(hvd.allreduce(c, op=hvd.Average, name="bench.cpu")))
     return float(hvd.allreduce(t, op=hvd.Max, name="bench.time"))
 
 
 def medians(fns, iters, trials=5):
     times = {k: [] for k in fns}
+    cpus = {k: [] for k in fns}
     for _ in range(trials):
         for k, fn in fns.items():
-            times[k].append(trial(fn, iters))
+            times[k].append(trial(fn, iters, cpus[k]))
+    CPU.update({k: statistics.median(v) for k, v in cpus.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -149,10 +158,15 @@ def training(batch=16, image=64, steps=3):
     )
     ddp = nn.parallel.DistributedDataParallel(resnet18())
     ddp_view = nn.parallel.DistributedDataParallel(resnet18(), gradient_as_bucket_view=True)
+    local_step = stepper(local, torch.optim.SGD(local.parameters(), lr=0.01, momentum=0.9))
+
+    def in_step():  # the same step, then a barrier: what waiting for the slowest rank costs
+        local_step()
+        hvd.barrier()
+
     fns = {
-        "no communication": stepper(
-            local, torch.optim.SGD(local.parameters(), lr=0.01, momentum=0.9)
-        ),
+        "no communication": local_step,
+        "no comm., barrier": in_step,
         "horovod": stepper(hvd_model, hvd_opt),
         "DDP gloo": stepper(ddp, torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)),
         "DDP gloo, bucket view": stepper(
@@ -171,7 +185,7 @@ def training(batch=16, image=64, steps=3):
     for k, v in t.items():
         say(
             f"{k:>22}: {v * 1e3:7.1f} ms/step  {batch / v:6.1f} images/s per rank  "
-            f"overhead {100 * (v - base) / v:5.1f} %"
+            f"overhead {100 * (v - base) / v:5.1f} %  CPU {CPU[k] * 1e3:6.1f} ms/step"
         )
     say(
         f"horovod / DDP (images/s): {t['DDP gloo'] / t['horovod']:.2f} (defaults), "

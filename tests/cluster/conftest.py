@@ -6,6 +6,15 @@ import pytest
 from tests.support.compose import TIMINGS, make_cluster
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "alone: its assertions race a clock or measure a link (elastic jobs against a worker's "
+        "start, stall bounds, bandwidth); `make test` runs these with nothing beside them and the "
+        "rest beside the image checks (-m 'not alone')",
+    )
+
+
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"{n}workers")
 def cluster(request):
     """A healthy cluster of 2 or 3 workers, 2 slots each, shared by a module's tests."""

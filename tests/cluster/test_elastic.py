@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.compose import TIMINGS, make_cluster
 
+pytestmark = pytest.mark.alone
+
 EPOCHS = 30
 ELASTIC = (
     "horovodrun --min-np 2 --max-np 3 "

@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.compose import TAG, TIMINGS, make_cluster
 
+pytestmark = pytest.mark.alone  # every test here is bounded in time
+
 STEPS = "horovodrun python /jobs/steps.py --seconds 300"
 # Short stall bounds so network faults end quickly: warn after 2 s, shut down after 8 s.
 STALL = "HOROVOD_STALL_CHECK_TIME_SECONDS=2 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=8"

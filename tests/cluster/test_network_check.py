@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.compose import TIMINGS, make_cluster
 
+pytestmark = pytest.mark.alone
+
 RATE_MBIT = 400  # the throttle: 400 Mbit/s = 0.05 GB/s
 RATE_GBS = RATE_MBIT / 8 / 1000
 

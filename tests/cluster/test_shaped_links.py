@@ -15,6 +15,8 @@ from tests.cluster.test_network_check import matrix
 from tests.support.compose import TIMINGS, Cluster, make_cluster
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.alone
+
 RATE, SLOW = 400, 200  # Mbit/s: every worker's, worker 3's own
 NET_ADMIN = 1 << 12  # its bit in /proc/<pid>/status's capability masks
 SHAPED = str(ROOT / "compose" / "compose.shaped.yaml")

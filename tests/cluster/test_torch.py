@@ -6,6 +6,8 @@ training (examples/pytorch_elastic.py) goes on through a worker added and one ki
 import re
 import subprocess
 
+import pytest
+
 from tests.support.compose import TAG, make_cluster
 
 
@@ -37,6 +39,7 @@ ELASTIC = (
 )
 
 
+@pytest.mark.alone
 def test_torch_elastic_worker_added_then_killed():
     """Elastic torch training (TorchState, ElasticSampler) on the compose cluster, one job: a
     worker is added (generation 1 on 3 ranks, resumed from the commit), then killed (generation
