@@ -1,7 +1,7 @@
 """horovod.torch against torch.distributed (gloo) on the same ranks, in one run.
 
     mpirun -np 2 --bind-to core python scripts/bench_torch.py \
-        [--bandwidth] [--training] [--compiled [--backend aot_eager]]
+        [--bandwidth] [--training [--steps N]] [--compiled [--backend aot_eager]]
 
   bandwidth  float32 allreduce (sum) of 4 KiB .. 256 MiB: hvd.allreduce_ (in place) against
              torch.distributed.all_reduce (gloo, in place); busbw = bytes * 2(n-1)/n / time
@@ -179,7 +179,7 @@ def training(batch=16, image=64, steps=3):
     say(
         f"# ResNet-18 ({params / 1e6:.1f} M parameters, {params * 4 / 2**20:.0f} MiB of "
         f"gradients), {image}x{image} images, batch {batch} per rank, {N} ranks, 1 thread each, "
-        f"torch {torch.__version__}"
+        f"{steps} steps per trial, torch {torch.__version__}"
     )
     base = t["no communication"]
     for k, v in t.items():
@@ -239,13 +239,14 @@ if __name__ == "__main__":
     ap.add_argument("--training", action="store_true")
     ap.add_argument("--compiled", action="store_true")
     ap.add_argument("--backend", default="inductor")
+    ap.add_argument("--steps", type=int, default=3, help="training steps per trial (--training)")
     a = ap.parse_args()
     if not (a.bandwidth or a.training or a.compiled):
         a.bandwidth = a.training = True
     if a.bandwidth:
         bandwidth()
     if a.training:
-        training()
+        training(steps=a.steps)
     if a.compiled:
         compiled(backend=a.backend)
     dist.destroy_process_group()

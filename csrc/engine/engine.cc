@@ -258,20 +258,25 @@ long CpuQuota() {
 // to yield (mpi_yield_when_idle).
 // Measured on 16 quiet cores, 2 ranks, 4 KiB: 50-65 us blocking, 26-32 us polling 30-60 us,
 // no gain at 10 us.
-int64_t ChooseSpin(int64_t want, int ranks_on_machine) {
-  if (want <= 0) return 0;
-  const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
-  if (yield && std::string(yield) == "1") return 0;
+// The engine's thread has no core of its own: this rank is bound to one core (caller and engine
+// take turns on it), or the ranks of the machine (containers included) have fewer than two each.
+bool SharesCore(int ranks_on_machine) {
   cpu_set_t set;
   int mine = 0;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = CPU_COUNT(&set);
-  if (mine < 2) return 0;  // bound to one core: caller and engine would take turns on it
+  if (mine < 2) return true;
   // The machine's cores, or fewer under a cgroup CPU quota (docker --cpus, compose cpus:), for
   // the ranks of every container on it.
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   const long quota = CpuQuota();
   if (quota > 0) cores = std::min(cores, quota);
-  if (cores < 2L * ranks_on_machine) return 0;
+  return cores < 2L * ranks_on_machine;
+}
+
+int64_t ChooseSpin(int64_t want, bool shares_core) {
+  if (want <= 0 || shares_core) return 0;
+  const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
+  if (yield && std::string(yield) == "1") return 0;
   return want;
 }
 
@@ -403,10 +408,13 @@ Status Init(MPI_Comm comm, const std::string& initial_sets) {
   if (e->config.summary_level > 0) e->mpi.CreateSummaryComm();
   e->topo = {e->mpi.rank,       e->mpi.size,       e->mpi.local_rank,       e->mpi.local_size,
              e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
-  g_spin_us = ChooseSpin(e->config.spin_wait_us, e->mpi.ranks_on_machine);
+  const bool shares_core = SharesCore(e->mpi.ranks_on_machine);
+  g_spin_us = ChooseSpin(e->config.spin_wait_us, shares_core);
   HVD_LOG(DEBUG, "waits poll " << g_spin_us.load() << " us before blocking (HOROVOD_SPIN_WAIT_US="
-                               << e->config.spin_wait_us << ")");
+                               << e->config.spin_wait_us << "); polls yield the core: "
+                               << shares_core);
   SetDataWaitSpin(e->config.data_wait_spin_us);
+  SetSpinYields(shares_core);
   // HOROVOD_TIMELINE=DYNAMIC (upstream's value): no file until start_timeline().
   if (!e->config.timeline.empty() && e->config.timeline != "DYNAMIC" && e->mpi.rank == 0) {
     s = e->timeline.Init(e->config.timeline, e->config.timeline_mark_cycles);

@@ -1,5 +1,6 @@
 #include "mpi/mpi_context.h"
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -65,15 +66,21 @@ void SleepMicros(long us) {
 }
 
 std::atomic<int64_t> data_wait_spin_us{1000};
+std::atomic<bool> spin_yields{false};
 
 // Polls `test` until it reports done: spins for spin_us, then naps between tests, from 10 us
 // doubling up to max_nap_us. The controller's rounds and the collectives' transfers both wait so.
+// With SetSpinYields(true) each spin step yields the core first: a training thread sharing it
+// (gradients submitted during backward) runs on, and the poll comes back when it blocks.
 template <typename Test>
 void PollWithNaps(Test test, int64_t spin_us, long max_nap_us) {
   if (test()) return;
+  const bool yields = spin_yields.load(std::memory_order_relaxed);
   const int64_t start = NowMicros();
-  while (NowMicros() - start < spin_us)
+  while (NowMicros() - start < spin_us) {
+    if (yields) sched_yield();
     if (test()) return;
+  }
   long nap_us = 10;
   while (!test()) {
     SleepMicros(nap_us);
@@ -86,6 +93,7 @@ long DataSpin() { return data_wait_spin_us.load(std::memory_order_relaxed); }
 }  // namespace
 
 void SetDataWaitSpin(int64_t us) { data_wait_spin_us.store(us, std::memory_order_relaxed); }
+void SetSpinYields(bool yields) { spin_yields.store(yields, std::memory_order_relaxed); }
 
 void WaitAllData(int n, MPI_Request* reqs) {
   PollWithNaps(

@@ -35,6 +35,10 @@ std::string MpiLibraryVersion();  // callable before MPI_Init
 // wait already that long, and TCP keeps moving meanwhile (the kernel's socket buffers hold
 // milliseconds of data). WaitAnyData returns the index completed, as MPI_Waitany.
 void SetDataWaitSpin(int64_t us);
+// The engine's thread shares its core with the caller's (engine.cc, SharesCore): every poll of
+// a wait's spin (rounds and transfers) yields first, so a training thread computing on that core
+// is not slowed by a peer's lateness.
+void SetSpinYields(bool yields);
 void WaitAllData(int n, MPI_Request* reqs);
 int WaitAnyData(int n, MPI_Request* reqs);
 

@@ -20,6 +20,7 @@ from horovod.torch import compiled as _compiled
 from horovod.torch.compression import Compression
 from horovod.torch.tensors import IO as _IO
 from horovod.torch.tensors import _dt, _wrap
+from horovod.torch.tensors import plain_view as _plain_view
 
 # In-place handles: id(handle) -> (handle, the tensor synchronize returns, copy the result into
 # it?). A contiguous tensor is the op's output itself; another gets the result copied in.
@@ -116,9 +117,15 @@ def allreduce_async_(
     process_set=global_process_set,
 ):
     op, out = _op(op, average), _into(tensor)
-    h = _c.allreduce_async(
-        _dt(tensor), op, name, prescale_factor, postscale_factor, out, process_set, **_IO
-    )
+    view = _plain_view(tensor) if out is not None else None
+    if view is not None:  # the result lands in the view, which is the tensor's memory
+        h = _c.allreduce_async(
+            view, op, name, prescale_factor, postscale_factor, view, process_set, wrap=_wrap
+        )
+    else:
+        h = _c.allreduce_async(
+            _dt(tensor), op, name, prescale_factor, postscale_factor, out, process_set, **_IO
+        )
     return _track(h, tensor, out)
 
 

@@ -28,6 +28,35 @@ def _host(tensor):
         raise TypeError(f"a {t.dtype} tensor on {t.device} cannot be handed over ({e})") from None
 
 
+# CPU tensors of these dtypes cross as plain NumPy views, which the submission layer takes
+# without its per-tensor checks (horovod/common/handles.py, plain): a gradient hook's submission
+# costs about a third less. Other tensors take the general path, which names what it refuses.
+_PLAIN = {
+    torch.float16,
+    torch.float32,
+    torch.float64,
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+}
+
+
+def plain_view(tensor):
+    """A CPU tensor of a plain dtype as a NumPy view of its memory; else None."""
+    if (
+        isinstance(tensor, torch.Tensor)
+        and tensor.device.type == "cpu"
+        and tensor.dtype in _PLAIN
+        and not tensor.is_conj()
+        and not tensor.is_neg()
+    ):
+        return tensor.detach().numpy()
+    return None
+
+
 def _wrap(a):
     """An engine result as a tensor (device results already are the input's kind)."""
     if isinstance(a, torch.Tensor):
