@@ -411,8 +411,8 @@ Status Init(MPI_Comm comm, const std::string& initial_sets) {
   const bool shares_core = SharesCore(e->mpi.ranks_on_machine);
   g_spin_us = ChooseSpin(e->config.spin_wait_us, shares_core);
   HVD_LOG(DEBUG, "waits poll " << g_spin_us.load() << " us before blocking (HOROVOD_SPIN_WAIT_US="
-                               << e->config.spin_wait_us << "); polls yield the core: "
-                               << shares_core);
+                               << e->config.spin_wait_us
+                               << "); polls yield the core: " << shares_core);
   SetDataWaitSpin(e->config.data_wait_spin_us);
   SetSpinYields(shares_core);
   // HOROVOD_TIMELINE=DYNAMIC (upstream's value): no file until start_timeline().
