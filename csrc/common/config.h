@@ -29,7 +29,8 @@ enum class Scope { LOCAL, AGREE };
     "MPI not told to yield; 0: never")                                                            \
   X(data_wait_spin_us, "HOROVOD_DATA_WAIT_SPIN_US", int64_t, 1000, 0, 100000000, LOCAL,           \
     "us a collective polls its transfers before it naps between polls (10-100 us), so a rank "    \
-    "waiting on a slow link or a late peer leaves the core; a large value: always poll")          \
+    "waiting on a slow link or a late peer leaves the core; a large value: always poll. Where "   \
+    "the engine shares a core with the caller, each poll yields the core first")                  \
   X(cache_capacity, "HOROVOD_CACHE_CAPACITY", int64_t, 1024, 0, 1 << 20, AGREE,                   \
     "responses kept for the steady-state fast path (one bit-vector allreduce); 0 disables it")    \
   X(cpu_operations, "HOROVOD_CPU_OPERATIONS", std::string, "ring", 0, 0, AGREE,                   \

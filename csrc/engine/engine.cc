@@ -250,14 +250,6 @@ long CpuQuota() {
   return std::max(1L, (quota + period - 1) / period);
 }
 
-// How long a waiting thread (the engine for its next op, a caller for its result) polls before
-// it blocks. Blocking costs a wake-up: tens of microseconds on a VM whose idle vCPU halts, which
-// is most of a small allreduce's time. Polling is worth it only with a core per polling thread
-// (this rank's caller and engine): never where a rank is bound to one core, where the ranks of
-// the machine (containers included) have fewer than two cores each, or where Open MPI was told
-// to yield (mpi_yield_when_idle).
-// Measured on 16 quiet cores, 2 ranks, 4 KiB: 50-65 us blocking, 26-32 us polling 30-60 us,
-// no gain at 10 us.
 // The engine's thread has no core of its own: this rank is bound to one core (caller and engine
 // take turns on it), or the ranks of the machine (containers included) have fewer than two each.
 bool SharesCore(int ranks_on_machine) {
@@ -273,6 +265,14 @@ bool SharesCore(int ranks_on_machine) {
   return cores < 2L * ranks_on_machine;
 }
 
+// How long a waiting thread (the engine for its next op, a caller for its result) polls before
+// it blocks. Blocking costs a wake-up: tens of microseconds on a VM whose idle vCPU halts, which
+// is most of a small allreduce's time. Polling is worth it only with a core per polling thread
+// (this rank's caller and engine): never where a rank is bound to one core, where the ranks of
+// the machine (containers included) have fewer than two cores each, or where Open MPI was told
+// to yield (mpi_yield_when_idle).
+// Measured on 16 quiet cores, 2 ranks, 4 KiB: 50-65 us blocking, 26-32 us polling 30-60 us,
+// no gain at 10 us.
 int64_t ChooseSpin(int64_t want, bool shares_core) {
   if (want <= 0 || shares_core) return 0;
   const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
