@@ -75,9 +75,11 @@ void RingAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp o
                          size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
                          const SegmentFn& finish = nullptr);
 // Its halves, as RingReduceScatter / RingAllgather over the virtual buffer (the allgather reads
-// and writes the outputs only), and a view of [off, off + n) of the outputs, in place.
+// and writes the outputs only), and a view of [off, off + n) of the outputs, in place. The
+// reduce-scatter runs `finish` on each chunk of this rank's segment as soon as it is reduced.
 void RingReduceScatterPieces(const TensorPieces& tensors, const Segments& seg, DataType dtype,
-                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
+                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                             const SegmentFn& finish = nullptr);
 void RingAllgatherPieces(const TensorPieces& tensors, const Segments& seg, size_t elem_size,
                          size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
 TensorPieces SliceOfOutputs(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
