@@ -237,11 +237,12 @@ images-all: ## every image of both flavours (TensorFlow and torch, CPU and GPU),
 # containers, networks have random names, the registry test only tags and untags).
 IMAGE_CHECKS = IMAGE_TAG=$(HOROVOD_VERSION)-$(1) FLAVOUR=$(1) $(PYTEST_IMAGES) tests/images --image all
 BOTH_IMAGE_CHECKS = 'cpu checks' '$(call IMAGE_CHECKS,cpu)' 'gpu checks' '$(call IMAGE_CHECKS,gpu)'
+K8S_CHECKS = k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu'
 test/images-all: images-all ## test/images and test/images-gpu side by side, after images-all
 	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS)
 
 test/images-k8s: images-all ## test/images-all and test/k8s, all three side by side (what make test runs)
-	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS) k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu'
+	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS) $(K8S_CHECKS)
 
 # What `make test` runs on docker: the CPU and GPU image checks, the Kubernetes suite and the
 # cluster tests that time nothing, side by side (each waits on containers much of the time); then
@@ -249,8 +250,7 @@ test/images-k8s: images-all ## test/images-all and test/k8s, all three side by s
 # bounds, link bandwidth) with nothing beside them. Same tests as test/images-k8s + test/cluster.
 CLUSTER_TESTS = IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
 test/docker: images-all ## test/images-k8s and the cluster tests that time nothing side by side, then the timed cluster tests
-	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS) k8s '$(MAKE) --no-print-directory test/k8s FLAVOUR=cpu' \
-	  cluster '$(CLUSTER_TESTS) -m "not alone"'
+	scripts/side_by_side.sh $(BOTH_IMAGE_CHECKS) $(K8S_CHECKS) cluster '$(CLUSTER_TESTS) -m "not alone"'
 	$(CLUSTER_TESTS) -m alone
 
 test/images: build/horovod build/horovod-torch ## every image (both frameworks) with its own and its ancestors' checks

@@ -118,14 +118,9 @@ def allreduce_async_(
 ):
     op, out = _op(op, average), _into(tensor)
     view = _plain_view(tensor) if out is not None else None
-    if view is not None:  # the result lands in the view, which is the tensor's memory
-        h = _c.allreduce_async(
-            view, op, name, prescale_factor, postscale_factor, view, process_set, wrap=_wrap
-        )
-    else:
-        h = _c.allreduce_async(
-            _dt(tensor), op, name, prescale_factor, postscale_factor, out, process_set, **_IO
-        )
+    # A plain view is its own output (the tensor's memory) and needs no conversion on the way in.
+    src, dst, io = (view, view, {"wrap": _wrap}) if view is not None else (_dt(tensor), out, _IO)
+    h = _c.allreduce_async(src, op, name, prescale_factor, postscale_factor, dst, process_set, **io)
     return _track(h, tensor, out)
 
 
