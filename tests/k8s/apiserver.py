@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 CERT, KEY, TOKEN, STORE = sys.argv[1:5]
 PATH = re.compile(r"^/api/v1/namespaces/([a-z0-9-]+)/(secrets|configmaps)(?:/([a-z0-9.-]+))?$")
 KINDS = {"secrets": "Secret", "configmaps": "ConfigMap"}
+LISTENING = "apiserver: listening on"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -95,8 +96,11 @@ class Handler(BaseHTTPRequestHandler):
         print("apiserver:", fmt % args, file=sys.stderr, flush=True)
 
 
-server = ThreadingHTTPServer(("0.0.0.0", int(sys.argv[5]) if len(sys.argv) > 5 else 443), Handler)
+PORT = int(sys.argv[5]) if len(sys.argv) > 5 else 443
+server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(CERT, KEY)
 server.socket = ctx.wrap_socket(server.socket, server_side=True)
+# The test waits for this line before it starts a pod that talks to this server.
+print(f"{LISTENING} :{PORT}", file=sys.stderr, flush=True)
 server.serve_forever()

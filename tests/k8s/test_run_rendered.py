@@ -95,6 +95,9 @@ def release(client, tmp_path_factory):
     )
     containers.append(api)
     api.start()
+    # Python in a fresh container can take seconds to listen on a loaded machine; a pod started
+    # before then would find the port closed (a real cluster's API server is up before any pod).
+    podrun.wait_log(api, "apiserver: listening on", 60, "listening (the stand-in API server)")
     r = dict(
         name=name,
         rendered=rendered,

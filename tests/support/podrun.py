@@ -205,6 +205,20 @@ def wait_ready(container, timeout):
     pytest.fail(f"{container.name} not ready within {timeout} s:\n{container.logs().decode()}")
 
 
+def wait_log(container, text, timeout, what):
+    """Waits until the container's log holds text (what: what that line means, for the error)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        container.reload()
+        log = container.logs().decode()
+        if text in log:
+            return
+        if container.status not in ("created", "running"):
+            pytest.fail(f"{container.name} exited before {what}:\n{log[-3000:]}")
+        time.sleep(0.2)
+    pytest.fail(f"{container.name}: not {what} within {timeout} s:\n{container.logs().decode()}")
+
+
 def wait_exit(container, timeout):
     """(exit code, log) of a run-to-completion pod (a Job's or a test hook's)."""
     try:

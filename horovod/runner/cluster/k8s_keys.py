@@ -23,12 +23,14 @@ import os
 import ssl
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
 from horovod.runner.cluster import keys
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+REACH_S = 60  # how long an unreachable API server is retried before the hook fails
 
 
 def log(msg):
@@ -38,8 +40,9 @@ def log(msg):
 class Api:
     """The few calls needed, with the pod's service account (in-cluster config)."""
 
-    def __init__(self, sa_dir=None):
+    def __init__(self, sa_dir=None, reach_s=REACH_S):
         sa_dir = sa_dir or SA_DIR
+        self.reach_s, self.warned = reach_s, False
         host = os.environ.get("KUBERNETES_SERVICE_HOST")
         port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
         if not host:
@@ -57,11 +60,26 @@ class Api:
         req.add_header("Accept", "application/json")
         if data is not None:
             req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, context=self.ctx, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, None
+        # A pod's network (CNI, the Service's rules, DNS) may not be ready the instant it starts:
+        # an unreachable API server is retried for a bounded time, then named in the error.
+        deadline = time.monotonic() + self.reach_s
+        while True:
+            try:
+                with urllib.request.urlopen(req, context=self.ctx, timeout=30) as r:
+                    return r.status, json.loads(r.read() or b"null")
+            except urllib.error.HTTPError as e:
+                return e.code, None
+            except (urllib.error.URLError, OSError) as e:
+                reason = getattr(e, "reason", e)
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"{method} {self.base}{path}: the API server did not answer within "
+                        f"{self.reach_s:.0f} s ({reason})"
+                    ) from None
+                if not self.warned:
+                    log(f"API server {self.base} not reachable yet ({reason}); retrying")
+                    self.warned = True
+                time.sleep(1)
 
 
 def _b64(text):
