@@ -18,6 +18,34 @@ from horovod.torch import mpi_ops
 from horovod.torch.compression import Compression
 
 
+def _gradient_names(named_parameters, all_params):
+    """{id(parameter): the name its gradient (or delta) is reduced under}, checked as upstream:
+    tuples, unique names, every parameter named; unnamed: by position."""
+    if named_parameters is None:
+        return {id(p): f"grad.noname.{i}" for i, p in enumerate(all_params)}
+    named_parameters = list(named_parameters)
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError(
+            "named_parameters should be a sequence of tuples (name, parameter), usually "
+            "produced by model.named_parameters()"
+        )
+    names = [k for k, _ in named_parameters]
+    dups = sorted({k for k in names if names.count(k) > 1})
+    if dups:
+        raise ValueError(
+            "Parameter names in named_parameters must be unique. Found duplicates: "
+            + ", ".join(dups)
+        )
+    named_ids = {id(v) for _, v in named_parameters}
+    unnamed = [id(p) for p in all_params if id(p) not in named_ids]
+    if unnamed:
+        raise ValueError(
+            "named_parameters was specified, but one or more model parameters were not "
+            "named. Python object ids: " + ", ".join(map(str, unnamed))
+        )
+    return {id(v): f"grad.{k}" for k, v in named_parameters}
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(
         self,
@@ -41,30 +69,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             op, gradient_predivide_factor, size
         )
         all_params = [p for group in self.param_groups for p in group["params"]]
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-            if any(not isinstance(p, tuple) for p in named_parameters):
-                raise ValueError(
-                    "named_parameters should be a sequence of tuples (name, parameter), usually "
-                    "produced by model.named_parameters()"
-                )
-            names = [k for k, _ in named_parameters]
-            dups = sorted({k for k in names if names.count(k) > 1})
-            if dups:
-                raise ValueError(
-                    "Parameter names in named_parameters must be unique. Found duplicates: "
-                    + ", ".join(dups)
-                )
-            named_ids = {id(v) for _, v in named_parameters}
-            unnamed = [id(p) for p in all_params if id(p) not in named_ids]
-            if unnamed:
-                raise ValueError(
-                    "named_parameters was specified, but one or more model parameters were not "
-                    "named. Python object ids: " + ", ".join(map(str, unnamed))
-                )
-            self._names = {id(v): f"grad.{k}" for k, v in named_parameters}
-        else:
-            self._names = {id(p): f"grad.noname.{i}" for i, p in enumerate(all_params)}
+        self._names = _gradient_names(named_parameters, all_params)
         trained = [p for p in all_params if p.requires_grad]
         self._groups = (
             [[trained[i] for i in idx] for idx in _gradients.groups_of(trained, groups)]
@@ -217,6 +222,99 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
 
 
+class _DistributedAdasumOptimizer(torch.optim.Optimizer):
+    """op=hvd.Adasum, as upstream's delta optimizer: once a parameter's gradient is ready (every
+    `backward_passes_per_step` passes), this rank steps the wrapped optimizer on that parameter
+    alone, and the change it made (the delta) is combined across ranks with Adasum while the
+    backward pass goes on; step() sets each parameter to its start plus the combined delta. The
+    optimizer's state (momentum, Adam's moments) stays each rank's own, as upstream."""
+
+    def __init__(
+        self, params, named_parameters, compression, backward_passes_per_step, process_set
+    ):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._process_set = process_set
+        all_params = [p for group in self.param_groups for p in group["params"]]
+        self._names = _gradient_names(named_parameters, all_params)
+        self._trained = [p for p in all_params if p.requires_grad]
+        # Each parameter's value before its own step: the delta is reduced in the parameter's
+        # memory (in place), then added back to this.
+        self._starts = {id(p): torch.zeros_like(p, requires_grad=False) for p in self._trained}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._delay = {id(p): backward_passes_per_step for p in self._trained}
+        self._handles = {}  # id(param) -> (handle, param, compression ctx)
+        self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self._trained]
+
+    _parameter_names = _DistributedOptimizer._parameter_names
+    set_backward_passes_per_step = _DistributedOptimizer.set_backward_passes_per_step
+
+    def _step_alone(self, p):
+        """Steps the wrapped optimizer on `p` only; submits the Adasum of its delta."""
+        start = self._starts[id(p)]
+        start.copy_(p.detach())
+        kept = [group["params"] for group in self.param_groups]
+        for group in self.param_groups:
+            group["params"] = [p] if any(p is q for q in group["params"]) else []
+        try:
+            super(self.__class__, self).step()
+        finally:
+            for group, params in zip(self.param_groups, kept):
+                group["params"] = params
+        # .data: outside autograd's version counter, as upstream (the backward pass has
+        # finished with this parameter: its gradient hook ran).
+        delta = p.data
+        delta.sub_(start)
+        sent, ctx = self._compression.compress(delta)
+        h = mpi_ops.allreduce_async_(
+            sent, name=self._names[id(p)], op=Adasum, process_set=self._process_set
+        )
+        self._handles[id(p)] = (h, p, ctx)
+
+    def _on_grad(self, p):
+        key = id(p)
+        if self._delay[key] <= 0:
+            raise AssertionError(
+                "Gradients were computed more than backward_passes_per_step times before call "
+                "to step(). Increase backward_passes_per_step to accumulate gradients locally."
+            )
+        self._delay[key] -= 1
+        if self._delay[key] == 0:
+            with torch.no_grad():
+                self._step_alone(p)
+
+    def synchronize(self):
+        """Nothing to wait for before step(): the combined deltas are applied by step() itself
+        (upstream's Adasum optimizer has no separate synchronization either)."""
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        raise AssertionError(
+            "Skipping synchronization is not supported when using Adasum optimizer."
+        )
+        yield  # never reached: the with statement gets the error above
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        with torch.no_grad():
+            # Parameters whose hook did not submit (backward did not reach them, or fewer
+            # passes than backward_passes_per_step) step now, so every rank submits the same ops.
+            for p in self._trained:
+                if id(p) not in self._handles:
+                    self._step_alone(p)
+            for h, p, ctx in self._handles.values():
+                delta = self._compression.decompress(mpi_ops.synchronize(h), ctx)
+                start = self._starts[id(p)]
+                start.add_(delta)
+                p.data.copy_(start)
+        self._handles.clear()
+        for k in self._delay:
+            self._delay[k] = self.backward_passes_per_step
+        return loss
+
+    zero_grad = _DistributedOptimizer.zero_grad
+
+
 def DistributedOptimizer(
     optimizer,
     named_parameters=None,
@@ -232,25 +330,28 @@ def DistributedOptimizer(
     """An optimizer of `optimizer`'s class whose step() first averages the gradients across
     ranks (of `process_set`). `groups`: a number of groups, or lists of parameters, each
     reduced as one grouped allreduce once all its gradients are ready (`num_groups` is
-    upstream's older spelling). op=Adasum reduces the gradients with Adasum (upstream's torch
-    frontend instead applies Adasum to each rank's update: see the README's differences)."""
+    upstream's older spelling). op=Adasum, as upstream: each rank steps on its own gradients
+    and the steps (model deltas) are combined with Adasum (_DistributedAdasumOptimizer)."""
     if op not in (Average, mpi_ops.Sum, Adasum):
         raise ValueError(f"op must be hvd.Average, hvd.Sum or hvd.Adasum, got {op!r}")
     if num_groups and groups:
         raise ValueError("give num_groups or groups, not both")
-    cls = type(
-        optimizer.__class__.__name__,
-        (optimizer.__class__,),
-        dict(_DistributedOptimizer.__dict__),
-    )
-    return cls(
-        optimizer.param_groups,
-        named_parameters,
-        compression,
-        backward_passes_per_step,
-        op,
-        gradient_predivide_factor,
-        groups or num_groups,
-        sparse_as_dense,
-        process_set,
-    )
+    if op == Adasum and _ps.set_size(process_set) > 1:
+        if gradient_predivide_factor != 1.0:
+            raise ValueError("gradient_predivide_factor needs op=Average")
+        base = _DistributedAdasumOptimizer
+        args = (named_parameters, compression, backward_passes_per_step, process_set)
+    else:
+        base = _DistributedOptimizer
+        args = (
+            named_parameters,
+            compression,
+            backward_passes_per_step,
+            op,
+            gradient_predivide_factor,
+            groups or num_groups,
+            sparse_as_dense,
+            process_set,
+        )
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(base.__dict__))
+    return cls(optimizer.param_groups, *args)

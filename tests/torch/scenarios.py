@@ -246,6 +246,90 @@ def sc_optimizer():
         opt.zero_grad()
 
 
+def _adasum_of_two(a, b):
+    """The Adasum of two ranks' tensors in float64, from its closed form (README)."""
+    a, b = a.double().flatten(), b.double().flatten()
+    dot = a @ b
+    ca = 1 - dot / (2 * (a @ a)) if (a @ a) > 0 else 1.0
+    cb = 1 - dot / (2 * (b @ b)) if (b @ b) > 0 else 1.0
+    return ca * a + cb * b
+
+
+def _adasum_reference(members, steps, opt_fn, passes=1):
+    """Upstream's delta optimizer on one process: each member steps its own copy of the model
+    from the shared parameters with its own optimizer (its own momentum); the shared
+    parameters move by the Adasum of the members' deltas, tensor by tensor."""
+    shared = [p.detach().clone() for p in _model().parameters()]
+    copies = []
+    for q in members:
+        m = _model()
+        copies.append((q, m, opt_fn(m.parameters())))
+    for step in range(steps):
+        deltas = []
+        for q, m, opt in copies:
+            with torch.no_grad():
+                for p, s in zip(m.parameters(), shared):
+                    p.copy_(s)
+            opt.zero_grad()
+            for k in range(passes):
+                x, y = _batch(q + 100 * (step * passes + k))
+                torch.nn.functional.mse_loss(m(x), y).backward()
+            opt.step()
+            deltas.append([p.detach() - s for p, s in zip(m.parameters(), shared)])
+        shared = [
+            s + _adasum_of_two(a, b).reshape(s.shape).to(s.dtype)
+            for s, a, b in zip(shared, *deltas)
+        ]
+    return shared
+
+
+def sc_adasum_optimizer():
+    """op=hvd.Adasum: upstream's delta optimizer, on ranks 0 and 1 (a process set at np 3);
+    at np 3 on every rank, the error of a rank count that is not a power of two."""
+    r, n = hvd.rank(), hvd.size()
+    pair = hvd.add_process_set([0, 1]) if n > 2 else hvd.global_process_set
+    sgd = lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)  # noqa: E731
+    adam = lambda p: torch.optim.Adam(p, lr=0.01)  # noqa: E731
+    try:
+        if r < 2:
+            for opt_fn, passes in ((sgd, 1), (sgd, 2), (adam, 1)):
+                model = _model()
+                opt = hvd.DistributedOptimizer(
+                    opt_fn(model.parameters()),
+                    named_parameters=model.named_parameters(),
+                    op=hvd.Adasum,
+                    backward_passes_per_step=passes,
+                    process_set=pair,
+                )
+                for step in range(3):
+                    opt.zero_grad()
+                    for k in range(passes):
+                        x, y = _batch(r + 100 * (step * passes + k))
+                        torch.nn.functional.mse_loss(model(x), y).backward()
+                    assert len(opt._handles) == 4, opt._handles  # submitted during backward
+                    if step == 0:
+                        expect_error(opt.zero_grad, AssertionError, "before optimizer.step()")
+                    opt.step()
+                want = _adasum_reference([0, 1], 3, opt_fn, passes)
+                for got, w in zip(model.parameters(), want):
+                    assert torch.allclose(got, w, atol=1e-5), (got, w)
+            expect_error(lambda: opt.skip_synchronize().__enter__(), AssertionError, "Adasum")
+        hvd.barrier()
+    finally:
+        if n > 2:
+            hvd.remove_process_set(pair)
+    if n == 3:
+        model = _model()
+        opt = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            named_parameters=model.named_parameters(),
+            op=hvd.Adasum,
+        )
+        x, y = _batch(r)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        expect_error(opt.step, ValueError, "power-of-two", "grad.")
+
+
 def sc_optimizer_state():
     r = hvd.rank()
     for make in (

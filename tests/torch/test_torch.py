@@ -12,6 +12,7 @@ BATCH = [
     "collectives",
     "autograd",
     "optimizer",
+    "adasum_optimizer",
     "optimizer_state",
     "process_set",
     "errors",
@@ -52,6 +53,10 @@ def test_gradients_through_the_collectives(ran):
 
 def test_distributed_optimizer_equals_one_process_on_all_the_data(ran):
     ran.check("optimizer")
+
+
+def test_adasum_delta_optimizer_equals_upstreams_on_one_process(ran):
+    ran.check("adasum_optimizer")
 
 
 def test_optimizer_state_broadcast(ran):
