@@ -46,6 +46,18 @@ def _gradient_names(named_parameters, all_params):
     return {id(v): f"grad.{k}" for k, v in named_parameters}
 
 
+def _pass_counted(delay, key):
+    """Counts a backward pass of parameter `key` down in `delay`; True when its gradient is due
+    for reduction (every backward_passes_per_step passes). Upstream's error for a pass too many."""
+    if delay[key] <= 0:
+        raise AssertionError(
+            "Gradients were computed more than backward_passes_per_step times before call "
+            "to step(). Increase backward_passes_per_step to accumulate gradients locally."
+        )
+    delay[key] -= 1
+    return delay[key] == 0
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(
         self,
@@ -143,13 +155,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _on_grad(self, p):
         key = id(p)
-        if self._delay[key] <= 0:
-            raise AssertionError(
-                "Gradients were computed more than backward_passes_per_step times before call "
-                "to step(). Increase backward_passes_per_step to accumulate gradients locally."
-            )
-        self._delay[key] -= 1
-        if self._delay[key] > 0:
+        if not _pass_counted(self._delay, key):
             return
         gi = self._group_of.get(key)
         if gi is None:
@@ -272,14 +278,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._handles[id(p)] = (h, p, ctx)
 
     def _on_grad(self, p):
-        key = id(p)
-        if self._delay[key] <= 0:
-            raise AssertionError(
-                "Gradients were computed more than backward_passes_per_step times before call "
-                "to step(). Increase backward_passes_per_step to accumulate gradients locally."
-            )
-        self._delay[key] -= 1
-        if self._delay[key] == 0:
+        if _pass_counted(self._delay, id(p)):
             with torch.no_grad():
                 self._step_alone(p)
 
