@@ -5,9 +5,11 @@ tests/support/scenario.py)."""
 import sys
 import warnings
 
+import numpy as np
 import torch
 
 import horovod.torch as hvd
+from tests.engine.reference import adasum
 from tests.support import scenario
 from tests.support.scenario import expect_error
 
@@ -246,19 +248,11 @@ def sc_optimizer():
         opt.zero_grad()
 
 
-def _adasum_of_two(a, b):
-    """The Adasum of two ranks' tensors in float64, from its closed form (README)."""
-    a, b = a.double().flatten(), b.double().flatten()
-    dot = a @ b
-    ca = 1 - dot / (2 * (a @ a)) if (a @ a) > 0 else 1.0
-    cb = 1 - dot / (2 * (b @ b)) if (b @ b) > 0 else 1.0
-    return ca * a + cb * b
-
-
 def _adasum_reference(members, steps, opt_fn, passes=1):
     """Upstream's delta optimizer on one process: each member steps its own copy of the model
     from the shared parameters with its own optimizer (its own momentum); the shared
-    parameters move by the Adasum of the members' deltas, tensor by tensor."""
+    parameters move by the Adasum of the members' deltas, tensor by tensor (the engine tests'
+    NumPy reference, as the TensorFlow Adasum scenarios use it)."""
     shared = [p.detach().clone() for p in _model().parameters()]
     copies = []
     for q in members:
@@ -277,7 +271,7 @@ def _adasum_reference(members, steps, opt_fn, passes=1):
             opt.step()
             deltas.append([p.detach() - s for p, s in zip(m.parameters(), shared)])
         shared = [
-            s + _adasum_of_two(a, b).reshape(s.shape).to(s.dtype)
+            s + torch.from_numpy(adasum([a.numpy(), b.numpy()], np.float32)).to(s.dtype)
             for s, a, b in zip(shared, *deltas)
         ]
     return shared
