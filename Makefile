@@ -126,16 +126,17 @@ LATEST_TORCH := $(LATEST_TORCH_$(FLAVOUR))
 # Per-layer build args of a flavour: the GPU TensorFlow wheel (its CUDA libraries come from the
 # cuda parent), and the engine's NCCL operations (CMakeLists.txt reads $HOROVOD_GPU_OPERATIONS).
 FLAVOUR_ARGS_tensorflow_gpu := --build-arg TENSORFLOW_PACKAGE=tensorflow
-FLAVOUR_ARGS_horovod_gpu := --build-arg HOROVOD_GPU_OPERATIONS=NCCL
+FLAVOUR_ARGS_horovod-builder_gpu := --build-arg HOROVOD_GPU_OPERATIONS=NCCL
 # The torch layer: the CPU flavour takes TORCH_VERSION with stand-ins for CUDA, the GPU flavour the
-# newest CUDA 12 build (versions.env); horovod-torch is the horovod Dockerfile without TensorFlow.
+# newest CUDA 12 build (versions.env); horovod-torch is built from the horovod Dockerfile on torch.
 FLAVOUR_ARGS_torch_gpu := --build-arg TORCH_FLAVOUR=gpu --build-arg TORCH_VERSION=$(TORCH_CUDA12_VERSION) \
   --build-arg TORCHVISION_VERSION=$(TORCHVISION_CUDA12_VERSION)
-FLAVOUR_ARGS_horovod-torch_gpu := $(FLAVOUR_ARGS_horovod_gpu)
-# Its builder stage starts from mpi, not torch: the engine is not built against torch, and the
-# compilers' apt step and the sources' COPY are cheaper on mpi's few files than on torch's many
-# (fuse-overlayfs walks them at each step; docs/benchmarks.md, issue 39).
-LAYER_ARGS_horovod-torch = --build-arg HOROVOD_FRAMEWORK=torch --build-arg BUILDER_IMAGE=$(call image_ref,mpi)
+# One builder per flavour compiles our package for both horovod layers (the engine once;
+# images/horovod/builder.Dockerfile): it starts from tensorflow, so the torch images need that
+# layer too. It is no layer of the graph (nobody runs it): tagged horovod/builder:<tag>.
+BUILDER_REF = horovod/builder:$(IMAGE_TAG)
+LAYER_ARGS_horovod = --build-arg BUILDER_IMAGE=$(BUILDER_REF)
+LAYER_ARGS_horovod-torch = $(LAYER_ARGS_horovod)
 DOCKERFILE_horovod-torch := images/horovod/Dockerfile
 # Empty: build the Debian root image from Debian packages (debootstrap), no registry needed.
 # Set it (e.g. BASE_IMAGE=debian:bookworm-slim) to use that image, pulled if missing.
@@ -163,10 +164,10 @@ EXTRA_TAGS_horovod-torch = -t $(LATEST_TORCH)
 LABELS_horovod = --build-arg HOROVOD_REVISION=$$(git rev-parse --short HEAD 2>/dev/null || echo none)
 LABELS_horovod-torch = $(LABELS_horovod)
 
-.PHONY: images images-torch check-versions stage build/rootfs test/images test/images-gpu test/runner clean/images
+.PHONY: images images-torch check-versions stage build/rootfs build/horovod-builder test/images test/images-gpu test/runner clean/images
 .PHONY: $(addprefix build/,$(IMAGES) $(OTHER_IMAGES)) $(addprefix test/,$(IMAGES) $(OTHER_IMAGES))
 
-images-torch: build/horovod-torch ## the PyTorch images: mpi -> torch (torch, torchvision) -> horovod-torch, tagged horovod:<version>-<flavour>-torch and horovod:latest-torch (FLAVOUR=gpu: torch's newest CUDA 12 build on the cuda layer, horovod:latest-torch-gpu)
+images-torch: build/horovod-torch ## the PyTorch images: mpi -> torch (torch, torchvision) -> horovod-torch (compiled in the builder on tensorflow), tagged horovod:<version>-<flavour>-torch and horovod:latest-torch (FLAVOUR=gpu: torch's newest CUDA 12 build on the cuda layer, horovod:latest-torch-gpu)
 
 images: build/horovod ## build the CPU image chain (horovod:<version>-cpu, horovod:latest); `make images FLAVOUR=gpu`: the GPU chain, base -> cuda (CUDA, cuDNN, NCCL wheels) -> mpi -> tensorflow (CUDA build) -> horovod (+ NCCL ops), tagged horovod:<version>-gpu, horovod:latest-gpu
 
@@ -198,12 +199,16 @@ build/horovod-torch: check-versions ## on torch: + our package without TensorFlo
 $(foreach i,$(IMAGES),$(eval build/$(i): $(if $(filter rootfs,$(call parent_of,$(i))),,build/$(call parent_of,$(i)))))
 # A layer never rebuilds by itself: docker's cache decides, so re-running is cheap.
 # STAGE_SERVED=1: a stage server already runs on STAGE_PORT (images-all's, for both flavours).
+# docker build: $(1) the Dockerfile, $(2) the tags, $(3) the parent image, $(4) the build's own
+# arguments; every pin and the stage's arguments go to every build.
+docker_build = $(if $(STAGE_SERVED),,scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT)) \
+  $(DOCKER) build --force-rm --network host -f $(1) $(2) --build-arg PARENT_IMAGE=$(3) \
+    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) $(4) $$(cat $(STAGE_DIR)/build-args) .
 $(addprefix build/,$(IMAGES)): build/%: stage
-	$(if $(STAGE_SERVED),,scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT)) \
-	  $(DOCKER) build --force-rm --network host -f $(or $(DOCKERFILE_$*),images/$*/Dockerfile) -t $(call image_ref,$*) $(EXTRA_TAGS_$*) \
-	    --build-arg PARENT_IMAGE=$(call parent_ref,$*) \
-	    $(foreach k,$(VERSION_KEYS),--build-arg $(k)=$($(k))) \
-	    $(FLAVOUR_ARGS_$*_$(FLAVOUR)) $(LAYER_ARGS_$*) $(LABELS_$*) $$(cat $(STAGE_DIR)/build-args) .
+	$(call docker_build,$(or $(DOCKERFILE_$*),images/$*/Dockerfile),-t $(call image_ref,$*) $(EXTRA_TAGS_$*),$(call parent_ref,$*),$(FLAVOUR_ARGS_$*_$(FLAVOUR)) $(LAYER_ARGS_$*) $(LABELS_$*))
+build/horovod-builder: build/tensorflow stage ## the one builder of both horovod layers (FLAVOUR's): the engine compiled once, the TF ops with it
+	$(call docker_build,images/horovod/builder.Dockerfile,-t $(BUILDER_REF),$(call image_ref,tensorflow),$(FLAVOUR_ARGS_horovod-builder_$(FLAVOUR)))
+build/horovod build/horovod-torch: build/horovod-builder
 $(addprefix build/,$(OTHER_IMAGES)) $(addprefix test/,$(OTHER_IMAGES)):
 	@echo "$@: no $(@F) layer in the $(FLAVOUR) images ($(IMAGES)); try another FLAVOUR ($(FLAVOURS))" >&2; exit 2
 
@@ -268,9 +273,9 @@ clean/images: ## remove FLAVOUR's images (children first; not the rootfs), test 
 	@c=$$($(DOCKER) ps -aq --filter label=io.horovod.test); [ -z "$$c" ] || $(DOCKER) rm -f $$c
 	@n=$$($(DOCKER) network ls -q --filter label=io.horovod.test); [ -z "$$n" ] || $(DOCKER) network rm $$n
 	@v=$$($(DOCKER) volume ls -q --filter label=io.horovod.test); [ -z "$$v" ] || $(DOCKER) volume rm $$v
-	-$(DOCKER) rmi $(LATEST) $(LATEST_TORCH) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
-	@# Dangling images carrying the tensorflow layer's label: the horovod builder stages (which
-	@# inherit it; a LABEL step of their own costs 12 s) and replaced tensorflow layers.
+	-$(DOCKER) rmi $(LATEST) $(LATEST_TORCH) $(BUILDER_REF) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
+	@# Dangling images carrying the tensorflow layer's label: replaced builders (which inherit
+	@# it; a LABEL step of their own costs 12 s) and replaced tensorflow layers.
 	-$(DOCKER) image prune -f --filter label=io.horovod.tensorflow.version >/dev/null
 
 # ---------------------------------------------------------------------------------------------

@@ -99,6 +99,14 @@ def test_selftest_through_horovodrun_as_mpiuser(user_host, run_ok):
     run_ok(user_host, "horovodrun -np 2 python -m horovod.selftest")
 
 
+def test_the_builders_tree_of_its_framework(host, framework):
+    """One builder compiles both frameworks' trees (images/horovod/builder.Dockerfile): each
+    image got its own, the TensorFlow ops (and their version stamp) only where TensorFlow is."""
+    ops = os.path.dirname(CORE) + "/tensorflow/mpi_lib"
+    for path in (ops + ".so", ops + ".tf_version"):
+        assert host.file(path).exists == (framework == "tensorflow"), path
+
+
 def test_tensorflow_ops_across_two_ranks(host, run_ok, framework):
     """The TF ops compiled in the builder load in the runtime and reduce across ranks, on the
     same engine as the NumPy frontend."""
