@@ -193,8 +193,13 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
   }
 }
 
-// One tensor moves a whole segment per message; several move it in chunks, through scratch
-// where they do not lie back to back.
+// One tensor moves a segment in messages of at most kMaxGatherMessage, straight from and into
+// it; several tensors move it in chunk_bytes chunks, through scratch where they do not lie back
+// to back. Every message that lands or leaves is progress for the stall inspector: a segment
+// sent as one message (400 MiB: over 1 s through shared memory on a slow 2-core VM) looked
+// like a stall to both ranks for as long as it took.
+constexpr size_t kMaxGatherMessage = size_t(32) << 20;
+
 void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esize,
                          size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
   int rank, n;
@@ -203,8 +208,8 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
   if (n == 1) return;
   const TensorLayout l(t, esize);
   const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
-  const size_t chunk =
-      l.pieces() == 1 ? std::max<size_t>(1, l.total()) : std::max<size_t>(1, chunk_bytes / esize);
+  const size_t chunk = std::max<size_t>(
+      1, l.pieces() == 1 ? std::min(l.total(), kMaxGatherMessage / esize) : chunk_bytes / esize);
   std::vector<std::vector<MPI_Request>> sends;
   std::vector<MPI_Request> recvs[2];
   for (int s = 0; s < n - 1; ++s) {
@@ -246,6 +251,7 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
       }
       if (k < nsend) {
         WaitAll(&sends[k]);
+        WatchProgress();
         post_send(k + 2);
       }
     }

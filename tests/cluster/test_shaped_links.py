@@ -133,6 +133,30 @@ def test_ranks_leave_the_core_while_the_link_carries_their_data(shaped):
         assert float(core) < 0.5, out
 
 
+def test_a_large_allgather_on_a_slow_link_is_progress_not_a_stall(shaped):
+    # One 128 MiB segment crosses a 400 Mbit/s link in about 2.7 s. Sent as one message, neither
+    # rank saw progress until it landed, and a stall shutdown of 2 s ended a healthy job
+    # ("blocked for 2.0 s with no progress ... Aborting the job"); now it moves in messages of at
+    # most 32 MiB (0.7 s each here), each of which is progress.
+    c = shaped
+    env = "--stall-check-warning-time-seconds 0.8 --stall-check-shutdown-time-seconds 2"
+    job = (
+        "python -c 'import time, numpy as np, horovod.numpy as hvd; hvd.init(); "
+        "x = np.full(128 << 20 if hvd.rank() == 0 else 1, hvd.rank() + 1, np.int8); "
+        't0 = time.perf_counter(); g = hvd.allgather(x, name="big"); '
+        "t = time.perf_counter() - t0; assert g.shape == ((128 << 20) + 1,) and g[-1] == 2; "
+        'print(f"rank {hvd.rank()}: allgather of 128 MiB in {t:.1f} s")\''
+    )
+    out, err = c.run_ok(
+        f"horovodrun -np 2 -H {c.worker(1)}:1,{c.worker(2)}:1 {env} {job}", timeout=180
+    )
+    got = re.findall(r"^rank \d: allgather of 128 MiB in ([0-9.]+) s$", out, re.M)
+    assert len(got) == 2 and "Aborting" not in err, out + err
+    print(out)
+    # It crossed the shaped link (2.7 s at the rate), longer than the shutdown bound.
+    assert min(float(t) for t in got) > 2.0, out
+
+
 def check_network(c):
     """`horovodrun --check-network` on every slot of every worker: the report, its bandwidth
     matrix in Mbit/s and its reach (% of the slowest link)."""
