@@ -17,7 +17,7 @@ namespace hvd {
 // allgather/alltoall ranks legitimately differ in the first dimension.
 // Adding a field: declare it and list it in Fields(); copies, comparison (the response cache's
 // test, fusion's key) and the wire encoding follow. If ranks must agree on it, its mismatch
-// message goes with the others in Controller::ConstructResponse.
+// message goes with the others in ResponseFromRequests (engine/request_checks.cc).
 struct OpSpec {
   OpType type = OpType::ALLREDUCE;
   DataType dtype = DataType::FLOAT32;

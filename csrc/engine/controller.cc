@@ -1,14 +1,13 @@
 #include "engine/controller.h"
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
-#include <functional>
 #include <sstream>
 
 #include "common/logging.h"
 #include "common/reduce_kernels.h"
 #include "engine/fusion.h"
+#include "engine/request_checks.h"
 #include "engine/watchdog.h"
 
 namespace hvd {
@@ -27,102 +26,6 @@ inline void SetBit(std::vector<uint64_t>* v, size_t base, int slot) {
 }
 inline bool TestBit(const std::vector<uint64_t>& v, size_t base, int slot) {
   return (v[base + slot / 64] >> (slot % 64)) & 1;
-}
-
-std::string FormatDouble(double d) {
-  std::ostringstream os;
-  os << d;
-  return os.str();
-}
-
-// Groups ranks by the value `field` gives their request; names every group if they differ.
-// Ranks are named as hvd.rank() numbers them (`mpi`: the process set's context).
-std::string Disagreement(const MpiContext& mpi, const std::string& name, const char* what,
-                         const std::vector<Request>& reqs,
-                         const std::function<std::string(const Request&)>& field) {
-  std::vector<std::pair<std::string, std::vector<int>>> groups;
-  for (size_t r = 0; r < reqs.size(); ++r) {
-    std::string v = field(reqs[r]);
-    auto it =
-        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
-    if (it == groups.end())
-      groups.push_back({v, {static_cast<int>(r)}});
-    else
-      it->second.push_back(static_cast<int>(r));
-  }
-  if (groups.size() <= 1) return "";
-  std::ostringstream os;
-  os << "Mismatched " << what << " for tensor '" << name << "': ";
-  for (size_t i = 0; i < groups.size(); ++i)
-    os << (i ? "; " : "") << "rank" << (groups[i].second.size() > 1 ? "s " : " ")
-       << RankList(mpi.WorldRanks(groups[i].second))
-       << (groups[i].second.size() > 1 ? " have " : " has ") << groups[i].first;
-  return os.str();
-}
-
-// Whether every rank's request equals the first in all that ConstructResponse compares (the
-// group, the spec, the shape or, for allgather and alltoall, the dimensions after the first):
-// the usual case, answered without describing any rank's request. Equal values describe
-// alike, so every Disagreement would be empty; otherwise they decide.
-bool AllAgree(const std::vector<Request>& reqs) {
-  const Request& f = reqs[0];
-  const bool rows = f.type == OpType::ALLGATHER || f.type == OpType::ALLTOALL;
-  for (const Request& r : reqs) {
-    if (r.group_size != f.group_size || r.group != f.group || r.spec() != f.spec()) return false;
-    if (!rows && r.shape != f.shape) return false;
-    if (rows && (r.shape.size() != f.shape.size() || r.shape.empty() ||
-                 !std::equal(r.shape.begin() + 1, r.shape.end(), f.shape.begin() + 1)))
-      return false;
-  }
-  return true;
-}
-
-std::string TrailingDims(const Request& r) {
-  std::vector<int64_t> rest(r.shape.begin() + (r.shape.empty() ? 0 : 1), r.shape.end());
-  return "dimensions after the first " + ShapeString(rest);
-}
-
-// Allgather and alltoall outputs are sized from other ranks' first dimensions and splits: the
-// total a rank receives must fit in int64 bytes, or its allocation would wrap to a small buffer.
-// Checked here, where every rank's request is known, so that every rank gets the error.
-std::string CheckReceivedBytes(const MpiContext& mpi, const std::string& name,
-                               const std::vector<Request>& reqs) {
-  const Request& first = reqs[0];
-  int64_t row_bytes = 0;
-  std::vector<int64_t> row(first.shape.begin() + 1, first.shape.end());
-  if (!ShapeBytes(row, first.dtype, &row_bytes)) row_bytes = INT64_MAX;
-  const int n = static_cast<int>(reqs.size());
-  for (int dst = 0; dst < n; ++dst) {
-    int64_t rows = 0, bytes = 0;
-    bool ok = true;
-    for (int src = 0; src < n && ok; ++src) {
-      const Request& r = reqs[src];
-      int64_t part = first.type == OpType::ALLGATHER ? r.shape[0] : r.splits[dst];
-      ok = CheckedAdd(rows, part, &rows);
-    }
-    if (ok) ok = CheckedMul(rows, row_bytes, &bytes);
-    if (!ok) {
-      std::ostringstream os;
-      os << "tensor '" << name << "': the " << OpTypeName(first.type) << " output";
-      if (first.type == OpType::ALLTOALL) os << " of rank " << mpi.WorldRank(dst);
-      os << " would hold more bytes than fit in int64 (";
-      if (first.type == OpType::ALLGATHER) {
-        os << "first dimensions:";
-        for (int src = 0; src < n; ++src)
-          os << " rank " << mpi.WorldRank(src) << " " << reqs[src].shape[0]
-             << (src + 1 < n ? "," : "");
-      } else {
-        os << "rows sent to it:";
-        for (int src = 0; src < n; ++src)
-          os << " rank " << mpi.WorldRank(src) << " " << reqs[src].splits[dst]
-             << (src + 1 < n ? "," : "");
-      }
-      os << ")";
-      return os.str();
-    }
-    if (first.type == OpType::ALLGATHER) break;  // every rank receives the same total
-  }
-  return "";
 }
 
 // The error response of a member of a failed group: the failure that failed the group.
@@ -493,106 +396,13 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
 }
 
 Response Controller::ConstructResponse(const std::string& name, const TableEntry& entry) const {
-  if (entry.count < mpi_->size) return JoinedResponse(name, entry);
-  const auto& reqs = entry.requests;
-  const Request& first = reqs[0];
-  Response resp;
-  resp.spec() = first.spec();
-  resp.names = {name};
-  resp.num_elements = {NumElements(first.shape)};
-  if (first.type == OpType::JOIN) {
-    resp.root = mpi_->WorldRank(root_joined_.empty() ? 0 : root_joined_.back());
-    return resp;
-  }
-
-  // A rank's own bad arguments come first: nothing else about its request can be trusted.
-  std::string invalid;
-  for (size_t r = 0; r < reqs.size(); ++r)
-    if (!reqs[r].invalid.empty())
-      invalid += (invalid.empty() ? "" : "; ") + std::string("on rank ") +
-                 std::to_string(mpi_->WorldRank(static_cast<int>(r))) + ": " + reqs[r].invalid;
-  if (!invalid.empty()) {
-    resp.error =
-        "Invalid arguments for tensor '" + name + "' " + invalid + " (the op fails on every rank)";
-    resp.error_is_invalid_argument = true;
-    return resp;
-  }
-  // A group's size first: members at one index of groups of different sizes are different
-  // tensors, so their other differences would only mislead.
-  if (first.type == OpType::ADD_PROCESS_SET || first.type == OpType::REMOVE_PROCESS_SET) {
-    // Every rank must name the same set; whether it can be added or removed is decided where
-    // it runs (engine.cc), identically everywhere, from the sets every rank holds.
-    std::string err = Disagreement(*mpi_, name, "operations", reqs, [](const Request& r) {
-      return std::string(OpTypeName(r.type));
-    });
-    if (err.empty())
-      err = first.type == OpType::ADD_PROCESS_SET
-                ? Disagreement(*mpi_, name, "process set ranks", reqs,
-                               [](const Request& r) { return "ranks " + ShapeString(r.splits); })
-                : Disagreement(*mpi_, name, "process set ids", reqs,
-                               [](const Request& r) { return "id " + std::to_string(r.root); });
-    if (err.empty()) resp.first_dims = first.splits;
-    resp.error = err;
-    return resp;
-  }
-  const bool agree = AllAgree(reqs);
-  std::string err;
-  if (!agree)
-    err = Disagreement(*mpi_, name, "group sizes", reqs, [](const Request& r) {
-      return r.group_size == 0 ? std::string("it outside a group")
-                               : std::to_string(r.group_size) + " tensor" +
-                                     (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
-    });
-  if (!agree && err.empty())
-    err = Disagreement(*mpi_, name, "operations", reqs,
-                       [](const Request& r) { return std::string(OpTypeName(r.type)); });
-  if (!agree && err.empty())
-    err = Disagreement(*mpi_, name, "devices (host or GPU memory)", reqs,
-                       [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
-  if (!agree && err.empty())
-    err = Disagreement(*mpi_, name, "data types", reqs,
-                       [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
-  const OpType t = first.type;
-  const bool reduces = t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER;
-  if (!agree && err.empty() && reduces)
-    err = Disagreement(*mpi_, name, "reduction operations", reqs,
-                       [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
-  if (!agree && err.empty() && reduces)
-    err = Disagreement(*mpi_, name, "prescale/postscale factors", reqs, [](const Request& r) {
-      return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
-    });
-  // The ranks agree on the op, dtype and factors: whether the engine can run that at all is
-  // decided here, once, so that every rank fails alike (a bool reduction, integer scaling).
-  if (err.empty()) {
-    const std::string why = UnsupportedReduction(first.spec(), mpi_->size);
-    if (!why.empty()) {
-      resp.error = "tensor '" + name + "': " + why;
-      resp.error_is_invalid_argument = true;
-      return resp;
-    }
-  }
-  if (!agree && err.empty() &&
-      (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
-    err = Disagreement(*mpi_, name, "shapes", reqs,
-                       [](const Request& r) { return "shape " + ShapeString(r.shape); });
-  if (!agree && err.empty() && t == OpType::BROADCAST)
-    err = Disagreement(*mpi_, name, "broadcast root ranks", reqs, [this](const Request& r) {
-      return "root " + std::to_string(mpi_->WorldRank(r.root));
-    });
-  if (!agree && err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
-    err = Disagreement(*mpi_, name, "shapes (all dimensions but the first must agree)", reqs,
-                       TrailingDims);
-  if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL)) {
-    err = CheckReceivedBytes(*mpi_, name, reqs);
-    resp.error_is_invalid_argument = !err.empty();  // the inputs, not a disagreement
-  }
-  if (!err.empty()) {
-    resp.error = err;
-    return resp;
-  }
-  if (t == OpType::ALLGATHER)
-    for (const auto& r : reqs) resp.first_dims.push_back(r.shape.empty() ? 0 : r.shape[0]);
-  return resp;
+  if (entry.count == mpi_->size)
+    return ResponseFromRequests(*mpi_, name, entry.requests,
+                                root_joined_.empty() ? 0 : root_joined_.back());
+  std::vector<int> joined;
+  for (int r : root_joined_)
+    if (!entry.present[r]) joined.push_back(r);
+  return ResponseWithJoinedRanks(*mpi_, name, entry.requests, entry.present, joined);
 }
 
 void Controller::FailGroupsAtRoot(const std::unordered_map<std::string, size_t>& failed,
@@ -662,59 +472,6 @@ bool Controller::Ready(const TableEntry& e) const {
   return e.count + absent_joined == mpi_->size;
 }
 
-Response Controller::JoinedResponse(const std::string& name, const TableEntry& entry) const {
-  // Checked among the ranks that submitted it, more coarsely than ConstructResponse: any
-  // difference in spec, shape or group is one error listing the submitters and the joined.
-  std::vector<const Request*> submitted;
-  std::vector<int> ranks;
-  for (int r = 0; r < mpi_->size; ++r)
-    if (entry.present[r]) {
-      ranks.push_back(r);
-      submitted.push_back(&entry.requests[r]);
-    }
-  const Request& first = *submitted[0];
-  Response resp;
-  resp.spec() = first.spec();
-  resp.names = {name};
-  resp.num_elements = {NumElements(first.shape)};
-  std::vector<int> joined;
-  for (int r : root_joined_)
-    if (!entry.present[r]) joined.push_back(r);
-  std::ostringstream why;
-  if (first.type != OpType::ALLREDUCE || first.gpu) {
-    why << "tensor '" << name << "': " << (first.gpu ? "GPU " : "") << OpTypeName(first.type)
-        << " cannot run while rank" << (joined.size() > 1 ? "s " : " ")
-        << RankList(mpi_->WorldRanks(joined)) << " ha" << (joined.size() > 1 ? "ve" : "s")
-        << " joined (hvd.join): only host-memory allreduce takes zeros from joined ranks";
-    resp.error = why.str();
-    resp.error_is_invalid_argument = true;
-    return resp;
-  }
-  for (size_t i = 1; i < submitted.size(); ++i)
-    if (submitted[i]->spec() != first.spec() || submitted[i]->shape != first.shape ||
-        !submitted[i]->invalid.empty() || !first.invalid.empty() ||
-        submitted[i]->group_size != first.group_size) {
-      why << "tensor '" << name << "': ranks " << RankList(mpi_->WorldRanks(ranks))
-          << " submitted it while ranks " << RankList(mpi_->WorldRanks(joined))
-          << " have joined, and they disagree on it (op, dtype, shape, scale factors or group)";
-      resp.error = why.str();
-      return resp;
-    }
-  if (!first.invalid.empty()) {
-    resp.error = "Invalid arguments for tensor '" + name + "': " + first.invalid;
-    resp.error_is_invalid_argument = true;
-    return resp;
-  }
-  const std::string unsupported = UnsupportedReduction(first.spec(), mpi_->size);
-  if (!unsupported.empty()) {
-    resp.error = "tensor '" + name + "': " + unsupported;
-    resp.error_is_invalid_argument = true;
-    return resp;
-  }
-  resp.contributors = entry.count;
-  return resp;
-}
-
 void Controller::InspectStalls(int64_t now) {
   if (now < next_stall_check_us_ || table_.empty()) return;
   next_stall_check_us_ = now + 1000000;  // at most once a second
@@ -736,11 +493,13 @@ void Controller::InspectStalls(int64_t now) {
          << ") has waited " << waited / 1000000 << " s for rank"
          << (missing.size() > 1 ? "s " : " ") << RankList(mpi_->WorldRanks(missing))
          << " (submitted by " << RankList(mpi_->WorldRanks(submitted)) << ")";
-    if (shutdown_us > 0 && waited >= shutdown_us && stall_shutdown_reason_.empty())
-      stall_shutdown_reason_ =
-          std::string(kStallShutdownPrefix) +
-          " (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" + FormatDouble(config_.stall_shutdown_time_s) +
-          "): " + line.str();
+    if (shutdown_us > 0 && waited >= shutdown_us && stall_shutdown_reason_.empty()) {
+      std::ostringstream reason;
+      reason << kStallShutdownPrefix
+             << " (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=" << config_.stall_shutdown_time_s
+             << "): " << line.str();
+      stall_shutdown_reason_ = reason.str();
+    }
     if (now - e.last_warn_us >= warn_us) {
       e.last_warn_us = now;
       report << "\n  " << line.str();

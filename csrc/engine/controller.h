@@ -57,10 +57,8 @@ class Controller {
   // Submitted by every rank that has not joined (hvd.join): joined ranks add zeros.
   bool Ready(const TableEntry& e) const;
   bool Joined(int rank) const;
+  // The checked response for a tensor in the table (engine/request_checks.h).
   Response ConstructResponse(const std::string& name, const TableEntry& entry) const;
-  // A tensor some ranks did not submit because they have joined: an allreduce of the others'
-  // (checked like any other among them), or an error naming the joined ranks.
-  Response JoinedResponse(const std::string& name, const TableEntry& entry) const;
   // A group fails as a whole: rank 0 fails its waiting members (FailGroupsAtRoot), every rank
   // its own members that never reached rank 0 (cached requests; FailGroupsLocally).
   // `failed`: group -> index of the failed member's response in `responses`.

@@ -1,14 +1,11 @@
 #include "engine/engine.h"
 
-#include <sched.h>
 #include <sys/prctl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -18,10 +15,12 @@
 #include "common/logging.h"
 #include "engine/autotuner.h"
 #include "engine/controller.h"
+#include "engine/cpu_share.h"
 #include "engine/gpu_context.h"
 #include "engine/job_stats.h"
 #include "engine/operations.h"
 #include "engine/process_sets.h"
+#include "engine/request_checks.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
 #include "mpi/mpi_context.h"
@@ -227,57 +226,6 @@ void ApplyTunedParams(Engine* e, const TunedParams& p, int64_t* cycle_us) {
     HVD_LOG(INFO, "autotune: this rank now runs with " << DescribeParams(p) << " (final)");
   else
     HVD_LOG(DEBUG, "autotune: this rank now tries " << DescribeParams(p));
-}
-
-// CPUs a cgroup CPU quota allows (docker --cpus, compose cpus:), rounded up; 0: no quota. cgroup
-// v2's cpu.max, else v1's cfs quota and period (both are in use on Docker hosts).
-long CpuQuota() {
-  long quota = 0, period = 0;
-  if (FILE* f = std::fopen("/sys/fs/cgroup/cpu.max", "r")) {
-    char q[32] = {0};
-    if (std::fscanf(f, "%31s %ld", q, &period) == 2 && std::strcmp(q, "max") != 0)
-      quota = std::atol(q);
-    std::fclose(f);
-  } else if (FILE* fq = std::fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r")) {
-    if (std::fscanf(fq, "%ld", &quota) != 1) quota = 0;
-    std::fclose(fq);
-    if (FILE* fp = std::fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r")) {
-      if (std::fscanf(fp, "%ld", &period) != 1) period = 0;
-      std::fclose(fp);
-    }
-  }
-  if (quota <= 0 || period <= 0) return 0;
-  return std::max(1L, (quota + period - 1) / period);
-}
-
-// The engine's thread has no core of its own: this rank is bound to one core (caller and engine
-// take turns on it), or the ranks of the machine (containers included) have fewer than two each.
-bool SharesCore(int ranks_on_machine) {
-  cpu_set_t set;
-  int mine = 0;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = CPU_COUNT(&set);
-  if (mine < 2) return true;
-  // The machine's cores, or fewer under a cgroup CPU quota (docker --cpus, compose cpus:), for
-  // the ranks of every container on it.
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  const long quota = CpuQuota();
-  if (quota > 0) cores = std::min(cores, quota);
-  return cores < 2L * ranks_on_machine;
-}
-
-// How long a waiting thread (the engine for its next op, a caller for its result) polls before
-// it blocks. Blocking costs a wake-up: tens of microseconds on a VM whose idle vCPU halts, which
-// is most of a small allreduce's time. Polling is worth it only with a core per polling thread
-// (this rank's caller and engine): never where a rank is bound to one core, where the ranks of
-// the machine (containers included) have fewer than two cores each, or where Open MPI was told
-// to yield (mpi_yield_when_idle).
-// Measured on 16 quiet cores, 2 ranks, 4 KiB: 50-65 us blocking, 26-32 us polling 30-60 us,
-// no gain at 10 us.
-int64_t ChooseSpin(int64_t want, bool shares_core) {
-  if (want <= 0 || shares_core) return 0;
-  const char* yield = std::getenv("OMPI_MCA_mpi_yield_when_idle");
-  if (yield && std::string(yield) == "1") return 0;
-  return want;
 }
 
 // The wait before the next round. A rank with nothing in flight needs no round until its own
@@ -525,37 +473,6 @@ Status RingAllreduceRaw(float* data, size_t count) {
   return Status();
 }
 
-namespace {
-
-// Why a request cannot run, or "". Sizes are overflow-checked: they come from user input.
-std::string Validate(const Request& r, int n) {
-  int64_t bytes = 0;
-  if (!ShapeBytes(r.shape, r.dtype, &bytes))
-    return "shape " + ShapeString(r.shape) +
-           " has a negative dimension or more bytes than fit in int64";
-  const bool needs_rows =
-      r.type == OpType::ALLGATHER || r.type == OpType::ALLTOALL || r.type == OpType::REDUCESCATTER;
-  if (needs_rows && r.shape.empty())
-    return std::string(OpTypeName(r.type)) +
-           " needs a tensor with at least one dimension, got a scalar";
-  if (r.type == OpType::BROADCAST && (r.root < 0 || r.root >= n))
-    return "broadcast root rank " + std::to_string(r.root) + " is outside [0, " +
-           std::to_string(n) + ")";
-  if (r.type == OpType::ALLTOALL) {
-    // Checked sum: splits near 2^63 must not wrap around to the right total.
-    int64_t total = 0;
-    bool bad = static_cast<int>(r.splits.size()) != n;
-    for (auto sp : r.splits) bad = bad || sp < 0 || !CheckedAdd(total, sp, &total);
-    if (bad || total != r.shape[0])
-      return "alltoall needs one non-negative split per rank (" + std::to_string(n) +
-             ") summing to the first dimension (" + std::to_string(r.shape[0]) + "), got " +
-             ShapeString(r.splits);
-  }
-  return "";
-}
-
-}  // namespace
-
 Status Enqueue(std::vector<TensorEntry> entries, int32_t process_set) {
   Engine* e = g_engine;
   if (!e || !e->controller)  // never initialized, or init failed
@@ -612,7 +529,7 @@ Status Enqueue(std::vector<TensorEntry> entries, int32_t process_set) {
           r.root = static_cast<int32_t>(it - set->ranks.begin());
       }
     }
-    if (r.invalid.empty()) r.invalid = Validate(r, set_size);
+    if (r.invalid.empty()) r.invalid = InvalidArguments(r, set_size);
     // Ordered after the framework's stream here, on its thread, while that stream's queue still
     // ends with the kernels that produce the input.
     if (r.gpu && r.invalid.empty()) r.invalid = PrepareGpuEntry(&en);
