@@ -10,6 +10,7 @@
 #include <string>
 
 namespace hvd {
+namespace {
 
 // CPUs a cgroup CPU quota allows (docker --cpus, compose cpus:), rounded up; 0: no quota. cgroup
 // v2's cpu.max, else v1's cfs quota and period (both are in use on Docker hosts).
@@ -31,6 +32,8 @@ long CpuQuota() {
   if (quota <= 0 || period <= 0) return 0;
   return std::max(1L, (quota + period - 1) / period);
 }
+
+}  // namespace
 
 // The engine's thread has no core of its own: this rank is bound to one core (caller and engine
 // take turns on it), or the ranks of the machine (containers included) have fewer than two each.

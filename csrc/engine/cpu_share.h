@@ -7,9 +7,6 @@ namespace hvd {
 // Whether this rank's threads (its caller and the engine's background thread) each have a core,
 // and so how long a waiting thread may poll before it blocks. Read once, at hvd.init().
 
-// CPUs a cgroup CPU quota allows (docker --cpus, compose cpus:), rounded up; 0: no quota.
-long CpuQuota();
-
 // The engine's thread has no core of its own: this rank is bound to one core, or the ranks of
 // the machine (containers included) have fewer than two cores each.
 bool SharesCore(int ranks_on_machine);
