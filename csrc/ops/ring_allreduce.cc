@@ -197,8 +197,13 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
 // it; several tensors move it in chunk_bytes chunks, through scratch where they do not lie back
 // to back. Every message that lands or leaves is progress for the stall inspector: a segment
 // sent as one message (400 MiB: over 1 s through shared memory on a slow 2-core VM) looked
-// like a stall to both ranks for as long as it took.
-constexpr size_t kMaxGatherMessage = size_t(32) << 20;
+// like a stall to both ranks for as long as it took. 32 MiB messages were still too coarse:
+// over TCP both ranks' two messages in flight share one connection, and the first landed only
+// after nearly all 64 MiB had moved: 0.22-0.29 s without progress through loopback on a 2-core
+// VM, the longest gap of the whole op, and CI's slower VM warned of a healthy job at a 0.5 s
+// stall check. 4 MiB messages land every 40-60 ms there (84 ms each at 400 Mbit/s) and cost
+// nothing measurable: docs/benchmarks.md.
+constexpr size_t kMaxGatherMessage = size_t(4) << 20;
 
 void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esize,
                          size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
