@@ -137,7 +137,7 @@ def test_a_large_allgather_on_a_slow_link_is_progress_not_a_stall(shaped):
     # One 128 MiB segment crosses a 400 Mbit/s link in about 2.7 s. Sent as one message, neither
     # rank saw progress until it landed, and a stall shutdown of 2 s ended a healthy job
     # ("blocked for 2.0 s with no progress ... Aborting the job"); now it moves in messages of at
-    # most 4 MiB (84 ms each here), each of which is progress.
+    # most 8 MiB (168 ms each here), each of which is progress.
     c = shaped
     env = "--stall-check-warning-time-seconds 0.8 --stall-check-shutdown-time-seconds 2"
     job = (
