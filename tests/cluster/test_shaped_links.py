@@ -122,7 +122,7 @@ def test_ranks_leave_the_core_while_the_link_carries_their_data(shaped):
     c = shaped
     job = (
         "python -c 'import resource, time, numpy as np, horovod.numpy as hvd; hvd.init(); "
-        'x = np.ones(16 << 20, np.float32); y = np.empty_like(x); '
+        "x = np.ones(16 << 20, np.float32); y = np.empty_like(x); "
         'hvd.allreduce(x, op=hvd.Sum, name="w", out=y); '
         "t0 = time.perf_counter(); r0 = resource.getrusage(resource.RUSAGE_SELF); "
         '[hvd.allreduce(x, op=hvd.Sum, name="w", out=y) for _ in range(3)]; '
