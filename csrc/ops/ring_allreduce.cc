@@ -202,9 +202,9 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
 // after nearly all 64 MiB had moved: 0.22-0.29 s without progress through loopback on a 2-core
 // VM, the longest gap of the whole op, and CI's slower VM warned of a healthy job at a 0.5 s
 // stall check (reproduced with loopback shaped to 1 Gbit/s: 3 of 3 launches warned; 8 MiB: 0 of
-// 2). 4 MiB cost a shaped 400 Mbit/s link 7 % in a 3-op test (1.63-1.72 s per 64 MiB allreduce
-// against 1.52-1.58 at 32 MiB, 1.53-1.62 at 8 MiB): each message's handshake waits in the
-// shaper's queue. 8 MiB: 168 ms per message at 400 Mbit/s (docs/benchmarks.md).
+// 2). Smaller messages cost a shaped 400 Mbit/s link a little (2 x 1, 64 MiB allreduces, median
+// time against 32 MiB: 4 MiB +7 % on a slow VM, +3-4 % on a faster one; 8 MiB under 2 %), why not
+// measured. 8 MiB: 168 ms per message at 400 Mbit/s (docs/benchmarks.md).
 constexpr size_t kMaxGatherMessage = size_t(8) << 20;
 
 void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esize,
