@@ -175,15 +175,18 @@ check-versions: ## fail unless versions.env pins the version in horovod/__init__
 	@v=$$(sed -n 's/^__version__ = "\(.*\)"/\1/p' horovod/__init__.py); \
 	  [ "$$v" = "$(HOROVOD_VERSION)" ] || { echo "versions.env HOROVOD_VERSION=$(HOROVOD_VERSION) but horovod/__init__.py says $$v" >&2; exit 1; }
 
+# The reference is renamed into place: both chains of side_by_side.sh run this at once, and a
+# plain `>` let the other chain's `cat` read an empty file (16 of 786 reads in a stress loop).
 build/rootfs: ## Debian root image: BASE_IMAGE if given (pulled if missing), else debootstrap
 	@mkdir -p $(STAGE_DIR)
 	@if [ -n "$(BASE_IMAGE)" ] && { $(DOCKER) image inspect $(BASE_IMAGE) >/dev/null 2>&1 || $(DOCKER) pull $(BASE_IMAGE); }; then \
-	  echo $(BASE_IMAGE) >$(ROOT_REF_FILE); \
+	  ref=$(BASE_IMAGE); \
 	else \
 	  [ -z "$(BASE_IMAGE)" ] || echo "$(BASE_IMAGE) unavailable: building $(ROOTFS_IMAGE) with debootstrap" >&2; \
-	  $(DOCKER) image inspect $(ROOTFS_IMAGE) >/dev/null 2>&1 || scripts/build-rootfs-image.sh $(ROOTFS_IMAGE) $(DEBIAN_SUITE); \
-	  echo $(ROOTFS_IMAGE) >$(ROOT_REF_FILE); \
-	fi
+	  $(DOCKER) image inspect $(ROOTFS_IMAGE) >/dev/null 2>&1 || scripts/build-rootfs-image.sh $(ROOTFS_IMAGE) $(DEBIAN_SUITE) || exit; \
+	  ref=$(ROOTFS_IMAGE); \
+	fi; \
+	echo $$ref >$(ROOT_REF_FILE).$$$$ && mv -f $(ROOT_REF_FILE).$$$$ $(ROOT_REF_FILE)
 
 stage: build/rootfs ## download FLAVOUR's wheels (and .debs if containers lack the mirror) into build/stage
 	STAGE_DIR=$(STAGE_DIR) STAGE_PORT=$(STAGE_PORT) PIP_SOURCE=$(PIP_SOURCE) APT_SOURCE=$(APT_SOURCE) \
