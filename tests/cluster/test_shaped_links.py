@@ -115,10 +115,10 @@ def test_ranks_leave_the_core_while_the_link_carries_their_data(shaped):
     # spun in MPI_Waitall used a core all along (0.86 here before); the engine's waits nap.
     # The output is allocated once (out=), as bench_allreduce.py does and as the frameworks'
     # caching allocators do: a fresh 64 MiB numpy array per op faults its pages in while the
-    # ranks receive: 0.08 of a core and 1-2 % of the time on a fast VM, more on slow ones (where
-    # this test took 1.53-1.68 s with fresh arrays, the bench, which reuses its output, 1.41:
-    # docs/benchmarks.md, 2026-12-02): a cost of the host's memory, not of the link or the
-    # waits this test is about.
+    # ranks receive: 0.07 of a core per rank and about 1 % of the time on a fast VM, more on
+    # slow ones (where this test took 1.53-1.68 s with fresh arrays, the bench, which reuses its
+    # output, 1.41: docs/benchmarks.md, "2026-12-02, second session"): a cost of the host's
+    # memory, not of the link or the waits this test is about.
     c = shaped
     job = (
         "python -c 'import resource, time, numpy as np, horovod.numpy as hvd; hvd.init(); "
