@@ -202,8 +202,8 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
 // after nearly all 64 MiB had moved: 0.22-0.29 s without progress through loopback on a 2-core
 // VM, the longest gap of the whole op, and CI's slower VM warned of a healthy job at a 0.5 s
 // stall check (reproduced with loopback shaped to 1 Gbit/s: 3 of 3 launches warned; 8 MiB: 0 of
-// 2). Smaller messages cost a shaped 400 Mbit/s link a little (2 x 1, 64 MiB allreduces, median
-// time against 32 MiB: 4 MiB +7 % on a slow VM, +3-4 % on a faster one; 8 MiB under 2 %), why not
+// 2). Smaller messages cost a shaped 400 Mbit/s link a little (2 x 1, 64 MiB allreduces, time
+// against 32 MiB: 4 MiB +7 % on a slow VM, +3-4 % on a faster one; 8 MiB under 2 %), why not
 // measured. 8 MiB: 168 ms per message at 400 Mbit/s (docs/benchmarks.md).
 constexpr size_t kMaxGatherMessage = size_t(8) << 20;
 
