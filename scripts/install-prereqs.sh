@@ -81,7 +81,7 @@ if [[ $("$tvenv/bin/python" -c 'import importlib.metadata as m; print(m.version(
     "torchvision==$TORCHVISION_VERSION"
   "$tvenv/bin/pip" install -q --disable-pip-version-check \
     $("$tvenv/bin/python" images/torch/cuda_standins.py requirements torch torchvision) \
-    $(grep -E '^(numpy|ml_dtypes|pytest)==' tests/requirements.txt)
+    $(grep -E '^(numpy|pytest)==' tests/requirements.txt)
   "$tvenv/bin/python" images/torch/cuda_standins.py build "$tsite" "$tsite/torch/lib"
 fi
 echo "install-prereqs: done (Python tools in $venv, torch in $tvenv)"

@@ -76,6 +76,7 @@ struct Choices {
 const std::vector<Choices>& ChoiceTable() {
   static const std::vector<Choices> table = {
       {"HOROVOD_CPU_OPERATIONS", {"ring", "mpi"}, false},
+      {"HOROVOD_JOIN_AVERAGE", {"set", "contributors"}, false},
       {"HOROVOD_HIERARCHICAL_ALLREDUCE", {"auto", "1", "0"}, true},
       {"HOROVOD_HIERARCHICAL_ALLGATHER", {"auto", "1", "0"}, true},
       {"HOROVOD_LOG_LEVEL", {"trace", "debug", "info", "warning", "error"}, true},

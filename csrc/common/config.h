@@ -69,6 +69,9 @@ enum class Scope { LOCAL, AGREE };
     LOCAL, "autotune: negotiation rounds that ran ops per sample (one setting's score)")          \
   X(autotune_bayes_opt_max_samples, "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", int64_t, 20, 1,     \
     1000, LOCAL, "autotune: at most this many scored samples (settings tried) before it stops")   \
+  X(join_average, "HOROVOD_JOIN_AVERAGE", std::string, "set", 0, 0, AGREE,                        \
+    "Average while ranks have joined: 'set' divides by the set's size, the joined ranks' zeros "  \
+    "counted (upstream's), 'contributors' by the ranks that submitted")                           \
   X(stall_check_disable, "HOROVOD_STALL_CHECK_DISABLE", bool, false, 0, 0, AGREE,                 \
     "turn off the stall inspector and the watchdog of blocked rounds and collectives")            \
   X(stall_check_time_s, "HOROVOD_STALL_CHECK_TIME_SECONDS", double, 60.0, 0.1, 1e6, AGREE,        \

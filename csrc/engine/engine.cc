@@ -498,7 +498,7 @@ Status Enqueue(std::vector<TensorEntry> entries, int32_t process_set) {
   // A group is queued in one call (so that its members are negotiated together and a failure
   // can reach all of them): a frontend's contract, checked here.
   for (const auto& en : entries)
-    if (!en.request.group.empty() &&
+    if (!en.request.group.empty() && !EmptyGroupMarker(en.request, entries.size()) &&
         (en.request.group_size != static_cast<int32_t>(entries.size()) ||
          en.request.group != entries[0].request.group))
       return Status::InvalidArgument("tensor '" + en.request.name + "': group '" +

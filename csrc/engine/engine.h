@@ -72,6 +72,13 @@ std::string MemberName(const OpArgs& op, int i, int n);
 // tensor's dtype and shape. A frontend that finds a tensor unusable on its own (its dtype,
 // its output) sets request.invalid to the reason afterwards.
 Request MakeRequest(const OpArgs& op, int i, int n, DataType dtype, std::vector<int64_t> shape);
+// A grouped call of no tensors is still negotiated, so that ranks whose groups are not empty
+// fail (group sizes differ) instead of waiting for it: one empty member "<group>.0" of group
+// size 0 (a frontend sets group_size to 0 after MakeRequest), queued alone.
+inline bool EmptyGroupMarker(const Request& r, size_t entries) {
+  return !r.group.empty() && r.group_size == 0 && entries == 1 &&
+         r.shape == std::vector<int64_t>{0};
+}
 
 // Process sets (process_sets.h). Both calls are collective over every rank, which must make them
 // in the same order with the same arguments (negotiated: a difference is an error naming the

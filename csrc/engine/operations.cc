@@ -203,8 +203,10 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
 }
 
 void Operations::Average(void* buf, size_t count, const Response& r) {
-  // While ranks have joined, Average divides by the ranks that contributed.
-  const int n = r.contributors > 0 ? r.contributors : mpi_->size;
+  // While ranks have joined (contributors > 0): by the set's size, their zeros counted, as
+  // upstream, or by the ranks that submitted (HOROVOD_JOIN_AVERAGE=contributors).
+  const bool by_contributors = r.contributors > 0 && config_.join_average == "contributors";
+  const int n = by_contributors ? r.contributors : mpi_->size;
   ScaleAndAverage(buf, count, r.dtype, r.postscale, r.reduce_op == ReduceOp::AVERAGE ? n : 1);
 }
 

@@ -178,9 +178,9 @@ Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
   std::string err;
   if (!agree)
     err = Disagreement(mpi, name, "group sizes", reqs, [](const Request& r) {
-      return r.group_size == 0 ? std::string("it outside a group")
-                               : std::to_string(r.group_size) + " tensor" +
-                                     (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
+      return r.group.empty() ? std::string("it outside a group")
+                             : std::to_string(r.group_size) + " tensor" +
+                                   (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
     });
   if (!agree && err.empty())
     err = Disagreement(mpi, name, "operations", reqs,

@@ -53,6 +53,8 @@ struct Handle {
   // This rank could not hand an input over (its dtype): the op was negotiated as invalid so the
   // other ranks fail too, and Wait raises this rank's own message, as it did before it waited.
   std::string refused;
+  // A grouped call of no tensors, negotiated as one empty marker (module.cc): Wait returns [].
+  bool empty_group = false;
   std::vector<Slot> slots;
   ~Handle() {
     for (auto& s : slots) {

@@ -51,6 +51,17 @@ bool IsNative(const py::dtype& dt) {
 #endif
 }
 
+// NumPy has no bfloat16. A frontend whose framework has one (torch) hands its bf16 tensors over
+// as uint16 views whose dtype carries metadata {"horovod_dtype": "bfloat16"}
+// (horovod/common/engine_types.py, BFLOAT16_BITS): no third-party dtype package needed, and the
+// outputs made from the input's dtype carry the tag back. Read only for 2-byte unsigned dtypes.
+bool IsTaggedBfloat16(const py::dtype& dt) {
+  py::object meta = dt.attr("metadata");  // None, or a read-only mapping (not a dict)
+  if (meta.is_none()) return false;
+  py::object tag = meta.attr("get")("horovod_dtype");
+  return PyUnicode_Check(tag.ptr()) && PyUnicode_CompareWithASCIIString(tag.ptr(), "bfloat16") == 0;
+}
+
 // The engine's dtype of a NumPy dtype; false with the reason (not naming the tensor) if none.
 bool ToDataType(const py::dtype& dt, const char* what, DataType* out, std::string* why) {
   // The kernels read native values: a byte-swapped array would be reduced as garbage.
@@ -70,7 +81,7 @@ bool ToDataType(const py::dtype& dt, const char* what, DataType* out, std::strin
   else if (kind == 'i' && size == 1)
     *out = DataType::INT8;
   else if (kind == 'u' && size == 2)
-    *out = DataType::UINT16;
+    *out = IsTaggedBfloat16(dt) ? DataType::BFLOAT16 : DataType::UINT16;
   else if (kind == 'i' && size == 2)
     *out = DataType::INT16;
   else if (kind == 'i' && size == 4)
@@ -111,7 +122,15 @@ int64_t EnqueueGroup(int op_type, const py::object& names, const py::list& input
                      double postscale, const std::vector<int64_t>& splits, int device,
                      const std::string& invalid, const std::string& group, int process_set) {
   auto h = std::make_shared<Handle>();
-  const size_t n = inputs.size();
+  // A group of no tensors is negotiated too, as one empty uint8 marker of group size 0 (the
+  // engine's EmptyGroupMarker): ranks that all pass none get [], and a rank whose group is
+  // empty while the others' is not fails every rank's group, named, instead of returning at
+  // once and leaving the others waiting.
+  h->empty_group = !group.empty() && inputs.empty() && PyUnicode_Check(names.ptr());
+  py::list marker;
+  if (h->empty_group) marker.append(py::array_t<uint8_t>(0));
+  const py::list& members = h->empty_group ? marker : inputs;
+  const size_t n = members.size();
   OpArgs op =
       ReadOpArgs(op_type, names, n, reduce_op, root, prescale, postscale, splits, invalid, group);
   // device >= 0 claims the buffers are on that GPU: only the engine's refusal paths can be
@@ -120,7 +139,7 @@ int64_t EnqueueGroup(int op_type, const py::object& names, const py::list& input
   const int count = static_cast<int>(n);
   // One list of the outputs, read by index below (making it per tensor was O(n^2)).
   std::vector<py::object> outs;
-  if (!outputs.is_none()) {
+  if (!outputs.is_none() && !h->empty_group) {
     for (py::handle o : outputs) outs.push_back(py::reinterpret_borrow<py::object>(o));
     if (outs.size() != n) throw py::value_error("one output slot per input is needed");
   }
@@ -129,7 +148,7 @@ int64_t EnqueueGroup(int op_type, const py::object& names, const py::list& input
   std::vector<py::array> ins;
   ins.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    py::handle in = inputs[i];
+    py::handle in = members[i];
     // An array that is already C-contiguous is used as it is (ensure() would go through
     // NumPy's conversion machinery).
     if (py::isinstance<py::array>(in) &&
@@ -181,6 +200,7 @@ int64_t EnqueueGroup(int op_type, const py::object& names, const py::list& input
     e.request = MakeRequest(op, static_cast<int>(i), count, usable ? engine_dtype : DataType::UINT8,
                             std::vector<int64_t>(input.shape(), input.shape() + input.ndim()));
     Request& r = e.request;
+    if (h->empty_group) r.group_size = 0;  // the marker (engine.h, EmptyGroupMarker)
     if (!usable) {
       r.invalid = why;  // an unusable dtype is named first
       if (h->refused.empty()) h->refused = "tensor '" + r.name + "': " + why;
@@ -303,6 +323,7 @@ py::list Wait(int64_t id, double timeout_s) {
     Raise(own ? Status::InvalidArgument(h->refused) : h->status);
   }
   py::list results;
+  if (h->empty_group) return results;  // its marker's output is nobody's
   for (auto& slot : h->slots) {
     py::object out = slot.output;
     if (slot.owned && slot.device >= 0) {  // device memory: handed over as DLPack

@@ -135,7 +135,8 @@ def is_homogeneous():
 
 def join(device=-1, process_set=None):
     """This rank has run out of data: until every rank has joined, it takes part in the other
-    ranks' allreduces with zeros (Average divides by the ranks that contributed), and any other
+    ranks' allreduces with zeros (Average divides by the set's size, as upstream, or by the
+    ranks that submitted under HOROVOD_JOIN_AVERAGE=contributors), and any other
     op they submit fails on every rank naming the joined ranks. Blocks until every rank has
     joined; returns the last rank to join (whose model saw the most data: broadcast from it to
     make all ranks equal again). `device` is accepted for upstream compatibility (host only).

@@ -314,11 +314,18 @@ def reducescatter(
     )
 
 
+def _object_set_id(process_set):
+    """The set id an object collective's unnamed ops are counted under; 0 for what is not a
+    process set at all, which the collective's own ops then refuse on every rank
+    (handles.submit)."""
+    return 0 if _h._not_a_set(process_set) else _h._process_set_id(process_set)
+
+
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Returns root_rank's `obj` (anything picklable) on every rank (objects.py)."""
     from horovod.common import objects  # noqa: PLC0415  (pickle machinery only when used)
 
-    pid = _h._process_set_id(process_set)
+    pid = _object_set_id(process_set)
     is_root = _basics.rank() == root_rank
     return objects.broadcast_object(
         obj,
@@ -326,6 +333,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
         lambda data, op_name: broadcast(data, root_rank, op_name, process_set=process_set),
         name,
         pid,
+        root_rank,
     )
 
 
@@ -333,7 +341,7 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj`, as a list indexed by rank in the set (objects.py)."""
     from horovod.common import objects  # noqa: PLC0415
 
-    pid = _h._process_set_id(process_set)
+    pid = _object_set_id(process_set)
     return objects.allgather_object(
         obj, lambda data, op_name: allgather(data, op_name, process_set=process_set), name, pid
     )

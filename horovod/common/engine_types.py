@@ -3,6 +3,8 @@ csrc/common/common.h, never restated in Python. Every frontend names them from h
 
 import importlib
 
+import numpy as np
+
 _core = importlib.import_module("horovod._core")  # loads the engine; does not initialize MPI
 
 OP_TYPES = dict(_core.op_types())  # {"allreduce": 0, ..., "join": 5, ...}
@@ -31,3 +33,14 @@ REDUCE_OPS = tuple(sorted(REDUCE_OP_VALUES.values()))
 DATA_TYPES = tuple(name for name, _, _ in _core.data_types())
 DATA_TYPE_VALUES = {name: value for name, value, _ in _core.data_types()}
 REDUCIBLE_TYPES = tuple(name for name, _, reducible in _core.data_types() if reducible)
+
+# bfloat16 in host memory without a NumPy bfloat16 (which NumPy lacks): the raw bits as uint16,
+# tagged so that the binding reads them as bfloat16 (csrc/python/module.cc, IsTaggedBfloat16);
+# outputs the binding makes from an input's dtype keep the tag.
+BFLOAT16_BITS = np.dtype(np.uint16, metadata={"horovod_dtype": "bfloat16"})
+
+
+def is_bfloat16_bits(dtype):
+    """True for BFLOAT16_BITS (any dtype carrying its tag)."""
+    meta = dtype.metadata
+    return meta is not None and meta.get("horovod_dtype") == "bfloat16"

@@ -14,6 +14,7 @@ import numpy as np
 from horovod.common import arguments as _args
 from horovod.common import device as _device
 from horovod.common import engine_types as _types
+from horovod.common.process_sets import ProcessSet
 from horovod.common.process_sets import process_set_id as _process_set_id
 
 _core = _types._core
@@ -129,6 +130,10 @@ def _each(name, grouped, items, fn):
     return out
 
 
+def _not_a_set(process_set):
+    return process_set is not None and not isinstance(process_set, ProcessSet)
+
+
 def submit(
     op_type,
     name,
@@ -153,8 +158,16 @@ def submit(
     rank; synchronize then raises this rank's own error."""
     refused = None
     devices = None
-    pid = _process_set_id(process_set)
+    # Not a process set at all (a str, a number) on one rank: refused like a bad tensor, and
+    # negotiated in the global set, where the ranks that passed a good one most likely are
+    # (raised on this rank alone, it left them waiting). A ProcessSet unknown to the engine (a
+    # removed one) is the same on every rank that holds it: raised at once, as before.
+    not_a_set = _not_a_set(process_set)
+    pid = 0 if not_a_set else _process_set_id(process_set)
     try:
+        if not_a_set:  # raises its Refused, named by the first tensor
+            first = _core.member_name(name, 0, max(len(tensors), 1), grouped)
+            _args.checked(first, _process_set_id, process_set)
         plain_ = plain(tensors, outs) if host is as_array else None
         if plain_ is not None:
             arrays, outputs = plain_
@@ -266,6 +279,23 @@ def allreduce_now(name, tensors, outs, op, prescale, postscale, grouped, process
     """The blocking allreduce of plain arrays (plain, plain_args): one call into the binding,
     which queues the op and waits, and no handle. On one rank a 4 KiB op took 8-10 us through
     the handle's path, 5.4 us so (docs/benchmarks.md). Returns each tensor's output."""
+    if _not_a_set(process_set):  # refused on every rank by the general path (submit)
+        out = synchronize(
+            submit(
+                _types.ALLREDUCE,
+                name,
+                tensors,
+                outs,
+                op,
+                0,
+                prescale,
+                postscale,
+                grouped=grouped,
+                process_set=process_set,
+            )
+        )
+        return out if grouped else [out]
+    pid = _process_set_id(process_set)
     results = _core.enqueue_wait(
         _types.ALLREDUCE,
         name,
@@ -279,6 +309,6 @@ def allreduce_now(name, tensors, outs, op, prescale, postscale, grouped, process
         -1,
         "",
         name if grouped else "",
-        _process_set_id(process_set),
+        pid,
     )
     return [r[0] for r in results]

@@ -67,7 +67,7 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=None
             )[0]
             return fetch(out)
 
-        return _objects.broadcast_object(obj, _b.rank() == root_rank, move, name, pid)
+        return _objects.broadcast_object(obj, _b.rank() == root_rank, move, name, pid, root_rank)
 
     return _in_object_context(exchange, session)
 

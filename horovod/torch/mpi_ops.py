@@ -20,6 +20,7 @@ from horovod.torch import compiled as _compiled
 from horovod.torch.compression import Compression
 from horovod.torch.tensors import IO as _IO
 from horovod.torch.tensors import _dt, _wrap
+from horovod.torch.tensors import eager_only as _eager_only
 from horovod.torch.tensors import plain_view as _plain_view
 
 # In-place handles: id(handle) -> (handle, the tensor synchronize returns, copy the result into
@@ -37,8 +38,15 @@ def _op(op, average):
 
 
 def _into(tensor):
-    """The `out` of an in-place op on `tensor`: itself where the engine can write into it."""
-    if isinstance(tensor, torch.Tensor) and tensor.is_contiguous():
+    """The `out` of an in-place op on `tensor`: itself where the engine can write into it
+    (contiguous, and no lazy negation or conjugation, whose memory holds other values: the
+    result is copied into those, through torch)."""
+    if (
+        isinstance(tensor, torch.Tensor)
+        and tensor.is_contiguous()
+        and not tensor.is_neg()
+        and not tensor.is_conj()
+    ):
         return tensor.detach()
     return None
 
@@ -48,7 +56,11 @@ def _dts(tensors):
 
 
 def _rows(tensor):
-    """The first dimension an allgather or reducescatter splits (a scalar counts as one row)."""
+    """The first dimension an allgather or reducescatter splits (a scalar counts as one row).
+    Not a tensor: 0, and the submission refuses it on every rank, named (raised here, before
+    the submission, it left the other ranks waiting)."""
+    if not isinstance(tensor, torch.Tensor):
+        return 0
     return tensor.shape[0] if tensor.dim() else 1
 
 
@@ -57,6 +69,7 @@ def _track(handle, tensor, out):
     return handle
 
 
+@_eager_only
 def poll(handle):
     """True once the op has finished."""
     if isinstance(handle, _SparseHandle):
@@ -64,6 +77,7 @@ def poll(handle):
     return _h.poll(handle)
 
 
+@_eager_only
 def synchronize(handle):
     """Waits for an `_async` op and returns its output (the tensor itself for `_` forms)."""
     if isinstance(handle, _SparseHandle):
@@ -92,6 +106,7 @@ def synchronize(handle):
 # ---- allreduce ---------------------------------------------------------------------------
 
 
+@_eager_only
 def allreduce_async(
     tensor,
     average=None,
@@ -107,6 +122,7 @@ def allreduce_async(
     )
 
 
+@_eager_only
 def allreduce_async_(
     tensor,
     average=None,
@@ -160,6 +176,7 @@ def allreduce(
     return compression.decompress(out, ctx)
 
 
+@_eager_only
 def allreduce_(
     tensor,
     average=None,
@@ -175,6 +192,7 @@ def allreduce_(
     )
 
 
+@_eager_only
 def grouped_allreduce_async(
     tensors,
     average=None,
@@ -190,6 +208,7 @@ def grouped_allreduce_async(
     )
 
 
+@_eager_only
 def grouped_allreduce_async_(
     tensors,
     average=None,
@@ -251,6 +270,7 @@ def grouped_allreduce(
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, sent)]
 
 
+@_eager_only
 def grouped_allreduce_(
     tensors,
     average=None,
@@ -267,33 +287,42 @@ def grouped_allreduce_(
     )
 
 
+@_eager_only
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """A sparse COO tensor reduced as upstream does: its values and indices gathered from every
     rank, summed (divided by the set's size for Average) by coalescing. Returns a handle
-    whose synchronize() gives the reduced sparse tensor."""
+    whose synchronize() gives the reduced sparse tensor.
+
+    Each nonzero travels as one row of bytes, its indices then its values, in one allgather
+    named `name`: a rank whose gradient is dense where another's is sparse submits an
+    allreduce of that name, and the engine fails both on every rank, naming the ranks of each
+    op (under other names, the two ranks waited for each other's ops for ever)."""
     t = tensor.coalesce()
-    values = _c.allgather_async(_dt(t.values()), f"{name}.values", process_set, **_IO)
-    indices = _c.allgather_async(
-        _dt(t.indices().t().contiguous()), f"{name}.indices", process_set, **_IO
-    )
-    return _SparseHandle(values, indices, t.shape, op, process_set)
+    indices, values = t.indices().t().contiguous(), t.values().contiguous()
+    rows = torch.cat([_byte_rows(indices), _byte_rows(values)], dim=1)
+    h = _c.allgather_async(rows, name, process_set, **_IO)
+    return _SparseHandle(h, t, _byte_rows(indices).shape[1], op, process_set)
+
+
+def _byte_rows(t):
+    """A contiguous tensor's bytes, one row per index of its first dimension."""
+    return t.reshape(-1).view(torch.uint8).reshape(t.shape[0], -1 if t.numel() else 0)
 
 
 class _SparseHandle:
-    def __init__(self, values, indices, shape, op, process_set):
-        self.parts, self.shape, self.op, self.process_set = (
-            (values, indices),
-            shape,
-            op,
-            process_set,
-        )
+    def __init__(self, handle, like, index_bytes, op, process_set):
+        self.parts = (handle,)
+        self.like, self.index_bytes, self.op, self.process_set = like, index_bytes, op, process_set
 
     def result(self):
-        values, indices = (_h.synchronize(h) for h in self.parts)
-        values, indices = _wrap(values), _wrap(indices)
+        rows = _wrap(_h.synchronize(self.parts[0]))
+        like = self.like
+        indices = rows[:, : self.index_bytes].contiguous().view(like.indices().dtype)
+        values = rows[:, self.index_bytes :].contiguous().view(like.values().dtype)
+        values = values.reshape(rows.shape[0], *like.values().shape[1:])
         if self.op == Average:
             values = values / _ps.set_size(self.process_set)
-        return torch.sparse_coo_tensor(indices.t(), values, self.shape).coalesce()
+        return torch.sparse_coo_tensor(indices.t(), values, like.shape).coalesce()
 
     # Upstream's handle is a function returning the result (`handle()`); synchronize() works too.
     __call__ = result
@@ -302,6 +331,7 @@ class _SparseHandle:
 # ---- allgather, broadcast, alltoall, reducescatter ---------------------------------------
 
 
+@_eager_only
 def allgather_async(tensor, name=None, process_set=global_process_set):
     return _c.allgather_async(_dt(tensor), name, process_set, **_IO)
 
@@ -326,6 +356,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return _Allgather.apply(tensor, name, process_set)
 
 
+@_eager_only
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _c.grouped_allgather_async(_dts(tensors), name, process_set, **_IO)
 
@@ -344,16 +375,19 @@ class _GroupedAllgather(torch.autograd.Function):
         return (None, None, *out)
 
 
+@_eager_only
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers of several tensors as one op, differentiably (each tensor's gradient as
     allgather's)."""
     return list(_GroupedAllgather.apply(name, process_set, *tensors))
 
 
+@_eager_only
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     return _c.broadcast_async(_dt(tensor), root_rank, name, None, process_set, **_IO)
 
 
+@_eager_only
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     out = _into(tensor)
     h = _c.broadcast_async(_dt(tensor), root_rank, name, out, process_set, **_IO)
@@ -381,11 +415,13 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
+@_eager_only
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites `tensor` with root_rank's and returns it."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
+@_eager_only
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     if isinstance(splits, torch.Tensor):
         splits = splits.tolist()
@@ -416,6 +452,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return out if splits is None else (out, received)
 
 
+@_eager_only
 def reducescatter_async(
     tensor,
     name=None,
@@ -467,6 +504,7 @@ def reducescatter(
     return compression.decompress(out, ctx)
 
 
+@_eager_only
 def grouped_reducescatter_async(
     tensors,
     name=None,
@@ -480,6 +518,7 @@ def grouped_reducescatter_async(
     )
 
 
+@_eager_only
 def grouped_reducescatter(
     tensors,
     name=None,
@@ -522,11 +561,13 @@ class _GroupedReducescatter(torch.autograd.Function):
         return (None, None, None, None, None, *out)
 
 
+@_eager_only
 def join(device=-1):
     """This rank is out of data (see horovod.common.basics.join); returns the last rank to join."""
     return _b.join(device)
 
 
+@_eager_only
 def barrier(process_set=global_process_set):
     """Returns once every rank (of the set) has called it."""
     _c.allreduce(np.zeros(1, np.int32), Sum, "horovod.barrier", process_set=process_set)

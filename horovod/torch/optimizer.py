@@ -46,6 +46,18 @@ def _gradient_names(named_parameters, all_params):
     return {id(v): f"grad.{k}" for k, v in named_parameters}
 
 
+def _in_set(process_set):
+    """Whether this rank is a member of `process_set`."""
+    return _ps.rank_and_size(_ps.process_set_id(process_set))[0] >= 0
+
+
+def _group_name(member_names):
+    """A grouped reduction's name, from its first and last members' (unique per optimizer's
+    parameters, as the single gradients' names are)."""
+    first, last = member_names[0], member_names[-1]
+    return f"{first}.group" if len(member_names) == 1 else f"{first}..{last}.group"
+
+
 def _pass_counted(delay, key):
     """Counts a backward pass of parameter `key` down in `delay`; True when its gradient is due
     for reduction (every backward_passes_per_step passes). Upstream's error for a pass too many."""
@@ -80,6 +92,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._op, self._prescale, self._postscale = _gradients.scale_factors(
             op, gradient_predivide_factor, size
         )
+        # Only a set's members reduce (as upstream): a rank outside it steps on its own
+        # gradients, so every rank can wrap its optimizer alike.
+        self._reduces = size > 1 and _in_set(process_set)
         all_params = [p for group in self.param_groups for p in group["params"]]
         self._names = _gradient_names(named_parameters, all_params)
         trained = [p for p in all_params if p.requires_grad]
@@ -89,6 +104,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             else []
         )
         self._group_of = {id(p): gi for gi, g in enumerate(self._groups) for p in g}
+        # Named after their members, as single gradients are, so that two optimizers' groups
+        # (an encoder's and a decoder's, in one backward) do not share a name.
+        self._group_names = [_group_name([self._names[id(p)] for p in g]) for g in self._groups]
         self._ready = [set() for _ in self._groups]
         self.backward_passes_per_step = backward_passes_per_step
         self._delay = {id(p): backward_passes_per_step for p in trained}
@@ -97,7 +115,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         self._hooks = []
-        if size > 1:
+        if self._reduces:
             for p in trained:
                 self._hooks.append(p.register_post_accumulate_grad_hook(self._on_grad))
 
@@ -144,7 +162,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         sent = [self._compression.compress(self._grad_of(p)) for p in params]
         h = mpi_ops.grouped_allreduce_async_(
             [s for s, _ in sent],
-            name=f"grad.group.{gi}",
+            name=self._group_names[gi],
             op=self._op,
             prescale_factor=self._prescale,
             postscale_factor=self._postscale,
@@ -168,7 +186,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those backward did not reach) and
         writes the results into the gradients."""
-        if _ps.set_size(self._process_set) > 1:
+        if self._reduces:
             for p in self._trained:
                 gi = self._group_of.get(id(p))
                 if gi is None and id(p) not in self._handles:
@@ -188,10 +206,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     p.grad.copy_(g)
                 if id(p) in self._densified:  # the optimizer (SparseAdam) expects it sparse
                     p.grad = p.grad.to_sparse()
-        self._handles.clear()
         self._densified.clear()
-        for k in self._delay:
-            self._delay[k] = self.backward_passes_per_step
+        self._reset_step()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -217,6 +233,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self.synchronize()
         self._synchronized = False
         return super(self.__class__, self).step(closure)
+
+    def load_state_dict(self, *args, **kwargs):
+        """torch's, after forgetting this step's progress (pending reductions, counted passes),
+        as upstream: the loaded state starts a step afresh."""
+        self._reset_step()
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def _reset_step(self):
+        self._handles.clear()
+        for ready in getattr(self, "_ready", ()):
+            ready.clear()
+        for k in self._delay:
+            self._delay[k] = self.backward_passes_per_step
+        self._synchronized = False
 
     def zero_grad(self, set_to_none=True):
         if self._handles:
@@ -254,6 +284,8 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
 
     _parameter_names = _DistributedOptimizer._parameter_names
     set_backward_passes_per_step = _DistributedOptimizer.set_backward_passes_per_step
+    load_state_dict = _DistributedOptimizer.load_state_dict
+    _reset_step = _DistributedOptimizer._reset_step
 
     def _step_alone(self, p):
         """Steps the wrapped optimizer on `p` only; submits the Adasum of its delta."""
@@ -306,9 +338,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                 start = self._starts[id(p)]
                 start.add_(delta)
                 p.data.copy_(start)
-        self._handles.clear()
-        for k in self._delay:
-            self._delay[k] = self.backward_passes_per_step
+        self._reset_step()
         return loss
 
     zero_grad = _DistributedOptimizer.zero_grad
@@ -335,7 +365,7 @@ def DistributedOptimizer(
         raise ValueError(f"op must be hvd.Average, hvd.Sum or hvd.Adasum, got {op!r}")
     if num_groups and groups:
         raise ValueError("give num_groups or groups, not both")
-    if op == Adasum and _ps.set_size(process_set) > 1:
+    if op == Adasum and _ps.set_size(process_set) > 1 and _in_set(process_set):
         if gradient_predivide_factor != 1.0:
             raise ValueError("gradient_predivide_factor needs op=Average")
         base = _DistributedAdasumOptimizer

@@ -1,5 +1,7 @@
 """hvd.join(): ranks with less data join, the others' allreduces go on (test_join.py)."""
 
+import os
+
 import numpy as np
 
 import horovod.numpy as hvd
@@ -22,21 +24,25 @@ def _steps(q):
 
 def sc_join_uneven():
     """Rank q runs 3 + 2q steps of named and unnamed allreduces (Sum, Average of floats and
-    int32, a fused group), then joins. A step's result is over the ranks still running it:
-    Average divides by them. join() returns the last rank to join on every rank, and the engine
-    is usable afterwards with every rank. Twice: the cache is warm the second time, and joined
-    ranks then take part through the cached fast path."""
+    int32, a fused group), then joins. A step's result is over the ranks still running it,
+    the joined ones' zeros included: Average divides by the job's size (upstream's), or by the
+    ranks still running under HOROVOD_JOIN_AVERAGE=contributors. join() returns the last rank
+    to join on every rank, and the engine is usable afterwards with every rank. Twice: the
+    cache is warm the second time, and joined ranks then take part through the cached fast
+    path."""
     r, n = hvd.rank(), hvd.size()
+    by_contributors = os.environ.get("HOROVOD_JOIN_AVERAGE") == "contributors"
     for rnd in range(2):
         for k in range(_steps(r)):
             live = [q for q in range(n) if k < _steps(q)]
             got = hvd.allreduce(np.full(5, 1.0 + r), op=hvd.Sum, name=f"j/sum/{k % 3}")
             assert (got == sum(1.0 + q for q in live)).all(), (rnd, k, got)
             got = hvd.allreduce(np.full(3, 2.0 * (r + 1)), op=hvd.Average, name="j/avg")
-            want = sum(2.0 * (q + 1) for q in live) / len(live)
+            divisor = len(live) if by_contributors else n
+            want = sum(2.0 * (q + 1) for q in live) / divisor
             assert np.allclose(got, want), (rnd, k, got, want)
             got = hvd.allreduce(np.full(4, 10 * (r + 1), np.int32), op=hvd.Average, name="j/iavg")
-            assert (got == sum(10 * (q + 1) for q in live) // len(live)).all(), (k, got)
+            assert (got == sum(10 * (q + 1) for q in live) // divisor).all(), (k, got)
             outs = hvd.grouped_allreduce(
                 [np.full(2, float(r)), np.full(300, 1.0)], op=hvd.Sum, name="j/grp"
             )
@@ -58,7 +64,7 @@ def sc_join_other_ops():
     )
     expect_error(lambda: hvd.broadcast(np.ones(2), root_rank=1, name="jo/bc"), ValueError, "joined")
     got = hvd.allreduce(np.full(2, float(r)), op=hvd.Average, name="jo/ar")
-    assert np.allclose(got, sum(range(1, n)) / (n - 1)), got
+    assert np.allclose(got, sum(range(1, n)) / n), got  # rank 0's zeros counted, as upstream
     check_last_joined(hvd.join())
 
 

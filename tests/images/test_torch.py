@@ -88,15 +88,17 @@ def test_gpu_torch_uses_the_chains_cuda_and_nccl(host, run_ok, pins):
 
 @pytest.mark.layer("horovod-torch")
 def test_torch_allreduce_across_two_ranks(host, run_ok):
-    """horovod.torch over the engine in the image, torch tensors in and out."""
+    """horovod.torch over the engine in the image, torch tensors in and out; bfloat16 too, which
+    needs no ml_dtypes (the image has none: issue 54)."""
     code = (
         "import torch, horovod.torch as hvd; hvd.init(); "
         "t = hvd.allreduce(torch.full((3,), float(hvd.rank() + 1)), op=hvd.Sum); "
         "g = hvd.allgather(torch.tensor([hvd.rank()])); "
-        "print('SUM', t.tolist(), g.tolist())"
+        "b = hvd.allreduce(torch.full((2,), 1.5, dtype=torch.bfloat16), op=hvd.Sum); "
+        "print('SUM', t.tolist(), g.tolist(), b.dtype, b.tolist())"
     )
     out = run_ok(host, f'horovodrun -np 2 python -c "{code}"')
-    assert out.count("SUM [3.0, 3.0, 3.0] [0, 1]") == 2, out
+    assert out.count("SUM [3.0, 3.0, 3.0] [0, 1] torch.bfloat16 [3.0, 3.0]") == 2, out
 
 
 @pytest.mark.layer("horovod-torch")

@@ -28,6 +28,7 @@ from horovod.tensorflow import reduction as hvd_reduction  # noqa: E402
 from tests.support import scenario  # noqa: E402
 from tests.tensorflow.scenarios_keras_join import (  # noqa: E402
     scenario_join_fit,
+    scenario_join_fit_metric_average_stalls,
     scenario_join_tape,
 )
 from tests.tensorflow.scenarios_keras_metrics import scenario_metrics_differ  # noqa: E402
@@ -432,6 +433,7 @@ SCENARIOS = {
     "metrics_differ": scenario_metrics_differ,
     "join_fit": scenario_join_fit,
     "join_tape": scenario_join_tape,
+    "join_fit_metric_average_stalls": scenario_join_fit_metric_average_stalls,
 }
 
 # A program of its own (not a subject module of scenarios_ops.py): it sets TF's thread pools at

@@ -3,6 +3,7 @@ scenarios_keras.py): Keras model.fit and a custom DistributedGradientTape loop e
 rank, and after a broadcast from the rank join() names, every rank holds the same weights."""
 
 import hashlib
+import time
 
 import keras
 import numpy as np
@@ -57,7 +58,8 @@ def scenario_join_fit():
 
 def scenario_join_tape():
     """The same with a custom loop: DistributedGradientTape in a tf.function, rank q runs
-    3 + q steps; the gradient of a step is the mean over the ranks still running."""
+    3 + q steps; the gradient of a step is the sum over the ranks still running divided by
+    the job's size (the joined ranks add zeros)."""
     r, n = hvd.rank(), hvd.size()
     w = tf.Variable(tf.zeros([8, 1]))
     x, y = _data(r, 8 * (3 + r))
@@ -75,18 +77,54 @@ def scenario_join_tape():
         before = w.numpy()
         got = step(x[8 * k : 8 * k + 8], y[8 * k : 8 * k + 8]).numpy()
         live = [q for q in range(n) if k < 3 + q]
-        want = np.mean(
-            [
-                2
-                / 8
-                * xq[8 * k : 8 * k + 8].T
-                @ (xq[8 * k : 8 * k + 8] @ before - yq[8 * k : 8 * k + 8])
-                for xq, yq in (data[q] for q in live)
-            ],
-            axis=0,
+        # The joined ranks' zeros count in the average (upstream's, HOROVOD_JOIN_AVERAGE=set).
+        want = (
+            np.sum(
+                [
+                    2
+                    / 8
+                    * xq[8 * k : 8 * k + 8].T
+                    @ (xq[8 * k : 8 * k + 8] @ before - yq[8 * k : 8 * k + 8])
+                    for xq, yq in (data[q] for q in live)
+                ],
+                axis=0,
+            )
+            / n
         )
         assert np.allclose(got, want, rtol=1e-4, atol=1e-4), (k, live, got.ravel(), want.ravel())
     last = hvd_tf.join()
     assert last == n - 1, last
     hvd_tf.broadcast_variables([w], root_rank=last)
     print(f"DIGEST join_tape rank={r} weights={_digest([w.numpy()])}", flush=True)
+
+
+def scenario_join_fit_metric_average_stalls():
+    """Issue 54, class 13, as README.md ("Uneven data") states it: model.fit with shards of
+    different sizes and MetricAverageCallback never reaches join(). Rank 0 runs 4 steps, the
+    others 2; at their epoch's end the others' metric exchange (an allgather) waits for rank 0,
+    whose third step's gradient allreduce waits for them. Launched alone under a small
+    HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, fit fails on every rank with the stall shutdown (the
+    test reads what the stall inspector logged; the job then ends with MPI_Abort)."""
+    r = hvd.rank()
+    model = _model()
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss="mse")
+    x, y = _data(r, 64 if r == 0 else 32)
+    try:
+        model.fit(
+            x,
+            y,
+            batch_size=16,
+            epochs=1,
+            shuffle=False,
+            verbose=0,
+            callbacks=[hvd.callbacks.MetricAverageCallback()],
+        )
+    except tf.errors.AbortedError as e:
+        assert "Horovod stall shutdown" in str(e), e
+        print(f"STALLED rank={r}", flush=True)
+        time.sleep(1)  # the other ranks print theirs before this one's exit aborts the job
+        return
+    raise AssertionError(
+        "model.fit returned: uneven shards with MetricAverageCallback no longer stall; "
+        "update README.md ('Uneven data'), the callback's docstring and this scenario"
+    )

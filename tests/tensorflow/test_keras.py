@@ -145,6 +145,26 @@ def test_join_with_uneven_data(keras_run):
         assert_equal_on_all_ranks(keras_run, name, ["weights"])
 
 
+def test_join_fit_with_metric_average_stalls_as_documented():
+    """Issue 54, class 13 (README "Uneven data", MetricAverageCallback's docstring): with
+    shards of different sizes, model.fit with MetricAverageCallback stalls before join(): the
+    shorter rank's epoch-end allgather meets the longer rank's gradient allreduce. The stall
+    inspector names both after HOROVOD_STALL_CHECK_TIME_SECONDS, and the stall shutdown fails
+    fit on every rank (AbortedError) and ends the job. Its own launch: the job is aborted."""
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "2", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "5"}
+    rc, out, err = KERAS.launch(2, "join_fit_metric_average_stalls", env=env, timeout=120)
+    both = out + err
+    assert rc != 0 and "FAIL" not in out, f"rc={rc}\nstdout:\n{out}\nstderr:\n{err[-4000:]}"
+    assert set(re.findall(r"STALLED rank=(\d)", out)) == {"0", "1"}, both[-6000:]
+    # Rank 1's exchange waits for rank 0; rank 0's third step waits for rank 1.
+    waits = re.findall(r"tensor '([^']+)' \((\w+)\) has waited \d+ s for rank \[(\d)\]", both)
+    assert ("allgather_object.MetricAverageCallback.metrics.sizes", "ALLGATHER", "0") in waits, (
+        both[-6000:]
+    )
+    assert any(kind == "ALLREDUCE" and rank == "1" for _, kind, rank in waits), both[-6000:]
+    assert "Horovod stall shutdown (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=5)" in both
+
+
 def test_keras_digits_example():
     """examples/tensorflow2_keras_digits.py (model.fit + the callbacks) on 2 ranks learns:
     test accuracy > 0.9 (about 0.97 on 1 rank with the full training set)."""

@@ -360,6 +360,12 @@ def sc_optimizer_state():
     trained = [p for p in model.parameters() if p.requires_grad]
     assert trained and all(torch.equal(p.grad, torch.zeros_like(p)) for p in trained)
     assert torch.equal(hvd.broadcast(trained[0].grad, 0, name="os.grad"), trained[0].grad)
+    # Upstream's third parameter, `model`, given positionally: it names the sparse embeddings,
+    # whose zero gradients an SGD gets sparse (the others' stay dense).
+    emb, lin = torch.nn.Embedding(5, 3, sparse=True), torch.nn.Linear(3, 1)
+    model = torch.nn.Sequential(emb, lin)
+    hvd.broadcast_optimizer_state(torch.optim.SGD(model.parameters(), lr=0.1), 0, model)
+    assert emb.weight.grad.is_sparse and not lin.weight.grad.is_sparse
 
 
 def sc_process_set():

@@ -197,7 +197,7 @@ TEST_F(ConfigEnv, AgreedValuesListOnlyTheKnobsRanksMustShare) {
 
 TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
   const auto knobs = Config::Describe();
-  ASSERT_EQ(knobs.size(), 27u);
+  ASSERT_EQ(knobs.size(), 28u);
   EXPECT_EQ(knobs[0].env, "HOROVOD_FUSION_THRESHOLD");
   EXPECT_EQ(knobs[0].default_value, "134217728");
   EXPECT_EQ(knobs[0].type, "int");
@@ -211,6 +211,11 @@ TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
       EXPECT_FALSE(k.agree);  // LOCAL
     }
     if (k.env == "HOROVOD_LOG_LEVEL") { EXPECT_EQ(k.choices.size(), 5u); }
+    if (k.env == "HOROVOD_JOIN_AVERAGE") {  // upstream's semantics by default (issue 54)
+      EXPECT_EQ(k.default_value, "set");
+      EXPECT_EQ(k.choices, (std::vector<std::string>{"set", "contributors"}));
+      EXPECT_TRUE(k.agree);
+    }
     if (k.env == "HOROVOD_HIERARCHICAL_ALLREDUCE") {
       EXPECT_EQ(k.default_value, "auto");
       EXPECT_EQ(k.choices, (std::vector<std::string>{"auto", "1", "0"}));

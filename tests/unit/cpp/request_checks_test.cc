@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/request_checks.h"
 
 namespace hvd {
@@ -48,6 +49,25 @@ TEST(ResponseFromRequests, ShapesThatDifferNameEachGroupOfRanks) {
   EXPECT_TRUE(Has(r.error, "ranks [0, 2] have shape [4]")) << r.error;
   EXPECT_TRUE(Has(r.error, "rank [1] has shape [5]")) << r.error;
   EXPECT_FALSE(r.error_is_invalid_argument);
+}
+
+// A rank that passed an empty list to a grouped op sends its marker (group size 0, engine.h
+// EmptyGroupMarker): the others' group size and its 0 are named, so that no rank waits.
+TEST(ResponseFromRequests, AnEmptyGroupOnOneRankNamesEachRanksGroupSize) {
+  std::vector<Request> reqs(3, Req(OpType::ALLREDUCE, {4}));
+  for (auto& r : reqs) {
+    r.group = "g";
+    r.group_size = 2;
+  }
+  reqs[2].shape = {0};
+  reqs[2].dtype = DataType::UINT8;
+  reqs[2].group_size = 0;
+  EXPECT_TRUE(EmptyGroupMarker(reqs[2], 1));
+  EXPECT_FALSE(EmptyGroupMarker(reqs[0], 1));
+  const Response r = ResponseFromRequests(Ranks(3), "g.0", reqs, 0);
+  EXPECT_TRUE(Has(r.error, "Mismatched group sizes for tensor 'g.0'")) << r.error;
+  EXPECT_TRUE(Has(r.error, "ranks [0, 1] have 2 tensors in group 'g'")) << r.error;
+  EXPECT_TRUE(Has(r.error, "rank [2] has 0 tensors in group 'g'")) << r.error;
 }
 
 TEST(ResponseFromRequests, RanksInAProcessSetAreNamedAsWorldRanks) {
