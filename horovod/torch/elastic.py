@@ -1,8 +1,8 @@
-"""`hvd.elastic` for PyTorch: `run`, `TorchState` (a model, its optimizer, ElasticSamplers and
-any picklable values as keyword arguments) and `ElasticSampler`, over the framework-neutral
-elastic loop of horovod/common/elastic.py (fixed world: restore and re-raise; under
-`horovodrun --host-discovery-script`: the ranks end and the driver relaunches a generation that
-resumes from the newest commit)."""
+"""`hvd.elastic` for PyTorch: `run`, `TorchState` (a model, its optimizer, and as keyword
+arguments more modules and optimizers, ElasticSamplers and any picklable values) and
+`ElasticSampler`, over the framework-neutral elastic loop of horovod/common/elastic.py (fixed
+world: restore and re-raise; under `horovodrun --host-discovery-script`: the ranks end and the
+driver relaunches a generation that resumes from the newest commit)."""
 
 import copy
 import math
@@ -71,45 +71,63 @@ class ElasticSampler(torch.utils.data.Sampler):
 
     def __iter__(self):
         indices = list(self.remaining_indices)
-        indices += indices[: self.total_size - len(indices)]  # padded to a multiple of ranks
+        pad = self.total_size - len(indices)
+        if pad > 0:
+            # Repeated from the start (as DistributedSampler), as often as needed: fewer samples
+            # left than ranks need more padding than there are samples, and every rank must take
+            # num_samples steps or the ranks wait on each other.
+            indices += (indices * math.ceil(pad / len(indices)))[:pad]
         return iter(indices[self.rank : self.total_size : self.num_replicas])
 
     def __len__(self):
         return self.num_samples
 
 
+def _kind(value):
+    """What TorchState tracks `value` by: its state_dict ("module", "optimizer") or its progress
+    ("sampler"); None for a plain picklable value."""
+    if isinstance(value, torch.nn.Module):
+        return "module"
+    if isinstance(value, torch.optim.Optimizer):
+        return "optimizer"
+    if isinstance(value, ElasticSampler):
+        return "sampler"
+    return None
+
+
 class TorchState(ObjectState):
-    """A model, its optimizer and extra values: ElasticSamplers (their progress) and anything
-    picklable (`epoch=0, batch=0`), all exposed as attributes. sync() broadcasts rank 0's
-    parameters, buffers, optimizer state and values; commit() saves them all in host memory;
-    restore() loads the last save back."""
+    """A model, its optimizer and extra values, all exposed as attributes. Every value is
+    tracked by its type, the positional ones and keyword ones alike (`encoder=enc,
+    enc_opt=enc_opt, sampler=sampler, epoch=0`): a torch.nn.Module by its state_dict (sync
+    broadcasts rank 0's parameters and buffers), a torch.optim.Optimizer by its state_dict (sync
+    broadcasts rank 0's with broadcast_optimizer_state), an ElasticSampler by its progress, and
+    anything else as a picklable value. commit() saves them all in host memory; restore() loads
+    the last save back. Assigning another module or optimizer to one of those attributes
+    (`state.encoder = other`) tracks the new one."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
-        self.model, self.optimizer = model, optimizer
-        self._samplers = {k: v for k, v in kwargs.items() if isinstance(v, ElasticSampler)}
-        for k, v in self._samplers.items():
-            setattr(self, k, v)
-        values = {k: v for k, v in kwargs.items() if k not in self._samplers}
+        values = {"model": model, "optimizer": optimizer, **kwargs}
+        # name -> kind, in the order given: every rank syncs them in the same order.
+        kinds = {k: _kind(v) for k, v in values.items()}
+        self._tracked = {k: kind for k, kind in kinds.items() if kind is not None}
+        for k in list(values):
+            # An unset model/optimizer is a plain None attribute, outside the synced values.
+            if k in self._tracked or (k in ("model", "optimizer") and values[k] is None):
+                setattr(self, k, values.pop(k))
         self._save_torch()
         super().__init__(bcast_object=broadcast_object, get_rank=_b.rank, **values)
 
+    def _named(self, kind):
+        return {k: getattr(self, k) for k, v in self._tracked.items() if v == kind}
+
     def _save_torch(self):
-        self._saved_torch = {
-            "model": copy.deepcopy(self.model.state_dict()) if self.model is not None else None,
-            "optimizer": (
-                copy.deepcopy(self.optimizer.state_dict()) if self.optimizer is not None else None
-            ),
-            "samplers": {k: s.state_dict() for k, s in self._samplers.items()},
-        }
+        self._saved_torch = {k: copy.deepcopy(getattr(self, k).state_dict()) for k in self._tracked}
 
     def _load_torch(self):
-        saved = self._saved_torch
-        if self.model is not None:
-            self.model.load_state_dict(saved["model"])
-        if self.optimizer is not None:
-            self.optimizer.load_state_dict(saved["optimizer"])
-        for k, s in self._samplers.items():
-            s.load_state_dict(saved["samplers"][k])
+        for k in self._tracked:
+            # A copy: an optimizer's load_state_dict keeps the given tensors (same dtype and
+            # device) as its state, and its next step would change the saved copy in place.
+            getattr(self, k).load_state_dict(copy.deepcopy(self._saved_torch[k]))
 
     def save(self):
         self._save_torch()
@@ -120,19 +138,21 @@ class TorchState(ObjectState):
         super().restore()
 
     def sync(self):
-        if self.model is not None:
-            broadcast_parameters(self.model.state_dict(), root_rank=0)
-        if self.optimizer is not None:
-            broadcast_optimizer_state(self.optimizer, root_rank=0)
-        if self._samplers:
-            states = broadcast_object({k: s.state_dict() for k, s in self._samplers.items()})
-            for k, s in self._samplers.items():
+        for k, kind in self._tracked.items():
+            if kind == "module":
+                broadcast_parameters(getattr(self, k).state_dict(), root_rank=0)
+            elif kind == "optimizer":
+                broadcast_optimizer_state(getattr(self, k), root_rank=0)
+        samplers = self._named("sampler")
+        if samplers:
+            states = broadcast_object({k: s.state_dict() for k, s in samplers.items()})
+            for k, s in samplers.items():
                 s.load_state_dict(states[k])
         self._save_torch()
         super().sync()
 
     def reset(self):
-        for s in self._samplers.values():
+        for s in self._named("sampler").values():
             s.reset()  # the new world's shards of what is left
 
     def _snapshot(self):

@@ -3,7 +3,9 @@
 Each rank sums its rows and their squares per channel and counts them; one allreduce (float64)
 gives the global count, mean and variance, exact for batches of unequal sizes. The allreduce is
 differentiable (its gradient is the same sum of the incoming gradients), so autograd derives
-the exact gradient of the global statistics with no hand-written backward."""
+the exact gradient of the global statistics with no hand-written backward. As torch's BatchNorm,
+the output has the input's dtype (float16/bfloat16 too) and the running statistics keep the
+module's own dtype."""
 
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -53,10 +55,11 @@ class SyncBatchNorm(_BatchNorm):
             self._update_running(mean.detach(), var.detach(), n.item())
         shape = [1, c] + [1] * (input.dim() - 2)
         y = (x - mean.view(shape)) * torch.rsqrt(var.view(shape) + self.eps)
-        y = y.to(input.dtype)
         if self.affine:
-            y = y * self.weight.view(shape) + self.bias.view(shape)
-        return y
+            y = y * self.weight.double().view(shape) + self.bias.double().view(shape)
+        # Cast last, as torch's BatchNorm: a float16/bfloat16 input (with float32 or 16-bit
+        # parameters) comes out in its own dtype, not promoted by the parameters' dtype.
+        return y.to(input.dtype)
 
     def _update_running(self, mean, var, n):
         self.num_batches_tracked.add_(1)
@@ -65,5 +68,6 @@ class SyncBatchNorm(_BatchNorm):
         )
         unbiased = var * (n / max(n - 1.0, 1.0))
         with torch.no_grad():
-            self.running_mean.mul_(1 - factor).add_(mean.to(self.running_mean.dtype) * factor)
-            self.running_var.mul_(1 - factor).add_(unbiased.to(self.running_var.dtype) * factor)
+            # In float64, rounded once into the buffers' own dtype (a 16-bit buffer stays so).
+            for buf, new in ((self.running_mean, mean), (self.running_var, unbiased)):
+                buf.copy_(buf.double() * (1 - factor) + new * factor)
