@@ -269,15 +269,20 @@ def _(tensor, splits, name, pid):
 
 
 @torch.library.custom_op("horovod::alltoall_backward", mutates_args=())
-def _alltoall_backward_op(grad: Tensor, received: Tensor, rows: int, pid: int) -> Tensor:
-    # The rows go back where they came from.
+def _alltoall_backward_op(
+    grad: Tensor, received: Tensor, rows: int, pid: int
+) -> Tuple[Tensor, Tensor]:
+    # The rows go back where they came from. What this alltoall receives from each rank (the
+    # forward's splits) comes out too: its own gradient sends the rows back with them.
     h = _c.alltoall_async(_dt(grad.contiguous()), received.tolist(), None, _ps.by_id(pid), **IO)
-    return _run(h)[0]
+    out, counts = _run(h)
+    return _copy_if_alias(out, grad), counts.to(torch.int64)
 
 
 @_alltoall_backward_op.register_fake
 def _(grad, received, rows, pid):
-    return grad.new_empty((rows, *grad.shape[1:]))
+    size = _ps.rank_and_size(pid)[1]
+    return grad.new_empty((rows, *grad.shape[1:])), grad.new_empty(size, dtype=torch.int64)
 
 
 def _alltoall_setup(ctx, inputs, output):
@@ -289,7 +294,7 @@ def _alltoall_setup(ctx, inputs, output):
 
 def alltoall_grad(grad, received, rows, pid):
     """The rows go back where they came from (`received`: the forward's per-rank counts)."""
-    return _alltoall_backward_op(grad, received, rows, pid)
+    return _alltoall_backward_op(grad, received, rows, pid)[0]
 
 
 def _alltoall_backward(ctx, grad, _received_grad):
@@ -298,6 +303,65 @@ def _alltoall_backward(ctx, grad, _received_grad):
 
 
 _alltoall.register_autograd(_alltoall_backward, setup_context=_alltoall_setup)
+
+
+# ---- the backward ops' own gradients (second derivatives) --------------------------------
+# Each backward op is a linear map of every rank's incoming gradients, so its gradient is its
+# adjoint, another collective; allgather_backward and reducescatter_backward are each other's
+# adjoints up to a factor, alltoall_backward is a permutation: every order is differentiable.
+
+
+def _allgather_backward_setup(ctx, inputs, output):
+    grad, _, ctx.pid = inputs
+    ctx.total = grad.shape[0]
+
+
+def _allgather_backward_backward(ctx, grad):
+    # Rank r's output is 1/n of its rows of the ranks' sum: each rank's input gets every
+    # rank's rows, concatenated, times 1/n.
+    n = _ps.rank_and_size(ctx.pid)[1]
+    return _reducescatter_backward_op(grad, ctx.total, 1.0 / n, ctx.pid), None, None
+
+
+_allgather_backward_op.register_autograd(
+    _allgather_backward_backward, setup_context=_allgather_backward_setup
+)
+
+
+def _reducescatter_backward_setup(ctx, inputs, output):
+    grad, _, ctx.scale, ctx.pid = inputs
+    ctx.rows = grad.shape[0]
+
+
+def _reducescatter_backward_backward(ctx, grad):
+    # Every rank's output is `scale` times the ranks' inputs concatenated: each rank's input
+    # gets its own block of the ranks' sum, times `scale` (allgather_backward averages: times n).
+    n = _ps.rank_and_size(ctx.pid)[1]
+    g = _allgather_backward_op(grad, ctx.rows, ctx.pid)
+    return g * (ctx.scale * n), None, None, None
+
+
+_reducescatter_backward_op.register_autograd(
+    _reducescatter_backward_backward, setup_context=_reducescatter_backward_setup
+)
+
+
+def _alltoall_backward_setup(ctx, inputs, output):
+    grad, _, _, ctx.pid = inputs
+    ctx.rows = grad.shape[0]
+    ctx.save_for_backward(output[1])
+    ctx.mark_non_differentiable(output[1])
+
+
+def _alltoall_backward_backward(ctx, grad, _counts_grad):
+    # A permutation's adjoint is its inverse: the rows go back with the counts that came in.
+    (counts,) = ctx.saved_tensors
+    return _alltoall_backward_op(grad, counts, ctx.rows, ctx.pid)[0], None, None, None
+
+
+_alltoall_backward_op.register_autograd(
+    _alltoall_backward_backward, setup_context=_alltoall_backward_setup
+)
 
 
 # ---- what mpi_ops calls while torch.compile traces -----------------------------------------

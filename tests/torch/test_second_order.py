@@ -1,0 +1,64 @@
+"""Second (and third) derivatives through horovod.torch's collectives under real MPI ranks (2 and
+3): every scenario of scenarios_second_order.py in one launch per world size; each test reports
+its own scenario."""
+
+import pytest
+
+from tests.support.mpi import ROOT, Program
+
+SECOND_ORDER = Program(ROOT / "tests" / "torch" / "scenarios_second_order.py", timeout=300)
+BATCH = [
+    "allreduce",
+    "broadcast",
+    "allgather",
+    "grouped_allgather",
+    "alltoall",
+    "alltoall_splits",
+    "reducescatter",
+    "grouped_reducescatter",
+    "compiled",
+]
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+def ran(request, tmp_path_factory):
+    # torch.compile's caches in a directory of this launch's own, as test_torch.py does.
+    cache = tmp_path_factory.mktemp(f"inductor-np{request.param}")
+    env = {"OMP_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    return SECOND_ORDER.run_batch(request.param, BATCH, env=env)
+
+
+def test_allreduce_and_grouped_allreduce_scaled(ran):
+    ran.check("allreduce")
+
+
+def test_broadcast(ran):
+    ran.check("broadcast")
+
+
+def test_allgather_uneven_rows(ran):
+    ran.check("allgather")
+
+
+def test_grouped_allgather(ran):
+    ran.check("grouped_allgather")
+
+
+def test_alltoall_even(ran):
+    ran.check("alltoall")
+
+
+def test_alltoall_splits(ran):
+    ran.check("alltoall_splits")
+
+
+def test_reducescatter_sum_average_scaled_uneven(ran):
+    ran.check("reducescatter")
+
+
+def test_grouped_reducescatter(ran):
+    ran.check("grouped_reducescatter")
+
+
+def test_compiled_derivatives_inside_one_graph(ran):
+    ran.check("compiled")
