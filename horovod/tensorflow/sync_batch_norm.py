@@ -25,7 +25,23 @@ _BatchNormalization = tf.keras.layers.BatchNormalization
 _KERAS2 = hasattr(_BatchNormalization, "_calculate_mean_and_var")
 
 
-def _global_moments(layer, inputs, axes, keepdims, mask):
+def _allreduce_name():
+    """The statistics allreduce's name. Not the layer's: Keras numbers automatic layer names per
+    process ("sync_batch_normalization_1"), so a rank that built one such layer more named its
+    allreduce differently and every rank waited for ever (issue 54, class 12). Eagerly, one
+    fixed name for every layer, as upstream's eager ops share one: TensorFlow runs a thread's
+    eager ops in order, each to its end (also with asynchronous execution), so two of them are
+    never in flight at once, and the ranks call the layers in the same order. (Calling them from
+    several threads at once would submit the name twice: the second is refused on that rank,
+    never paired with another layer's tensor.) In a tf.function, where two layers' ops may run
+    at once, None: the graph's unnamed-op numbering (mpi_ops._unnamed_node) is stable across
+    ranks. The op is in the global set, whose names are its own. Layers of different widths
+    called eagerly renegotiate at each call (the cached response has another shape); a width
+    that differs across ranks stays a named mismatch, not a wait."""
+    return "SyncBatchNormalization" if tf.executing_eagerly() else None
+
+
+def _global_moments(inputs, axes, keepdims, mask):
     """Mean and variance over `axes` of every rank's `inputs` together (mask: weights of the
     inputs' leading dimensions, as Keras' own BatchNormalization takes it)."""
     x = tf.cast(inputs, tf.float64)
@@ -42,8 +58,7 @@ def _global_moments(layer, inputs, axes, keepdims, mask):
     squares = tf.reduce_sum(weighted * x, axes, keepdims=keepdims)
     local = tf.stack([sums, squares, count])
     if _b.size() > 1:
-        name = f"SyncBatchNormalization.{layer.name}" if tf.executing_eagerly() else None
-        local = _ops._allreduce([local], _ops.Sum, name)[0]
+        local = _ops._allreduce([local], _ops.Sum, _allreduce_name())[0]
     sums, squares, count = tf.unstack(local)
     mean = sums / count
     variance = tf.maximum(squares / count - tf.square(mean), 0.0)
@@ -66,9 +81,9 @@ class SyncBatchNormalization(_BatchNormalization):
     if _KERAS2:
 
         def _calculate_mean_and_var(self, inputs, reduction_axes, keep_dims, mask=None):
-            return _global_moments(self, inputs, list(reduction_axes), keep_dims, mask)
+            return _global_moments(inputs, list(reduction_axes), keep_dims, mask)
 
     else:
 
         def _moments(self, inputs, mask):
-            return _global_moments(self, inputs, list(self._reduction_axes), False, mask)
+            return _global_moments(inputs, list(self._reduction_axes), False, mask)

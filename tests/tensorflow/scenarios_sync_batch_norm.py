@@ -40,11 +40,12 @@ def close(a, b, what):
     check(err <= TOL, f"{what}: differs from the global batch norm by {err}")
 
 
-def compare_steps(call, steps, shape, rows=rows_of):
+def compare_steps(call, steps, shape, rows=rows_of, name="sync_bn"):
     """Runs `call(layer, x)` on this rank's batches for `steps` steps, the reference on the
-    global batches; compares this rank's rows of the output and the moving statistics."""
+    global batches; compares this rank's rows of the output and the moving statistics.
+    name=None: Keras' automatic, per-process layer name."""
     n, r = hvd.size(), hvd.rank()
-    sync = hvd.SyncBatchNormalization(momentum=0.5, name="sync_bn")
+    sync = hvd.SyncBatchNormalization(momentum=0.5, name=name)
     ref = reference()
     for step in range(steps):
         parts = [batch(q, step, rows(q), shape) for q in range(n)]
@@ -134,24 +135,56 @@ def scenario_sync_bn_fit():
     BatchNormalization called on the 3 global batches; gamma and beta get equal gradients on
     every rank (checked by training one step with lr > 0: equal weights)."""
     n, r = hvd.size(), hvd.rank()
-    steps, shape = 3, (6,)
-    x = np.concatenate([batch(r, s, rows_of(r), shape) for s in range(steps)])
-    model = K.Sequential([K.Input(shape), hvd.SyncBatchNormalization(momentum=0.5)])
-    model.compile(hvd_keras().DistributedOptimizer(K.optimizers.SGD(0.0)), "mse")
-    model.fit(x, np.zeros_like(x), batch_size=rows_of(r), shuffle=False, epochs=1, verbose=0)
-    ref = reference()
-    for s in range(steps):
-        ref(np.concatenate([batch(q, s, rows_of(q), shape) for q in range(n)]), training=True)
-    layer = model.layers[-1]
-    close(layer.moving_mean.numpy(), ref.moving_mean.numpy(), "fit moving mean")
-    close(layer.moving_variance.numpy(), ref.moving_variance.numpy(), "fit moving variance")
-
+    model, x = fit_moving_statistics()
     model.compile(hvd_keras().DistributedOptimizer(K.optimizers.SGD(0.1)), "mse")
     target = np.ones_like(x)
     model.fit(x, target, batch_size=rows_of(r), shuffle=False, epochs=1, verbose=0)
     weights = np.concatenate([w.ravel() for w in model.get_weights()])
     everyone = hvd.allgather(tf.constant(weights[None]), name="sync_bn_fit.weights").numpy()
     check(np.array_equal(everyone, np.repeat(weights[None], n, 0)), "weights differ")
+
+
+def scenario_sync_bn_auto_names():
+    """Issue 54, class 12: rank 1 builds one SyncBatchNormalization more (unused) first, so its
+    layers' automatic names ("sync_batch_normalization_3") differ from the other ranks'; the
+    allreduce must not be named after them. Eagerly (before: every rank waited for ever for the
+    others' "SyncBatchNormalization.<layer name>"), in a tf.function, and in model.fit, eager
+    and traced: the statistics are the global batch's on every rank. Run last in a batch: the
+    later scenarios' automatic names would be shifted on rank 1 too."""
+    if hvd.rank() == 1:
+        hvd.SyncBatchNormalization()
+    probe = hvd.SyncBatchNormalization()
+    names = hvd.allgather_object(probe.name, name="sync_bn_auto_names.names")
+    check(hvd.size() == 1 or len(set(names)) > 1, f"the ranks' layer names agree: {names}")
+    compare_steps(lambda layer, x: layer(x, training=True).numpy(), 2, (5,), name=None)
+
+    def traced(layer, x):
+        return tf.function(lambda x: layer(x, training=True))(tf.constant(x)).numpy()
+
+    compare_steps(traced, 2, (5,), name=None)
+    for run_eagerly in (True, False):
+        fit_moving_statistics(run_eagerly)
+
+
+def fit_moving_statistics(run_eagerly=False, steps=3, shape=(6,)):
+    """model.fit of Sequential([SyncBatchNormalization]) (automatic name) with learning rate 0
+    and unequal batch sizes per rank: the moving statistics after `steps` steps equal those of
+    Keras' BatchNormalization called on the global batches. Returns the model and the data."""
+    n, r = hvd.size(), hvd.rank()
+    x = np.concatenate([batch(r, s, rows_of(r), shape) for s in range(steps)])
+    model = K.Sequential([K.Input(shape), hvd.SyncBatchNormalization(momentum=0.5)])
+    model.compile(
+        hvd_keras().DistributedOptimizer(K.optimizers.SGD(0.0)), "mse", run_eagerly=run_eagerly
+    )
+    model.fit(x, np.zeros_like(x), batch_size=rows_of(r), shuffle=False, epochs=1, verbose=0)
+    ref = reference()
+    for s in range(steps):
+        ref(np.concatenate([batch(q, s, rows_of(q), shape) for q in range(n)]), training=True)
+    layer = model.layers[-1]
+    how = "eager fit" if run_eagerly else "fit"
+    close(layer.moving_mean.numpy(), ref.moving_mean.numpy(), f"{how} moving mean")
+    close(layer.moving_variance.numpy(), ref.moving_variance.numpy(), f"{how} moving variance")
+    return model, x
 
 
 def hvd_keras():
@@ -166,4 +199,5 @@ SCENARIOS = {
     "sync_bn_empty_rank": scenario_sync_bn_empty_rank,
     "sync_bn_gradients": scenario_sync_bn_gradients,
     "sync_bn_fit": scenario_sync_bn_fit,
+    "sync_bn_auto_names": scenario_sync_bn_auto_names,
 }

@@ -57,7 +57,24 @@ class MetricAverageCallback(keras.callbacks.Callback):
     values. Put it before callbacks that read the metrics (Keras runs callbacks in list
     order; its own History and progress bar come last). Per epoch: an allgather of the metric
     names (ranks that log different metrics get a FailedPreconditionError naming each rank's,
-    on every rank), then one allreduce."""
+    on every rank), then one allreduce.
+
+    Every rank must run the same number of steps per epoch. With shards of different sizes
+    (README, "Uneven data") `fit` stalls, as upstream's does: a shorter rank's epoch-end
+    exchange waits for the longer ranks, whose next gradient allreduce waits for it. Rank 0's
+    stall inspector names both after HOROVOD_STALL_CHECK_TIME_SECONDS (60 s), as
+    `tensor 'allgather_object.MetricAverageCallback.metrics.sizes' (ALLGATHER) has waited 60 s
+    for rank [0] (submitted by [1])` and the gradient allreduces waiting for rank 1, and again
+    every period; with HOROVOD_STALL_SHUTDOWN_TIME_SECONDS set, fit fails on every rank
+    (tf.errors.AbortedError, "Horovod stall shutdown ...") and the job ends; without, it waits
+    for ever. Pass every rank the same `steps_per_epoch` (e.g. the smallest shard's batch count,
+    hvd.allreduce(batches, op=hvd.Min)), or leave this callback out, join after fit and average
+    the metrics then. Joining at each epoch's end, which would let the shorter ranks feed the
+    others' allreduces, is no fix: the joined ranks would not apply the longer ranks' last
+    updates, so the ranks' weights and optimizer states would part until a broadcast, which a
+    metric callback cannot make right (it does not know the rank-local variables of
+    PartialDistributedOptimizer, nor the process set); and while a rank has joined only
+    host-memory allreduces run, so GPU or sparse gradients would fail instead."""
 
     def __init__(self, device=""):
         super().__init__()
