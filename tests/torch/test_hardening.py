@@ -4,6 +4,7 @@
 import pytest
 
 from tests.support.mpi import ROOT, Program
+from tests.torch.conftest import run_torch_batch
 
 HARDENING = Program(ROOT / "tests" / "torch" / "scenarios_hardening.py", timeout=300)
 BATCH = [
@@ -20,9 +21,7 @@ BATCH = [
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
 def ran(request, tmp_path_factory):
-    cache = tmp_path_factory.mktemp(f"inductor-np{request.param}")  # as test_torch.py's
-    env = {"OMP_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    return HARDENING.run_batch(request.param, BATCH, env=env)
+    return run_torch_batch(HARDENING, request.param, BATCH, tmp_path_factory)
 
 
 def test_bfloat16_without_ml_dtypes(ran):

@@ -5,6 +5,7 @@ its own scenario."""
 import pytest
 
 from tests.support.mpi import ROOT, Program
+from tests.torch.conftest import run_torch_batch
 
 SECOND_ORDER = Program(ROOT / "tests" / "torch" / "scenarios_second_order.py", timeout=300)
 BATCH = [
@@ -22,10 +23,7 @@ BATCH = [
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
 def ran(request, tmp_path_factory):
-    # torch.compile's caches in a directory of this launch's own, as test_torch.py does.
-    cache = tmp_path_factory.mktemp(f"inductor-np{request.param}")
-    env = {"OMP_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    return SECOND_ORDER.run_batch(request.param, BATCH, env=env)
+    return run_torch_batch(SECOND_ORDER, request.param, BATCH, tmp_path_factory)
 
 
 def test_allreduce_and_grouped_allreduce_scaled(ran):

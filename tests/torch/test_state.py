@@ -5,6 +5,7 @@ scenarios_state.py in one launch per world size; each test reports its own scena
 import pytest
 
 from tests.support.mpi import ROOT, Program
+from tests.torch.conftest import run_torch_batch
 
 STATE = Program(ROOT / "tests" / "torch" / "scenarios_state.py", timeout=300)
 BATCH = [
@@ -19,8 +20,8 @@ BATCH = [
 
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
-def ran(request):
-    return STATE.run_batch(request.param, BATCH, env={"OMP_NUM_THREADS": "1"})
+def ran(request, tmp_path_factory):
+    return run_torch_batch(STATE, request.param, BATCH, tmp_path_factory)
 
 
 def test_sync_batch_norm_output_in_the_input_dtype_stats_in_the_modules(ran):

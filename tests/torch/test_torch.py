@@ -4,6 +4,7 @@ per world size (importing torch costs seconds per rank); each test reports its o
 import pytest
 
 from tests.support.mpi import ROOT, Program
+from tests.torch.conftest import run_torch_batch
 
 TORCH = Program(ROOT / "tests" / "torch" / "scenarios.py", timeout=300)
 BATCH = [
@@ -25,14 +26,7 @@ BATCH = [
 
 @pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
 def ran(request, tmp_path_factory):
-    # torch.compile's caches in a directory of this launch's own: inductor's default, shared by
-    # every run on the machine (/tmp/torchinductor_<user>), keys the compiled backward by the
-    # forward graph, not by our custom ops' autograd code, so a graph compiled by an older tree
-    # can come back (a CI run on a machine where an older tree had run failed the compiled
-    # scenario's gradients once; not reproduced, a stale cache is the suspect).
-    cache = tmp_path_factory.mktemp(f"inductor-np{request.param}")
-    env = {"OMP_NUM_THREADS": "1", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    return TORCH.run_batch(request.param, BATCH, env=env)
+    return run_torch_batch(TORCH, request.param, BATCH, tmp_path_factory)
 
 
 def test_allreduce_every_dtype_in_place_async_scaled_compressed(ran):
