@@ -3,8 +3,9 @@
 # the engine with NCCL (no TensorFlow) in a temporary folder from the machine's CUDA (nvcc /
 # CUDA_HOME, or HOROVOD_CUDA_HOME) and NCCL (HOROVOD_NCCL_HOME, or the nvidia-nccl wheel the
 # Python has), then runs through horovod.numpy's device-array path (CuPy, else torch):
-#   1. every NCCL collective against NumPy (tests/gpu/device_checks.py collectives), at np =
-#      number of GPUs (NCCL wants one GPU per rank; one GPU: np 1);
+#   1. every NCCL collective against NumPy (tests/gpu/device_checks.py collectives), then every
+#      collective and dtype at odd element counts, 1 to 2^20 + 7 (tests/gpu/odd_counts.py), at
+#      np = number of GPUs (NCCL wants one GPU per rank; one GPU: np 1);
 #   2. the stall check: a 2-rank job where rank 1 never submits gets the named error (>= 2 GPUs);
 #   3. two ranks both on GPU 0: each gets the error naming the ranks and the GPU (NCCL's own is
 #      "invalid usage");
@@ -16,7 +17,9 @@
 # HVD_DEVICE_LIB=numpy: a dry run of the whole flow on host arrays at np DRY_NP (default 2), MPI
 # standing in for NCCL in the bench (HVD_BENCH_MAX_BYTES caps its sizes): no GPU involved;
 # KEEP=1 keeps the build folder; BUILD_ONLY=1 builds and reports the engine, GPU or not (tests/gpu
-# checks the build path so on machines without a GPU).
+# checks the build path so on machines without a GPU); GPU_CHECK_DIR=DIR builds in DIR (kept)
+# instead of a temporary folder, and with REUSE=1 takes the engine already built there (a second
+# library's run after the first's: scripts/gpu_lent.sh).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
@@ -75,8 +78,12 @@ fi
 [ -z "$NCCL_DIR" ] && [ -n "$CUDA_DIR" ] && [ -f "$CUDA_DIR/include/nccl.h" ] && NCCL_DIR=$CUDA_DIR
 say "CUDA from ${CUDA_DIR:-the nvidia-cuda-runtime wheel}, NCCL from ${NCCL_DIR:-the nvidia-nccl wheel}"
 
-WORK=$(mktemp -d /tmp/hvd-gpu-check.XXXXXX)
-[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+if [ -n "${GPU_CHECK_DIR:-}" ]; then
+  mkdir -p "$GPU_CHECK_DIR" && WORK=$(cd "$GPU_CHECK_DIR" && pwd)
+else
+  WORK=$(mktemp -d /tmp/hvd-gpu-check.XXXXXX)
+  [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$WORK"' EXIT
+fi
 MPI_ARGS=()
 if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
   [ "$(id -u)" = 0 ] && MPI_ARGS+=(--allow-run-as-root)
@@ -107,7 +114,12 @@ own_ostream() {  # std::ostream symbols the engine defines itself (0 against the
   nm -D --defined-only "$WORK/site/horovod/libhorovod_core.so" 2>/dev/null | grep -c ' _ZNSo'
 }
 CXX_USED=${CXX:-c++}
-if ! build "${CC:-cc}" "$CXX_USED"; then
+REUSED=0
+if [ "${REUSE:-0}" = 1 ] && [ -f "$WORK/site/horovod/libhorovod_core.so" ]; then
+  REUSED=1
+  CXX_USED="(the build already in $WORK/site)"
+  say "REUSE=1: the engine already built in $WORK/site"
+elif ! build "${CC:-cc}" "$CXX_USED"; then
   tail -30 "$WORK/build.log"
   say "FAIL: the engine did not build with NCCL (log above)"
   exit 1
@@ -119,7 +131,7 @@ fi
 # /usr/bin/c++ of the same version builds one that works. Rebuild once with it, saying why.
 # Whether it crashes depends on which library loads libstdc++ first (importing torch first did,
 # horovod first did not, on 2026-11-27): the symbols decide, and the smoke run confirms.
-if [ "${BUILD_ONLY:-0}" != 1 ] && { [ "$(own_ostream)" != 0 ] || ! smoke; }; then
+if [ "${BUILD_ONLY:-0}" != 1 ] && [ "$REUSED" != 1 ] && { [ "$(own_ostream)" != 0 ] || ! smoke; }; then
   if [ "$(readlink -f "$(command -v "$CXX_USED")")" != "$(readlink -f /usr/bin/c++ 2>/dev/null)" ] &&
     [ -x /usr/bin/c++ ] && [ -x /usr/bin/cc ]; then
     if smoke; then

@@ -352,6 +352,7 @@ Status Init(MPI_Comm comm, const std::string& initial_sets) {
     return mismatch.empty() ? Status::Mismatch(sets_mismatch) : Status::InvalidArgument(mismatch);
   }
   SetLogRank(e->mpi.rank);
+  LogGpuLibraries();  // the NCCL loaded at run time, and its known defects
   // After the check above: every rank now knows that all of them create it (a collective).
   if (e->config.summary_level > 0) e->mpi.CreateSummaryComm();
   e->topo = {e->mpi.rank,       e->mpi.size,       e->mpi.local_rank,       e->mpi.local_size,

@@ -3,10 +3,15 @@
 #include "engine/gpu_context.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <nccl.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <mutex>
+
+#include "common/logging.h"
+#include "common/nccl_defects.h"
 
 namespace hvd {
 namespace {
@@ -22,6 +27,30 @@ std::string HostName() {
 void GetGpuBuildInfo(LinkedLibraries* info) {
   ncclGetVersion(&info->nccl_version);
   cudaRuntimeGetVersion(&info->cuda_runtime_version);
+}
+
+void LogGpuLibraries() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int version = 0;
+    const ncclResult_t rc = ncclGetVersion(&version);
+    if (rc != ncclSuccess) {
+      HVD_LOG(WARNING, "ncclGetVersion failed: " << ncclGetErrorString(rc));
+      return;
+    }
+    // The file the dynamic linker resolved NCCL to: another package's libnccl.so.2 found first
+    // on the library path is the usual way an older NCCL gets in.
+    Dl_info where;
+    const bool found =
+        dladdr(reinterpret_cast<void*>(&ncclGetVersion), &where) != 0 && where.dli_fname != nullptr;
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    HVD_LOG(INFO, "NCCL " << NcclVersionName(version) << " loaded"
+                          << (found ? std::string(" from ") + where.dli_fname : std::string())
+                          << " (the build's header: " << NcclVersionName(NCCL_VERSION_CODE)
+                          << "), CUDA runtime " << runtime / 1000 << "." << runtime % 1000 / 10);
+    for (const std::string& note : NcclDefectNotes(version)) HVD_LOG(WARNING, note);
+  });
 }
 
 Status GpuDeviceCount(int* count) {

@@ -21,6 +21,11 @@ class Timeline;
 // Fills the NCCL and CUDA runtime versions of `info` (engine.h); needs no GPU and no driver.
 // GpuDeviceCount(), which frontends call, is declared in engine.h and defined with these.
 void GetGpuBuildInfo(LinkedLibraries* info);
+// Logs, once per process, the NCCL this process loaded (ncclGetVersion of the library, which
+// may not be the one the build's header named) and where from, at INFO, and each known defect
+// of that version (common/nccl_defects.h) as a WARNING. Called by hvd.init() and by the first GPU
+// op; nothing in a build without GPU operations. Needs no GPU.
+void LogGpuLibraries();
 
 // Frontend thread, at Enqueue, for an entry with request.gpu: checks that entry->device is a
 // device this process sees and records entry->ready on entry->stream. A non-empty return is the

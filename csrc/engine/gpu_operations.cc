@@ -6,6 +6,10 @@
 // section, so a peer that never joins is reported (and, with a shutdown time, ends the job) by
 // the watchdog like a blocked MPI collective, and an NCCL failure becomes a named error.
 // Completion is synchronous per response: done() callbacks fire only once results are in memory.
+// Reductions follow a ReducePlan (common/nccl_defects.h): a communicator of one rank never calls
+// NCCL's reductions (nor any NCCL collective: a copy, or nothing in place, and our own scaling
+// kernel, ops/nccl_scale.cc), and ncclAvg or a pre-multiplied sum is used only where no known
+// defect of the loaded NCCL touches it; otherwise a sum and our own scaling on the device.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -15,6 +19,7 @@
 
 #include "common/logging.h"
 #include "common/message.h"
+#include "common/nccl_defects.h"
 #include "common/reduce_kernels.h"
 #include "engine/gpu_context.h"
 #include "engine/timeline.h"
@@ -203,16 +208,9 @@ class NcclOperations : public GpuOperations {
     }
   }
 
-  // Integers with scale factors, as upstream and the CPU path: each factor applied in double and
-  // truncated (ScaleInPlace), the prescale to each rank's share before the sum. NCCL's
-  // pre-multiplied sum takes its scalar in the tensor's own type, so these few bytes go through
-  // host memory instead: slow, and only this rare case pays for it.
-  static bool ScalesOnHost(const Response& r) {
-    return IsInteger(r.dtype) && (r.prescale != 1.0 || r.postscale != 1.0);
-  }
-
-  // buf (device) *= factor, then / `average_by` (> 1: integer Average, truncating), on the host.
-  Status ScaleOnHost(void* buf, size_t count, DataType dtype, double factor, int average_by,
+  // buf (device) *= factor, then / `divisor` (> 1: integer Average, truncating), in host
+  // memory: only where our scaling kernels cannot run (Scale).
+  Status ScaleOnHost(void* buf, size_t count, DataType dtype, double factor, int64_t divisor,
                      Device* d, const std::string& tensor) {
     const size_t bytes = count * DataTypeSize(dtype);
     if (bytes == 0) return Status();
@@ -222,33 +220,85 @@ class NcclOperations : public GpuOperations {
         tensor);
     Status s = Wait(d, tensor);
     if (!s.ok()) return s;
-    ScaleAndAverage(host_scratch_.data(), count, dtype, factor, average_by);
+    ScaleAndAverage(host_scratch_.data(), count, dtype, factor, static_cast<int>(divisor));
     HVD_CUDA_CHECK(
         cudaMemcpyAsync(buf, host_scratch_.data(), bytes, cudaMemcpyHostToDevice, d->stream),
         tensor);
     return Wait(d, tensor);  // the scratch is reused by the next call
   }
 
-  int AverageBy(const Response& r) const {
-    if (r.reduce_op != ReduceOp::AVERAGE) return 1;
-    return r.contributors > 0 ? r.contributors : mpi_->size;
+  // A ReducePlan's own scaling step: dst = src * factor (integers then / divisor), on the device
+  // with our kernel; a plain copy (or nothing) when there is nothing to scale. Where the kernels
+  // cannot load (said once), through host memory: slow, but never wrong.
+  Status Scale(void* dst, const void* src, size_t count, DataType dtype, double factor,
+               int64_t divisor, Device* d, const std::string& tensor) {
+    if (count == 0) return Status();
+    const bool nothing = factor == 1.0 && (IsFloating(dtype) || divisor <= 1);
+    std::string why;
+    if (nothing || DeviceScaleAvailable(d->id, &why))
+      return DeviceScale(dst, src, count, dtype, factor, divisor, d->stream, tensor);
+    if (!host_scaling_noted_) {
+      host_scaling_noted_ = true;
+      HVD_LOG(WARNING, "GPU " << d->id << ": Horovod's scaling kernels cannot run (" << why
+                              << "); scale factors and one-rank reductions are scaled through "
+                                 "host memory instead (correct, but slower)");
+    }
+    if (dst != src)
+      HVD_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * DataTypeSize(dtype),
+                                     cudaMemcpyDeviceToDevice, d->stream),
+                     tensor);
+    return ScaleOnHost(dst, count, dtype, factor, divisor, d, tensor);
   }
 
-  // The reduction NCCL runs when the scaling is done on the host: Average becomes a sum.
-  static ReduceOp HostScaledOp(const Response& r) {
-    return r.reduce_op == ReduceOp::AVERAGE ? ReduceOp::SUM : r.reduce_op;
+  // As the CPU path (Operations::Average): the set's size, or, while ranks have joined and
+  // HOROVOD_JOIN_AVERAGE=contributors, the ranks that submitted.
+  int AverageBy(const Response& r) const {
+    if (r.reduce_op != ReduceOp::AVERAGE) return 1;
+    const bool by_contributors = r.contributors > 0 && GetConfig().join_average == "contributors";
+    return by_contributors ? r.contributors : mpi_->size;
+  }
+
+  // What NCCL runs and what our kernel scales (common/nccl_defects.h): one rank never calls
+  // NCCL's reductions, and a defect of the loaded NCCL is avoided.
+  ReducePlan Plan(const Response& r, const Device* d) const {
+    return PlanReduction(d->nccl.version, d->nccl.size, r.dtype, r.reduce_op, r.prescale,
+                         r.postscale, AverageBy(r));
+  }
+
+  // `in` reduced into `out` (count elements; may be the same buffer) as `plan` says: our
+  // prescale first (into `out`, never the caller's input), NCCL (or nothing, one rank), then
+  // our postscale and integer division.
+  Status ReduceBuffer(const void* in, void* out, size_t count, const ReducePlan& plan,
+                      const Response& r, Device* d, const std::string& tensor) {
+    Status s;
+    const void* src = in;
+    if (plan.pre != 1.0 || !plan.nccl) {
+      s = Scale(out, in, count, r.dtype, plan.pre, 1, d, tensor);
+      src = out;
+    }
+    if (s.ok() && plan.nccl)
+      s = NcclAllreduce(src, out, count, r.dtype, plan.op, plan.nccl_scale, &d->nccl, d->stream,
+                        tensor);
+    if (s.ok()) s = Scale(out, out, count, r.dtype, plan.post, plan.divisor, d, tensor);
+    return s;
   }
 
   Status Allreduce(const Response& r, std::vector<TensorEntry>& es, Device* d) {
     const std::string& tensor = r.names[0];
-    const double scale = r.prescale * r.postscale;
+    const ReducePlan plan = Plan(r, d);
     const size_t esize = DataTypeSize(r.dtype);
     size_t total = 0;
     for (auto n : r.num_elements) total += static_cast<size_t>(n);
-    const bool host_scaled = ScalesOnHost(r);
-    if (es.size() == 1 && !host_scaled)  // straight from input to output (in place if equal)
-      return NcclAllreduce(es[0].input, es[0].output, total, r.dtype, r.reduce_op, scale, &d->nccl,
-                           d->stream, tensor);
+    // Straight from input to output (in place if equal); one rank: every tensor on its own,
+    // with nothing to gather into a fusion buffer.
+    if (es.size() == 1 || !plan.nccl) {
+      for (size_t i = 0; i < es.size(); ++i) {
+        Status s = ReduceBuffer(es[i].input, es[i].output, static_cast<size_t>(r.num_elements[i]),
+                                plan, r, d, tensor);
+        if (!s.ok()) return s;
+      }
+      return Status();
+    }
     void* buf = nullptr;
     Status s = Fusion(d, total * esize, tensor, &buf);
     if (!s.ok()) return s;
@@ -261,15 +311,7 @@ class NcclOperations : public GpuOperations {
           tensor);
       off += bytes;
     }
-    if (host_scaled) {
-      if (r.prescale != 1.0) s = ScaleOnHost(buf, total, r.dtype, r.prescale, 1, d, tensor);
-      if (s.ok())
-        s = NcclAllreduce(buf, buf, total, r.dtype, HostScaledOp(r), 1.0, &d->nccl, d->stream,
-                          tensor);
-      if (s.ok()) s = ScaleOnHost(buf, total, r.dtype, r.postscale, AverageBy(r), d, tensor);
-    } else {
-      s = NcclAllreduce(buf, buf, total, r.dtype, r.reduce_op, scale, &d->nccl, d->stream, tensor);
-    }
+    s = ReduceBuffer(buf, buf, total, plan, r, d, tensor);
     if (!s.ok()) return s;
     off = 0;
     for (size_t i = 0; i < es.size(); ++i) {
@@ -282,6 +324,13 @@ class NcclOperations : public GpuOperations {
     return Status();
   }
 
+  // One rank moves nothing between GPUs: its own rows, copied (NCCL is not called).
+  Status CopyAlone(void* out, const void* in, size_t bytes, Device* d, const std::string& tensor) {
+    if (bytes && out != in)
+      HVD_CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, d->stream), tensor);
+    return Status();
+  }
+
   Status Allgather(const Response& r, TensorEntry& e, Device* d) {
     std::vector<int64_t> shape = e.request.shape;
     const size_t row_bytes = RowElements(shape) * DataTypeSize(r.dtype);
@@ -290,9 +339,12 @@ class NcclOperations : public GpuOperations {
     shape[0] = rows;
     void* out = nullptr;
     Status alloc;
-    Status s = Output(e, shape, static_cast<size_t>(rows) * row_bytes, d, &out, &alloc);
+    const size_t bytes = static_cast<size_t>(rows) * row_bytes;
+    Status s = Output(e, shape, bytes, d, &out, &alloc);
     if (s.ok())
-      s = NcclAllgather(e.input, out, row_bytes, r.first_dims, &d->nccl, d->stream, r.names[0]);
+      s = d->nccl.size == 1 ? CopyAlone(out, e.input, bytes, d, r.names[0])
+                            : NcclAllgather(e.input, out, row_bytes, r.first_dims, &d->nccl,
+                                            d->stream, r.names[0]);
     return s.ok() ? alloc : s;
   }
 
@@ -301,6 +353,7 @@ class NcclOperations : public GpuOperations {
     if (mpi_->rank == r.root && e.output != e.input)
       HVD_CUDA_CHECK(cudaMemcpyAsync(e.output, e.input, bytes, cudaMemcpyDeviceToDevice, d->stream),
                      r.names[0]);
+    if (d->nccl.size == 1) return Status();  // the root's data is already the result
     return NcclBroadcast(e.output, bytes, r.root, &d->nccl, d->stream, r.names[0]);
   }
 
@@ -316,10 +369,12 @@ class NcclOperations : public GpuOperations {
     shape[0] = rows;
     void* out = nullptr;
     Status alloc;
-    Status s = Output(e, shape, static_cast<size_t>(rows) * row_bytes, d, &out, &alloc);
+    const size_t bytes = static_cast<size_t>(rows) * row_bytes;
+    Status s = Output(e, shape, bytes, d, &out, &alloc);
     if (s.ok())
-      s = NcclAlltoall(e.input, out, row_bytes, e.request.splits, recv_rows, &d->nccl, d->stream,
-                       r.names[0]);
+      s = d->nccl.size == 1 ? CopyAlone(out, e.input, bytes, d, r.names[0])
+                            : NcclAlltoall(e.input, out, row_bytes, e.request.splits, recv_rows,
+                                           &d->nccl, d->stream, r.names[0]);
     if (e.received_splits) *e.received_splits = recv_rows;
     return s.ok() ? alloc : s;
   }
@@ -336,39 +391,40 @@ class NcclOperations : public GpuOperations {
     Status alloc;
     Status s = Output(e, shape, static_cast<size_t>(shape[0]) * row_elems * DataTypeSize(r.dtype),
                       d, &out, &alloc);
+    if (!s.ok()) return s;
     const std::string& tensor = r.names[0];
     const size_t mine = static_cast<size_t>(shape[0]) * row_elems;
-    if (s.ok() && ScalesOnHost(r)) {
+    const ReducePlan plan = Plan(r, d);
+    const void* src = e.input;
+    if (!plan.nccl) {  // one rank: every row is this rank's, scaled
+      s = Scale(out, e.input, mine, r.dtype, plan.pre, 1, d, tensor);
+    } else if (plan.pre != 1.0) {
+      // This rank's shares scaled into a staging buffer (not the fusion buffer: a failed output
+      // allocation makes that the output), reduced from there.
       const size_t count = static_cast<size_t>(rows) * row_elems;
       void* work = nullptr;
-      const size_t bytes = count * DataTypeSize(r.dtype);
-      // Not the fusion buffer: a failed output allocation makes that the output.
-      s = Grown(&d->staged, &d->staged_size, bytes, tensor, &work);
-      if (s.ok() && bytes)
-        HVD_CUDA_CHECK(cudaMemcpyAsync(work, e.input, bytes, cudaMemcpyDeviceToDevice, d->stream),
-                       tensor);
-      if (s.ok()) s = ScaleOnHost(work, count, r.dtype, r.prescale, 1, d, tensor);
-      if (s.ok())
-        s = NcclReducescatter(work, out, row_elems, rows_of, r.dtype, HostScaledOp(r), 1.0,
-                              &d->nccl, d->stream, tensor);
-      if (s.ok()) s = ScaleOnHost(out, mine, r.dtype, r.postscale, AverageBy(r), d, tensor);
-      return s.ok() ? alloc : s;
+      s = Grown(&d->staged, &d->staged_size, count * DataTypeSize(r.dtype), tensor, &work);
+      if (s.ok()) s = Scale(work, e.input, count, r.dtype, plan.pre, 1, d, tensor);
+      src = work;
     }
-    if (s.ok())
-      s = NcclReducescatter(e.input, out, row_elems, rows_of, r.dtype, r.reduce_op,
-                            r.prescale * r.postscale, &d->nccl, d->stream, tensor);
+    if (s.ok() && plan.nccl)
+      s = NcclReducescatter(src, out, row_elems, rows_of, r.dtype, plan.op, plan.nccl_scale,
+                            &d->nccl, d->stream, tensor);
+    if (s.ok()) s = Scale(out, out, mine, r.dtype, plan.post, plan.divisor, d, tensor);
     return s.ok() ? alloc : s;
   }
 
   MpiContext* mpi_;
   Timeline* timeline_;
   std::map<int, Device> devices_;
-  std::vector<char> host_scratch_;  // integer scaling's staging (ScaleOnHost)
+  std::vector<char> host_scratch_;   // ScaleOnHost's staging
+  bool host_scaling_noted_ = false;  // Scale said once why it goes through host memory
 };
 
 }  // namespace
 
 std::unique_ptr<GpuOperations> MakeGpuOperations(MpiContext* mpi, Timeline* timeline) {
+  LogGpuLibraries();  // once per process; hvd.init() may have said it already
   return std::unique_ptr<GpuOperations>(new NcclOperations(mpi, timeline));
 }
 

@@ -6,6 +6,8 @@ namespace hvd {
 
 void GetGpuBuildInfo(LinkedLibraries*) {}  // no GPU libraries linked: the versions stay 0
 
+void LogGpuLibraries() {}  // nothing loaded to name
+
 Status GpuDeviceCount(int* count) {
   *count = 0;
   return Status::InvalidArgument(

@@ -1,7 +1,9 @@
 // GPU allreduce: one ncclAllReduce over the whole (fused) buffer. NCCL picks ring or tree by
 // size and topology; its ring moves 2(n-1)/n of the buffer per rank, like our CPU ring.
-// Average and the scale factors cost no extra pass: ncclAvg, or a pre-multiplied sum
-// (NcclReduction) that scales each input as it is reduced.
+// Average and the scale factors cost no extra pass where the ReducePlan (common/nccl_defects.h)
+// lets NCCL scale: ncclAvg, or a pre-multiplied sum (NcclReduction) that scales each input as it
+// is reduced. Elsewhere (one rank, a defect of the loaded NCCL, integer factors) the caller
+// scales with its own kernel around a plain reduction (nccl_scale.cc).
 #include "ops/nccl_collectives.h"
 
 namespace hvd {

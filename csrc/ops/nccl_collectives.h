@@ -42,6 +42,7 @@ Status CudaError(const char* call, cudaError_t rc, const std::string& tensor);
 struct NcclComm {
   ncclComm_t comm = nullptr;
   int rank = 0, size = 1;
+  int version = 0;  // ncclGetVersion() of the library loaded at run time (common/nccl_defects.h)
   std::string aborted;  // non-empty once an error aborted it: every later op fails with this
 };
 // Collective over `mpi_comm`: rank 0 makes the unique id, MPI broadcasts it, every rank joins.
@@ -51,8 +52,10 @@ void NcclCommAbort(NcclComm* c, const std::string& why);
 
 bool NcclType(DataType t, ncclDataType_t* out);
 
-// nccl_allreduce.cc: src may equal dst. `scale` multiplies every rank's input (pre- and
-// postscale combined, and 1/n for Average): NCCL's pre-multiplied sum, so no kernel of ours.
+// nccl_allreduce.cc: src may equal dst. `op` and `scale` as a ReducePlan gives them
+// (common/nccl_defects.h): `scale` != 1 multiplies every rank's input in NCCL's pre-multiplied
+// sum. The plan never sends a one-rank communicator here, nor an op the loaded NCCL breaks:
+// NcclReduction refuses both (an internal error, never a wrong result).
 Status NcclAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
                      double scale, NcclComm* c, cudaStream_t stream, const std::string& tensor);
 // nccl_allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
@@ -74,7 +77,8 @@ Status NcclReducescatter(const void* src, void* out, size_t row_elems,
 
 // The NCCL type and reduction of a reducing collective for (dtype, op, scale): a built-in
 // reduction, or a pre-multiplied sum that the caller releases with NcclReleaseOp once the call
-// using it has returned. Scale != 1 needs Sum or Average on a floating type.
+// using it has returned. Scale != 1 needs Sum or Average on a floating type. ncclAvg and
+// pre-multiplied sums are refused where a known defect of the loaded NCCL breaks them.
 struct NcclReduce {
   ncclDataType_t type = ncclFloat32;
   ncclRedOp_t op = ncclSum;
@@ -83,5 +87,14 @@ struct NcclReduce {
 Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, NcclReduce* out,
                      const std::string& tensor);
 void NcclReleaseOp(const NcclReduce& r, NcclComm* c);
+
+// nccl_scale.cc: our own scaling on the device (the PTX kernels of ops/gpu_scale_ptx.h):
+// dst[i] = src[i] * factor, integers then divided by `divisor` (truncating), src may be dst;
+// a plain copy (or nothing) when there is nothing to scale. Enqueued on `stream`.
+// DeviceScaleAvailable loads the kernels for `device` (the current one) on first use; false,
+// with the reason, where the runtime or driver cannot: the caller then scales in host memory.
+bool DeviceScaleAvailable(int device, std::string* why);
+Status DeviceScale(void* dst, const void* src, size_t count, DataType dtype, double factor,
+                   int64_t divisor, cudaStream_t stream, const std::string& tensor);
 
 }  // namespace hvd

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/nccl_defects.h"
 #include "common/reduce_kernels.h"
 #include "ops/gpu_placement.h"
 #include "ops/nccl_collectives.h"
@@ -110,6 +111,8 @@ Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::s
   id = msg.id;
   HVD_CUDA_CHECK(cudaSetDevice(device), tensor);
   HVD_NCCL_CHECK(ncclCommInitRank(&out->comm, out->size, id, out->rank), tensor);
+  // After the collective steps: a failure here cannot leave the other ranks waiting.
+  HVD_NCCL_CHECK(ncclGetVersion(&out->version), tensor);
   HVD_LOG(DEBUG, "NCCL communicator on device " << device << ": rank " << out->rank << " of "
                                                 << out->size);
   return Status();
@@ -150,6 +153,23 @@ Status NcclReduction(DataType dtype, ReduceOp op, double scale, NcclComm* c, Ncc
   // Refused at negotiation already (UnsupportedReduction): Adasum runs on host memory only.
   if (op == ReduceOp::ADASUM)
     return Status::InvalidArgument("tensor '" + tensor + "': Adasum is not supported on GPU");
+  // The reduction plan (common/nccl_defects.h) keeps these away; if a caller did not, fail by
+  // name rather than hand NCCL a reduction it gets wrong.
+  const bool premul = scale != 1.0 || (avg && IsFloating(dtype));
+  const bool broken =
+      c->size == 1 ? premul
+                   : (premul && NcclBrokenFor(c->version, c->size, NcclBroken::kPreMulSum)) ||
+                         (avg && !IsFloating(dtype) &&
+                          NcclBrokenFor(c->version, c->size, NcclBroken::kIntegerAverage));
+  if (broken)
+    return Status::Internal(
+        "tensor '" + tensor + "': " + ReduceOpName(op) +
+        (scale != 1.0 ? " with scale factors" : "") + " on " + DataTypeName(dtype) + " over " +
+        std::to_string(c->size) + " rank(s) must not reach NCCL: " +
+        (c->size == 1 ? std::string("one-rank communicators never take ncclAvg or pre-multiplied "
+                                    "sums (NVIDIA/nccl#1950)")
+                      : "NCCL " + NcclVersionName(c->version) + " gets it wrong") +
+        " (common/nccl_defects.h)");
   if (scale == 1.0) {
     switch (op) {
       case ReduceOp::SUM: out->op = ncclSum; return Status();

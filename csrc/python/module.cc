@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "common/host_blocks.h"
+#include "common/nccl_defects.h"
 #include "engine/engine.h"
 #include "python/dlpack.h"
 #include "python/handles.h"
@@ -373,6 +374,7 @@ py::dict BuildInfo() {
   d["gloo_built"] = false;
   d["cuda_built"] = info.cuda_runtime_version != 0;
   d["cuda_runtime_version"] = info.cuda_runtime_version;
+  d["nccl_defects"] = NcclDefectNotes(info.nccl_version);  // known defects of the loaded NCCL
   d["gpu_operations"] = info.nccl_version ? "NCCL" : "";
   d["cpu_operations"] = GetConfig().cpu_operations;
   return d;

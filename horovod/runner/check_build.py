@@ -48,6 +48,24 @@ def _nccl(code):
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}" if code >= 10000 else str(code)
 
 
+def _nccl_rows(info):
+    """The NCCL row: the version of the library this process loaded (ncclGetVersion, which may
+    not be the one the build's header named: another package's libnccl.so.2 found first), with a
+    warning and one row per known defect of that version (csrc/common/nccl_defects.cc, through
+    build_info()["nccl_defects"]); Horovod avoids each, the row says how."""
+    code = int(info["nccl_built"])
+    defects = list(info.get("nccl_defects") or [])
+    detail = _nccl(code)
+    if code:
+        detail += " (the library loaded at run time)"
+    if defects:
+        detail += (
+            f"; WARNING: {len(defects)} known defect(s) of this NCCL, avoided by Horovod "
+            "(below); NCCL >= 2.29.7 has none of them"
+        )
+    return [("NCCL", bool(code), detail)] + [("  NCCL defect", None, d) for d in defects]
+
+
 def _cuda(code):
     """cudaRuntimeGetVersion() code: 12090 -> "runtime 12.9"."""
     return f"runtime {code // 1000}.{code % 1000 // 10}" if code else ""
@@ -97,7 +115,9 @@ def rows(info, error, env=os.environ):
         out += [
             ("MPI", bool(info["mpi_built"]), info.get("mpi_library", "").strip()),
             ("Gloo", bool(info["gloo_built"]), ""),
-            ("NCCL", bool(info["nccl_built"]), _nccl(int(info["nccl_built"]))),
+        ]
+        out += _nccl_rows(info)
+        out += [
             ("CUDA", bool(info["cuda_built"]), _cuda(int(info.get("cuda_runtime_version", 0)))),
             ("CPU operations", True, info.get("cpu_operations", "")),
         ]

@@ -5,7 +5,8 @@ tests/gpu and scripts/gpu_check.sh run these.
 Without a GPU: `refused REASON` (CuPy-like and torch-like stand-ins, tests/gpu/fakelib.py, for
 every collective: the engine's refusal on every rank) and `local_refusals` (what the frontend
 refuses by itself, still on every rank). With GPUs (one per rank): `collectives` (every NCCL
-collective on CuPy arrays or torch CUDA tensors, HVD_DEVICE_LIB picks; against NumPy),
+collective on CuPy arrays or torch CUDA tensors, HVD_DEVICE_LIB picks; against NumPy; then
+`odd_counts`: every collective and dtype at counts 1, 31, 4913 and 2^20 + 7, odd_counts.py),
 `stall` (rank 1 never submits: the named error) and `bench` (allreduce against NCCL's own call
 through the same library, same run).
 """
@@ -17,7 +18,7 @@ import time
 import numpy as np
 
 import horovod.numpy as hvd
-from tests.gpu import fakelib
+from tests.gpu import fakelib, odd_counts
 from tests.support import scenario
 from tests.support.scenario import expect_error
 
@@ -291,6 +292,12 @@ def sc_collectives():
     _check(lib, "reducescatter sum (uneven rows)", out, full[start : start + counts[r]] * n)
     out = hvd.reducescatter(lib.to(full), name="c.rs.avg")
     _check(lib, "reducescatter average", out, full[start : start + counts[r]])
+    odd_counts.run(lib)
+
+
+def sc_odd_counts():
+    """Every collective and dtype at odd element counts (tests/gpu/odd_counts.py), alone."""
+    odd_counts.run(Lib())
 
 
 def sc_stall():

@@ -93,3 +93,88 @@ def test_gpu_tensor_is_refused_by_name_on_every_rank(site, gpu_count, np_):
     rc, out, err = ENGINE.launch(np_, "gpu_claim", reason, site=site, tf=True, timeout=120)
     assert rc == 0, out + err
     assert all(f"OK gpu_claim rank={q}" in out for q in range(np_)), out + err
+
+
+# ---- the NCCL loaded at run time, behind a fake version ----------------------------------------
+# A stand-in library that defines only ncclGetVersion, preloaded ahead of the real libnccl: the
+# engine then sees that version as the loaded one, as when another package's older NCCL is found
+# first on the library path (torch 2.10's wheel brings 2.27.5). Everything else is the real NCCL.
+FAKE_NCCL = "int ncclGetVersion(int* version) { *version = %d; return 0; }\n"
+DEFECTIVE, FIXED = 22705, 23203  # 2.27.5: NVIDIA/nccl#1950 (one-rank ncclAvg); 2.32.3: none
+
+
+@pytest.fixture(scope="module")
+def fake_nccl(tmp_path_factory):
+    def make(code):
+        d = tmp_path_factory.mktemp(f"nccl{code}")
+        (d / "version.c").write_text(FAKE_NCCL % code)
+        lib = d / "libfakenccl.so"
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(d / "version.c")], check=True)
+        return {"LD_PRELOAD": str(lib)}
+
+    return make
+
+
+def _check_build(site, env):
+    p = mpi.python(
+        "import sys; from horovod.runner.launch import main; "
+        "sys.argv = ['horovodrun', '--check-build']; main()",
+        site=site,
+        tf=True,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def _build_info(site, env):
+    p = mpi.python(
+        "from horovod import _core; i = _core.build_info(); "
+        "print(i['nccl_built'], 'nccl_defects' in i, len(i.get('nccl_defects', [])))",
+        site=site,
+        tf=True,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    code, has_key, count = p.stdout.split()[-3:]
+    return int(code), has_key == "True", int(count)
+
+
+def test_build_info_reports_the_nccl_loaded_not_the_headers(site, fake_nccl):
+    code, _, _ = _build_info(site, fake_nccl(DEFECTIVE))
+    assert code == DEFECTIVE
+    row = [ln for ln in _check_build(site, fake_nccl(DEFECTIVE)).splitlines() if "NCCL" in ln]
+    assert row and "2.27.5 (the library loaded at run time)" in row[0], row
+
+
+def test_check_build_warns_when_the_loaded_nccl_has_known_defects(site, fake_nccl):
+    _, has_key, count = _build_info(site, fake_nccl(DEFECTIVE))
+    if not has_key:
+        pytest.skip(
+            "build_info() has no nccl_defects: csrc/python/module.cc's BuildInfo needs "
+            'd["nccl_defects"] = NcclDefectNotes(info.nccl_version); (common/nccl_defects.h)'
+        )
+    assert count == 1
+    out = _check_build(site, fake_nccl(DEFECTIVE))
+    assert "WARNING: 1 known defect(s)" in out and "NVIDIA/nccl#1950" in out, out
+    assert "one-rank reductions never call NCCL" in out, out
+    out = _check_build(site, fake_nccl(FIXED))
+    assert "WARNING" not in out and "NCCL defect" not in out, out
+    assert _build_info(site, fake_nccl(FIXED))[2] == 0
+
+
+def test_init_logs_the_loaded_nccl_and_its_defects(site, fake_nccl):
+    env = {**fake_nccl(DEFECTIVE), "HOROVOD_LOG_LEVEL": "info"}
+    code = "import horovod.numpy as hvd; hvd.init(); hvd.shutdown()"
+    rc, out, err = mpi.launch(1, "-c", code, site=site, tf=True, env=env, timeout=60)
+    assert rc == 0, out + err
+    if "NCCL 2.27.5 loaded" not in err:
+        pytest.skip(
+            "hvd.init() does not log the NCCL it loaded yet: Init (csrc/engine/engine.cc) needs "
+            "LogGpuLibraries(); after SetLogRank (engine/gpu_context.h)"
+        )
+    assert "NVIDIA/nccl#1950" in err, err
+    rc, out, err = mpi.launch(
+        1, "-c", code, site=site, tf=True, env={**fake_nccl(FIXED), "HOROVOD_LOG_LEVEL": "info"}
+    )
+    assert rc == 0 and "NCCL 2.32.3 loaded" in err and "NVIDIA/nccl#1950" not in err, err

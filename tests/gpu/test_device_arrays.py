@@ -61,6 +61,26 @@ def test_nccl_collectives_on_device_arrays_match_numpy(site, gpu_count, np_):
     assert "PASS alltoall uneven" in out
 
 
+@pytest.mark.parametrize("np_", [1, 3])
+def test_odd_count_checks_hold_on_host_arrays(site, np_):
+    """The odd-count checks (tests/gpu/odd_counts.py: every collective and dtype at 1, 31, 4913
+    and 2^20 + 7 elements) on host arrays, HVD_DEVICE_LIB=numpy: their expectations are the CPU
+    path's results, at one rank and at several. On a GPU `collectives` runs them on the device."""
+    out, _ = CHECKS.run_ok(
+        np_, "odd_counts", site=site, env={"HVD_DEVICE_LIB": "numpy"}, timeout=300
+    )
+    for what in (
+        "allreduce avg float32 n=4913",
+        "allreduce scaled int8 n=1048583",
+        "reducescatter avg float64 n=31",
+        "alltoall uint8 n=1",
+        "allgather int64 n=4913",
+    ):
+        assert f"PASS {what} rank=0" in out, what
+    if "bfloat16 skipped" not in out:
+        assert "PASS allreduce avg bfloat16 n=4913 rank=0" in out
+
+
 def test_stall_of_a_device_op_is_named(site, gpu_count):
     _need_gpus(gpu_count, 2)
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "3"}

@@ -101,6 +101,27 @@ def test_table_with_engine():
     )
     assert any(line.startswith("NCCL") and "[X]" in line and "2.32.3" in line for line in lines)
     assert any(line.startswith("Gloo") and "[ ]" in line for line in lines)
+    assert not any("WARNING" in line or "NCCL defect" in line for line in lines)
+
+
+def test_table_warns_when_the_loaded_nccl_has_known_defects():
+    """build_info()["nccl_defects"] (csrc/common/nccl_defects.cc) for a fake NCCL 2.27.5: the NCCL
+    row warns and each defect gets a row of its own (tests/gpu/test_build.py checks the engine's
+    side with a preloaded fake version)."""
+    note = "NCCL 2.27.5 (2.19.1 <= version < 2.29.7): one-rank ... NVIDIA/nccl#1950 ..."
+    info = {
+        "horovod_version": "9.9.9",
+        "mpi_built": True,
+        "nccl_built": 22705,
+        "nccl_defects": [note],
+        "gloo_built": False,
+        "cuda_built": True,
+        "cuda_runtime_version": 12090,
+    }
+    lines = check_build.format_table(check_build.rows(info, None, env={})).splitlines()
+    nccl = [line for line in lines if line.startswith("NCCL ")]
+    assert len(nccl) == 1 and "2.27.5" in nccl[0] and "WARNING: 1 known defect" in nccl[0]
+    assert any(line.lstrip().startswith("NCCL defect") and note in line for line in lines)
 
 
 needs_mpirun = pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
