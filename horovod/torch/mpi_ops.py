@@ -7,6 +7,8 @@ reads its pointer and torch's current stream). Results are torch tensors. The bl
 are differentiable (autograd.Function, the gradients upstream defines); `_async` forms are not,
 as upstream."""
 
+import math
+
 import numpy as np
 import torch
 
@@ -298,15 +300,18 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     allreduce of that name, and the engine fails both on every rank, naming the ranks of each
     op (under other names, the two ranks waited for each other's ops for ever)."""
     t = tensor.coalesce()
-    indices, values = t.indices().t().contiguous(), t.values().contiguous()
-    rows = torch.cat([_byte_rows(indices), _byte_rows(values)], dim=1)
+    indices = _byte_rows(t.indices().t().contiguous())
+    rows = torch.cat([indices, _byte_rows(t.values().contiguous())], dim=1)
     h = _c.allgather_async(rows, name, process_set, **_IO)
-    return _SparseHandle(h, t, _byte_rows(indices).shape[1], op, process_set)
+    return _SparseHandle(h, t, indices.shape[1], op, process_set)
 
 
 def _byte_rows(t):
-    """A contiguous tensor's bytes, one row per index of its first dimension."""
-    return t.reshape(-1).view(torch.uint8).reshape(t.shape[0], -1 if t.numel() else 0)
+    """A contiguous tensor's bytes, one row per index of its first dimension; the rows' width
+    from the other dimensions, so that a rank with no nonzeros sends rows as wide as the
+    others' (the allgather needs equal widths)."""
+    width = math.prod(t.shape[1:]) * t.element_size()
+    return t.reshape(-1).view(torch.uint8).reshape(t.shape[0], width)
 
 
 class _SparseHandle:

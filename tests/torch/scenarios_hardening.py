@@ -283,6 +283,23 @@ def sc_bad_input_on_one_rank():
         f"rank {n - 1} has ['broadcast.param.extra'] more",
     )
     _still_in_step()
+    # Sparse gradients where one rank's has no nonzeros: its rows are as wide as the others'.
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(5, 2, sparse=True)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(emb.parameters(), lr=1.0), named_parameters=emb.named_parameters()
+    )
+    before = emb.weight.detach().clone()
+    (emb(torch.tensor([1, 3])).sum() * (0.0 if odd else 1.0)).backward()
+    if odd:
+        emb.weight.grad = torch.sparse_coo_tensor(
+            torch.zeros(1, 0, dtype=torch.long), torch.zeros(0, 2), (5, 2)
+        )
+    opt.step()
+    step = torch.zeros(5, 2)
+    step[[1, 3]] = (n - 1) / n  # the mean of n - 1 ones and one rank's nothing
+    assert torch.allclose(emb.weight, before - step), (emb.weight, before)
+    _still_in_step()
     # A sparse gradient on one rank, dense on the others: both kinds named on every rank.
     torch.manual_seed(0)
     emb = torch.nn.Embedding(5, 2, sparse=odd)
