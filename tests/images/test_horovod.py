@@ -21,9 +21,9 @@ def test_check_build(host, pins, run_ok, flavour, framework, torch_pins):
     assert re.search(r"\[X\]\s+Open MPI v" + re.escape(pins["OPENMPI_VERSION"]), rows["MPI"])
     assert "[ ]" in rows["Gloo"]
     if flavour == "gpu":
-        assert re.search(r"\[X\]\s+" + re.escape(pins["NCCL_VERSION"]) + "$", rows["NCCL"]), rows[
-            "NCCL"
-        ]
+        # The pinned NCCL, as loaded at run time, and no known defect of it (issue 55).
+        nccl = rf"\[X\]\s+{re.escape(pins['NCCL_VERSION'])} \(the library loaded at run time\)$"
+        assert re.search(nccl, rows["NCCL"]), rows["NCCL"]
     else:
         assert "[ ]" in rows["NCCL"]
     tf_version = pins["TENSORFLOW_VERSION"]
