@@ -381,8 +381,8 @@ push: ## push FLAVOUR's built layers to REGISTRY=host:port, as <version>-<flavou
 k8s-render: ## print the chart's manifests like `helm template` (K8S_VALUES=file.yaml, K8S_SET=workers=4,image.registry=host:port)
 	@$(PYTHON) scripts/k8s_render.py $(if $(K8S_VALUES),-f $(K8S_VALUES)) $(if $(K8S_SET),--set $(K8S_SET))
 
-test/k8s-render: ## the chart and the MPIJob rendered, linted and validated offline, the key hook's API client (seconds, no docker)
-	PYTHONPATH=$(CURDIR) $(PYTEST_IMAGES) tests/k8s/test_chart.py tests/k8s/test_mpijob.py tests/k8s/test_podrun.py tests/k8s/test_keys_client.py
+test/k8s-render: ## the chart, the MPIJob and the Kubeflow Trainer runtime rendered, linted and validated offline, the key hook's API client (seconds, no docker)
+	PYTHONPATH=$(CURDIR) $(PYTEST_IMAGES) tests/k8s/test_chart.py tests/k8s/test_mpijob.py tests/k8s/test_trainer.py tests/k8s/test_podrun.py tests/k8s/test_keys_client.py
 
 test/k8s: build/horovod ## test/k8s-render, then the rendered pods run as containers, make push to a local registry and back
 	PYTHONPATH=$(CURDIR) IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/k8s

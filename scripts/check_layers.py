@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that every #include "..." under csrc/ points down the layers (architecture.md):
 
-    common -> mpi -> ops -> engine -> frontends (python, tensorflow)
+    common -> transport -> ops -> engine -> frontends (python, tensorflow)
 
 A file may include headers of its own layer and of any layer below it. Frontends are thin:
 they see the engine only through engine/engine.h, plus the base (common/); they never include
@@ -18,12 +18,15 @@ import re
 import sys
 
 # Directory -> height; an include may not point to a greater height.
-LAYERS = {"common": 0, "mpi": 1, "ops": 2, "engine": 3, "python": 4, "tensorflow": 4}
+LAYERS = {"common": 0, "transport": 1, "ops": 2, "engine": 3, "python": 4, "tensorflow": 4}
 FRONTENDS = {"python", "tensorflow"}
 # What a frontend may include from the layers below the base.
 FRONTEND_ENGINE_API = {"engine/engine.h"}
 SOURCE_SUFFIXES = {".h", ".cc", ".cpp", ".hpp", ".cu", ".cuh"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Nothing above the transport seam names MPI: its header belongs to the MPI transport alone.
+MPI_HEADER = re.compile(r"^\s*#\s*include\s+<mpi\.h>")
+MPI_HOME = ("transport", "mpi")
 
 
 def allowed(src_layer, target):
@@ -59,6 +62,11 @@ def check(root):
             )
             continue
         for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if MPI_HEADER.match(line) and tuple(rel.parts[:2]) != MPI_HOME:
+                problems.append(
+                    f"{path}:{lineno}: #include <mpi.h>: only csrc/transport/mpi/ talks to MPI"
+                )
+                continue
             m = INCLUDE.match(line)
             if not m:
                 continue
@@ -82,7 +90,7 @@ def main(argv):
     if problems:
         print(
             f"check_layers: {len(problems)} include(s) point up or across the layers "
-            "common -> mpi -> ops -> engine -> frontends",
+            "common -> transport -> ops -> engine -> frontends (<mpi.h> only in transport/mpi/)",
             file=sys.stderr,
         )
         return 1

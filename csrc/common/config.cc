@@ -76,6 +76,7 @@ struct Choices {
 const std::vector<Choices>& ChoiceTable() {
   static const std::vector<Choices> table = {
       {"HOROVOD_CPU_OPERATIONS", {"ring", "mpi"}, false},
+      {"HOROVOD_TRANSPORT", {"auto", "mpi", "tcp"}, false},
       {"HOROVOD_JOIN_AVERAGE", {"set", "contributors"}, false},
       {"HOROVOD_HIERARCHICAL_ALLREDUCE", {"auto", "1", "0"}, true},
       {"HOROVOD_HIERARCHICAL_ALLGATHER", {"auto", "1", "0"}, true},
@@ -226,7 +227,7 @@ std::string CheckConfigAcrossRanks(const std::vector<std::string>& errors,
   }
   if (os.tellp() == 0) return "";
   return "Horovod configuration error: these knobs must be equal on every rank (set them the "
-         "same way for every process, e.g. mpirun -x VAR=value): " +
+         "same way for every process, e.g. mpirun -x VAR=value or every worker's environment): " +
          os.str();
 }
 

@@ -10,7 +10,7 @@
 namespace hvd {
 
 // Knobs marked AGREE change message sizes, algorithms, fusion or the cache's bit vector: ranks
-// that differ would exchange mismatched messages (MPI_ERR_TRUNCATE) or wait forever, so Init
+// that differ would exchange mismatched messages (truncated messages) or wait forever, so Init
 // compares them across ranks and fails on every rank, naming the knob and each rank's value.
 // The stall knobs agree so that every rank's watchdog reports the same blocked section at the
 // same time. HOROVOD_SUMMARY agrees because a summary gathers from every rank at shutdown.
@@ -53,7 +53,7 @@ enum class Scope { LOCAL, AGREE };
     "HOROVOD_HIERARCHICAL_ALLREDUCE")                                                             \
   X(topology_ranks_per_host, "HOROVOD_TOPOLOGY_RANKS_PER_HOST", int64_t, 0, 0, 1 << 20, AGREE,    \
     "tests on one machine: every N consecutive ranks count as one host (local rank, local "       \
-    "size, hierarchical collectives); 0 = the hosts MPI sees")                                    \
+    "size, hierarchical collectives); 0 = the hosts the transport sees")                          \
   X(timeline, "HOROVOD_TIMELINE", std::string, "", 0, 0, LOCAL,                                   \
     "path of a Chrome-trace JSON file written by rank 0; empty disables the timeline")            \
   X(timeline_mark_cycles, "HOROVOD_TIMELINE_MARK_CYCLES", bool, false, 0, 0, LOCAL,               \
@@ -94,7 +94,14 @@ enum class Scope { LOCAL, AGREE };
   X(link_at_once_gbps, "HOROVOD_LINK_AT_ONCE_GBPS", double, 0.0, 0, 1e5, LOCAL,                   \
     "the slowest of the job's links measured all busy at once, as a ring keeps them, in GB/s "    \
     "(hosts that share CPUs or a NIC carry less each this way than alone); horovodrun sets it "   \
-    "from a saved --check-network result; 0: unknown")
+    "from a saved --check-network result; 0: unknown")                                            \
+  X(transport, "HOROVOD_TRANSPORT", std::string, "auto", 0, 0, LOCAL,                             \
+    "how ranks reach each other: 'mpi' (started by mpirun), 'tcp' (sockets from a rendezvous: "   \
+    "torchrun's or upstream Gloo's variables, horovodrun --gloo), or 'auto' (tcp where those "    \
+    "variables are set and no MPI launcher's are, else mpi)")                                     \
+  X(rendezvous_timeout_s, "HOROVOD_RENDEZVOUS_TIMEOUT", double, 120.0, 1, 86400, LOCAL,           \
+    "tcp transport: seconds every rank may take to reach the rendezvous and its peers before "    \
+    "init fails, naming the address and the ranks missing")
 
 struct Config {
 #define HVD_DECLARE_FIELD(field, env, type, def, lo, hi, scope, doc) type field = def;

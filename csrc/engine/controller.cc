@@ -15,7 +15,7 @@ namespace {
 
 // kNewParams: rank 0 sends autotuned settings this round, which needs the slow path.
 constexpr uint64_t kHasUncached = 1, kWantsShutdown = 2, kHasInvalid = 4, kNewParams = 8;
-// Eager rounds send n-1 messages each way (MpiContext::ExchangeRound) and wait for every peer's;
+// Eager rounds send n-1 messages each way (Transport::ExchangeRound) and wait for every peer's;
 // above this many ranks the bit-vector allreduce's log2(n) steps cost less than the round trip
 // eager data saves. Measured on 16 cores (docs/benchmarks.md): 4 KiB faster with eager at 2, 4
 // and 8 ranks every time; at 10-16 slower in 3 runs of 5 (up to 10x).
@@ -41,9 +41,8 @@ Response GroupMemberFailure(const Request& member, const Response& cause) {
 
 }  // namespace
 
-Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline,
-                       TensorQueue* queue)
-    : mpi_(mpi),
+Controller::Controller(Transport* net, const Config& config, Timeline* timeline, TensorQueue* queue)
+    : net_(net),
       config_(config),
       timeline_(timeline),
       queue_(queue),
@@ -51,7 +50,7 @@ Controller::Controller(MpiContext* mpi, const Config& config, Timeline* timeline
   cache_.SetCapacity(static_cast<size_t>(config.cache_capacity));
   words_ = 1 + (cache_.capacity() + 63) / 64;
   // Every rank decides alike: the knobs agree (Init) and the set's size is the same everywhere.
-  if (mpi_->size >= 2 && mpi_->size <= kEagerMaxRanks && config.cpu_operations != "mpi" &&
+  if (net_->size >= 2 && net_->size <= kEagerMaxRanks && config.cpu_operations != "mpi" &&
       cache_.capacity() > 0)
     eager_bytes_ = static_cast<size_t>(config.eager_allreduce_bytes);
 }
@@ -92,18 +91,18 @@ std::map<int, std::vector<const void*>> Controller::EagerRound(std::vector<uint6
     const TensorEntry* e = queue_->Peek(cache_.Get(slot).names[0]);
     std::memcpy(round_out_.data() + head + offset, e->input, EagerBytes(slot));
   }
-  mpi_->ExchangeRound(round_out_, head + eager_bytes_, &round_in_, &round_len_, has_work);
+  net_->ExchangeRound(round_out_, head + eager_bytes_, &round_in_, &round_len_, has_work);
 
   // Slots ready everywhere whose data this rank sent: candidates, with this rank's part.
   std::map<int, std::vector<const void*>> eager;
-  const int n = mpi_->size;
+  const int n = net_->size;
   for (int q = 0; q < n; ++q) {
-    if (q == mpi_->rank) continue;
+    if (q == net_->rank) continue;
     const uint64_t* in = reinterpret_cast<const uint64_t*>(round_in_[q].data());
     if (round_len_[q] < head) {
       HVD_LOG(ERROR, "round message of " << round_len_[q] << " bytes from rank "
-                                         << mpi_->WorldRank(q) << ", expected at least " << head);
-      MPI_Abort(mpi_->comm(), 1);
+                                         << net_->WorldRank(q) << ", expected at least " << head);
+      net_->Abort("the round message is malformed");
     }
     for (size_t w = 0; w < words_; ++w) (*bits)[w] &= in[w];
   }
@@ -111,21 +110,21 @@ std::map<int, std::vector<const void*>> Controller::EagerRound(std::vector<uint6
     if (TestBit(*bits, 1, slot)) {
       auto& parts = eager[slot];
       parts.assign(n, nullptr);
-      parts[mpi_->rank] = round_out_.data() + head + offset;
+      parts[net_->rank] = round_out_.data() + head + offset;
     }
   if (eager.empty()) return eager;
   // Keep those whose data every other rank sent too; its layout says where.
   for (int q = 0; q < n; ++q) {
-    if (q == mpi_->rank) continue;
+    if (q == net_->rank) continue;
     const size_t sent =
         EagerLayout(reinterpret_cast<const uint64_t*>(round_in_[q].data()), &theirs);
     if (round_len_[q] != head + sent) {
       // Every rank's cache is the same, so the layouts agree; a difference is a bug that would
       // reduce the wrong bytes: stop rather than return a wrong sum.
       HVD_LOG(ERROR, "eager round message from rank "
-                         << mpi_->WorldRank(q) << " carries " << round_len_[q] - head
+                         << net_->WorldRank(q) << " carries " << round_len_[q] - head
                          << " bytes of data where its bits say " << sent);
-      MPI_Abort(mpi_->comm(), 1);
+      net_->Abort("the round message is malformed");
     }
     for (const auto& [slot, offset] : theirs) {
       auto it = eager.find(slot);
@@ -176,7 +175,7 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   // A joined rank takes part in every cached allreduce the others are ready for (with zeros).
   // It knows it has joined only from rank 0's broadcast, as the others do, so all ranks switch
   // in the same round.
-  const bool joined = Joined(mpi_->rank);
+  const bool joined = Joined(net_->rank);
   if (joined) {
     for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot)
       if (cache_.Used(slot) && cache_.Get(slot).type == OpType::ALLREDUCE &&
@@ -198,7 +197,7 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   if (eager_bytes_ > 0 && joined_.empty())
     eager = EagerRound(&bits, has_work);
   else
-    mpi_->BitAndAllreduce(&bits, has_work);
+    net_->BitAndAllreduce(&bits, has_work);
   flags = ~bits[0];
 
   // The cached responses ready everywhere, read in place: fusion copies what it needs.
@@ -239,11 +238,11 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   // others.
   std::vector<Response> fused =
       FuseCachedResponses(fast, fusion_threshold_,
-                          joined_.empty() ? -1 : mpi_->size - static_cast<int32_t>(joined_.size()));
+                          joined_.empty() ? -1 : net_->size - static_cast<int32_t>(joined_.size()));
   if (flags & kHasInvalid) {
     std::vector<uint64_t> inv(words_, 0);
     for (int slot : invalid_slots_) SetBit(&inv, 1, slot);
-    mpi_->BitOrAllreduce(&inv);
+    net_->BitOrAllreduce(&inv);
     for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
       if (!TestBit(inv, 1, slot)) continue;
       auto it = pending_hits_.find(slot);
@@ -263,9 +262,9 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
     RequestList mine;
     mine.requests.swap(to_send_);
     mine.shutdown = want_shutdown;
-    auto blobs = mpi_->GatherToRoot(Encode(mine));
+    auto blobs = net_->GatherToRoot(Encode(mine));
     std::string blob;
-    if (mpi_->rank == 0) {
+    if (net_->rank == 0) {
       ResponseList root = Coordinate(blobs);
       if (proposal) {
         root.has_params = true;
@@ -273,7 +272,7 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
       }
       blob = Encode(root);
     }
-    mpi_->BroadcastFromRoot(&blob);
+    net_->BroadcastFromRoot(&blob);
     ResponseList slow;
     const bool decoded = Decode(blob.data(), blob.size(), &slow);
     if (!decoded) {
@@ -320,12 +319,12 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
     out.shutdown_reason = std::move(slow.shutdown_reason);
     out.shutdown_on_every_rank = slow.shutdown && decoded;
   }
-  if (mpi_->rank == 0 && stall_check) InspectStalls(NowMicros());
+  if (net_->rank == 0 && stall_check) InspectStalls(NowMicros());
   return out;
 }
 
 ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
-  const int n = mpi_->size;
+  const int n = net_->size;
   const int64_t now = NowMicros();
   std::vector<int> shutdown_ranks;
   std::vector<std::string> ready;
@@ -386,7 +385,7 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
     out.shutdown = true;
     out.shutdown_reason = "Horovod has been shut down: rank" +
                           std::string(shutdown_ranks.size() > 1 ? "s " : " ") +
-                          RankList(mpi_->WorldRanks(shutdown_ranks)) +
+                          RankList(net_->WorldRanks(shutdown_ranks)) +
                           " called shutdown() or exited; ops that were still pending fail";
   } else if (!stall_shutdown_reason_.empty()) {
     out.shutdown = true;
@@ -396,13 +395,13 @@ ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {
 }
 
 Response Controller::ConstructResponse(const std::string& name, const TableEntry& entry) const {
-  if (entry.count == mpi_->size)
-    return ResponseFromRequests(*mpi_, name, entry.requests,
+  if (entry.count == net_->size)
+    return ResponseFromRequests(*net_, name, entry.requests,
                                 root_joined_.empty() ? 0 : root_joined_.back());
   std::vector<int> joined;
   for (int r : root_joined_)
     if (!entry.present[r]) joined.push_back(r);
-  return ResponseWithJoinedRanks(*mpi_, name, entry.requests, entry.present, joined);
+  return ResponseWithJoinedRanks(*net_, name, entry.requests, entry.present, joined);
 }
 
 void Controller::FailGroupsAtRoot(const std::unordered_map<std::string, size_t>& failed,
@@ -414,7 +413,7 @@ void Controller::FailGroupsAtRoot(const std::unordered_map<std::string, size_t>&
   for (auto it = table_.begin(); it != table_.end();) {
     const TableEntry& e = it->second;
     const Request* member = nullptr;
-    for (int r = 0; r < mpi_->size && !member; ++r)
+    for (int r = 0; r < net_->size && !member; ++r)
       if (e.present[r] && !e.requests[r].group.empty()) member = &e.requests[r];
     auto f = member ? failed.find(member->group) : failed.end();
     if (f == failed.end()) {
@@ -469,7 +468,7 @@ bool Controller::Ready(const TableEntry& e) const {
   int absent_joined = 0;
   for (int r : root_joined_)
     if (!e.present[r]) ++absent_joined;
-  return e.count + absent_joined == mpi_->size;
+  return e.count + absent_joined == net_->size;
 }
 
 void Controller::InspectStalls(int64_t now) {
@@ -484,15 +483,15 @@ void Controller::InspectStalls(int64_t now) {
     const int64_t waited = now - e.first_us;
     if (waited < warn_us) continue;
     std::vector<int> missing, submitted;
-    for (int r = 0; r < mpi_->size; ++r)
+    for (int r = 0; r < net_->size; ++r)
       if (e.present[r] ||
           std::find(root_joined_.begin(), root_joined_.end(), r) == root_joined_.end())
         (e.present[r] ? submitted : missing).push_back(r);
     std::ostringstream line;
     line << "tensor '" << kv.first << "' (" << OpTypeName(e.requests[submitted[0]].type)
          << ") has waited " << waited / 1000000 << " s for rank"
-         << (missing.size() > 1 ? "s " : " ") << RankList(mpi_->WorldRanks(missing))
-         << " (submitted by " << RankList(mpi_->WorldRanks(submitted)) << ")";
+         << (missing.size() > 1 ? "s " : " ") << RankList(net_->WorldRanks(missing))
+         << " (submitted by " << RankList(net_->WorldRanks(submitted)) << ")";
     if (shutdown_us > 0 && waited >= shutdown_us && stall_shutdown_reason_.empty()) {
       std::ostringstream reason;
       reason << kStallShutdownPrefix

@@ -24,7 +24,7 @@
 #include "engine/response_cache.h"
 #include "engine/tensor_queue.h"
 #include "engine/timeline.h"
-#include "mpi/mpi_context.h"
+#include "transport/transport.h"
 
 namespace hvd {
 
@@ -34,7 +34,7 @@ inline constexpr char kStallShutdownPrefix[] = "Horovod stall shutdown";
 
 class Controller {
  public:
-  Controller(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue);
+  Controller(Transport* net, const Config& config, Timeline* timeline, TensorQueue* queue);
   // One round; every rank must call it the same number of times. `proposal` (rank 0's
   // autotuner, or null): settings this round carries to every rank (ResponseList::params); the
   // new fusion threshold applies from the next round on, on every rank.
@@ -78,7 +78,7 @@ class Controller {
   // rank's bits into `bits`, and returns the slots every rank sent data for (with pointers to it).
   std::map<int, std::vector<const void*>> EagerRound(std::vector<uint64_t>* bits, bool has_work);
 
-  MpiContext* mpi_;
+  Transport* net_;
   Config config_;
   Timeline* timeline_;
   TensorQueue* queue_;

@@ -22,16 +22,19 @@
 #include "engine/process_sets.h"
 #include "engine/request_checks.h"
 #include "engine/timeline.h"
+#include "engine/transports.h"
 #include "engine/watchdog.h"
-#include "mpi/mpi_context.h"
 #include "ops/collectives.h"
+#include "transport/mpi/mpi_transport.h"
+#include "transport/transport.h"
 
 namespace hvd {
 namespace {
 
 struct Engine {
   Config config;
-  MpiContext mpi;
+  std::unique_ptr<Transport> net;  // the global set's
+  MpiTransport* mpi = nullptr;     // net, when it is MPI
   Topology topo;
   TensorQueue queue;
   Timeline timeline;
@@ -72,7 +75,7 @@ constexpr int64_t kSummaryTimeoutUs = 10 * 1000000;
 // every rank after the final round, which all of them completed.
 void ReportSummary(Engine* e) {
   e->stats.end_us = NowMicros();
-  e->stats.SetHost(e->mpi.ProcessorName());
+  e->stats.SetHost(e->net->ProcessorName());
   static_assert(JobStats::kAllreduceAlgorithms == Operations::kAllreduceAlgorithms, "one order");
   static_assert(
       JobStats::kHierarchical == static_cast<int>(Operations::AllreduceAlgorithm::HIERARCHICAL),
@@ -82,16 +85,16 @@ void ReportSummary(Engine* e) {
   e->stats.SetHierarchyNote(e->ops->hierarchy_note);
   std::vector<char> all;
   const std::string failed =
-      e->mpi.GatherRecordsToRoot(&e->stats, sizeof(JobStats), kSummaryTimeoutUs, &all);
-  if (e->mpi.rank != 0) return;
+      e->net->GatherRecordsToRoot(&e->stats, sizeof(JobStats), kSummaryTimeoutUs, &all);
+  if (e->net->rank != 0) return;
   if (!failed.empty()) {
     PrintSummary({"summary skipped: " + failed});
     return;
   }
-  std::vector<JobStats> ranks(e->mpi.size);
+  std::vector<JobStats> ranks(e->net->size);
   std::memcpy(ranks.data(), all.data(), all.size());
   PrintSummary(SummaryLines(ranks, static_cast<int>(e->config.summary_level), e->config.link_gbps,
-                            e->config.link_at_once_gbps));
+                            e->config.link_at_once_gbps, e->net->Name()));
 }
 
 // Background thread: the latest start/stop request, if one is new.
@@ -115,7 +118,7 @@ Status RequestTimeline(const std::string& path, bool mark_cycles) {
       return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
     e = g_engine;
   }
-  if (e->mpi.rank != 0) return Status();
+  if (e->net->rank != 0) return Status();
   std::unique_lock<std::mutex> lk(e->timeline_mu);
   e->timeline_path = path;
   e->timeline_mark_cycles = mark_cycles;
@@ -138,16 +141,16 @@ bool IsStallShutdown(const std::string& reason) {
 }
 
 // A stall shutdown means some rank is stuck outside Horovod (its background thread still joins
-// rounds, but its program never submits the op). MPI_Finalize waits for every rank, so a rank
+// rounds, but its program never submits the op). A shutdown waits for every rank, so a rank
 // that finalized would wait for the stuck one forever (issue 17, item 9): instead every rank
 // logs the reason, fails its pending ops with it, flushes its timeline, and ends the job with
-// MPI_Abort as soon as its program calls shutdown() or exits, or after kStallExitGraceS.
+// the transport's Abort (MPI_Abort) as soon as its program calls shutdown() or exits, or after
+// kStallExitGraceS.
 [[noreturn]] void EndAfterStall(Engine* e, const std::string& reason) {
-  HVD_LOG(ERROR, reason << ". This process ends with MPI_Abort when it calls shutdown() or exits, "
-                           "or in "
+  HVD_LOG(ERROR, reason << ". This process ends the job when it calls shutdown() or exits, or in "
                         << kStallExitGraceS
-                        << " s: MPI_Finalize would wait for the stalled ranks forever");
-  const std::string late = e->mpi.BarrierWithin(kStallLogBarrierUs);
+                        << " s: a normal shutdown would wait for the stalled ranks forever");
+  const std::string late = e->net->BarrierWithin(kStallLogBarrierUs);
   if (!late.empty()) HVD_LOG(WARNING, "after the stall shutdown, " << late);
   e->timeline.Shutdown();  // the file is complete before anything can end the process
   e->queue.FailAll(Status::ShutDown(reason));
@@ -158,13 +161,12 @@ bool IsStallShutdown(const std::string& reason) {
     asked = e->exit_cv.wait_for(lk, std::chrono::seconds(kStallExitGraceS),
                                 [e] { return e->shutdown_requested.load(); });
   }
-  HVD_LOG(ERROR, "ending the job with MPI_Abort "
-                     << (asked ? "at shutdown" : "after the grace period")
-                     << " after the stall shutdown, instead of waiting in MPI_Finalize for the "
-                        "stalled ranks: "
-                     << reason);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::_Exit(1);
+  // MPI_Abort ends every rank; the TCP transport's closes this rank's connections, and each
+  // peer's next transfer with it fails, naming this rank.
+  e->net->Abort(std::string("ending the job with ") + (e->mpi ? "MPI_Abort " : "an abort ") +
+                (asked ? "at shutdown" : "after the grace period") +
+                " after the stall shutdown, instead of waiting for the stalled ranks: " + reason);
+  std::_Exit(1);  // Abort does not return; this says so to the compiler
 }
 
 size_t InFlight(Engine* e) {
@@ -182,7 +184,7 @@ void ApplyProcessSetChange(Engine* e, const Response& r) {
   Status s;
   if (r.type == OpType::ADD_PROCESS_SET) {
     std::vector<int> ranks(r.first_dims.begin(), r.first_dims.end());
-    s = e->sets.Add(ranks, &e->mpi, e->config, &e->timeline, &id);
+    s = e->sets.Add(ranks, e->net.get(), e->config, &e->timeline, &id);
     if (s.ok()) HVD_LOG(DEBUG, "process set " << id << " added: ranks " << RankList(ranks));
   } else {
     s = e->sets.Remove(id, "process set " + std::to_string(id) +
@@ -242,7 +244,7 @@ int64_t IdleWait(int64_t cycle_us, int idle_rounds) {
   return idle_rounds < kIdleRoundsBeforeSlowing ? cycle_us : std::max(cycle_us, kIdleWaitUs);
 }
 
-void BackgroundLoop(Engine* e) {
+void BackgroundRounds(Engine* e) {
   // Short sleeps while polling peers must be short: the default 50 us timer slack would
   // stretch every 10 us nap.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -307,14 +309,33 @@ void BackgroundLoop(Engine* e) {
   }
 }
 
+// The network failed under a round or a collective (a peer's process died, its connection
+// broke: the TCP transport; MPI ends the job itself). The op that ran failed with the cause already
+// (Operations::Execute); everything pending, and everything submitted later, fails with it as a
+// HorovodInternalError, which elastic training catches to re-form the job.
+void BackgroundLoop(Engine* e) {
+  try {
+    BackgroundRounds(e);
+  } catch (const TransportError& err) {
+    const std::string reason =
+        std::string("Horovod stopped on rank ") + std::to_string(e->topo.rank) + ": " + err.what();
+    HVD_LOG(ERROR, reason);
+    e->queue.FailAll(Status::Internal(reason));
+    e->sets.FailAll(Status::Internal(reason));
+  }
+}
+
 }  // namespace
 
-Status Init(MPI_Comm comm, const std::string& initial_sets) {
+Status Init(uintptr_t comm_handle, const std::string& initial_sets) {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_running) {
     // Same communicator (or none given): a no-op. Another one cannot take effect silently.
     int cmp = MPI_IDENT;
-    if (comm != MPI_COMM_NULL) MPI_Comm_compare(comm, g_engine->mpi.comm(), &cmp);
+    if (comm_handle != 0 && g_engine->mpi)
+      MPI_Comm_compare((MPI_Comm)comm_handle, g_engine->mpi->mpi_comm(), &cmp);
+    else if (comm_handle != 0)
+      cmp = MPI_UNEQUAL;
     if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT)
       return Status::InvalidArgument(
           "Horovod is already running on a communicator of " + std::to_string(g_engine->topo.size) +
@@ -335,29 +356,31 @@ Status Init(MPI_Comm comm, const std::string& initial_sets) {
   std::string config_error;
   e->config = Config::FromEnvironment(&config_error);
   if (config_error.empty()) SetLogLevel(e->config.log_level);
-  e->mpi.ranks_per_host = static_cast<int>(e->config.topology_ranks_per_host);
-  Status s = e->mpi.Init(comm, e->config.mpi_threads_disable);
+  MpiTransport* mpi = nullptr;
+  Status s = StartTransport(e->config, comm_handle, &e->net, &mpi);
+  e->mpi = mpi;
   if (!s.ok()) return s;
   // Every rank learns every rank's config errors and agreed knobs, so that all fail together
   // with the same message instead of one rank failing and the others hanging or truncating.
   const std::string mismatch = CheckConfigAcrossRanks(
-      e->mpi.AllgatherStrings(config_error), e->mpi.AllgatherStrings(e->config.AgreedValues()));
+      e->net->AllgatherStrings(config_error), e->net->AllgatherStrings(e->config.AgreedValues()));
   const std::string sets_mismatch =
-      mismatch.empty() ? InitialSetsMismatch(e->mpi.AllgatherStrings(initial_sets)) : "";
+      mismatch.empty() ? InitialSetsMismatch(e->net->AllgatherStrings(initial_sets)) : "";
   if (!mismatch.empty() || !sets_mismatch.empty()) {
-    e->mpi.Finalize();
+    e->net->Finalize();
     e->init_error = mismatch.empty() ? sets_mismatch : mismatch;
     // Keep the dead engine: a later init() says why instead of re-initializing MPI.
     g_engine = e.release();
     return mismatch.empty() ? Status::Mismatch(sets_mismatch) : Status::InvalidArgument(mismatch);
   }
-  SetLogRank(e->mpi.rank);
+  SetLogRank(e->net->rank);
   LogGpuLibraries();  // the NCCL loaded at run time, and its known defects
   // After the check above: every rank now knows that all of them create it (a collective).
-  if (e->config.summary_level > 0) e->mpi.CreateSummaryComm();
-  e->topo = {e->mpi.rank,       e->mpi.size,       e->mpi.local_rank,       e->mpi.local_size,
-             e->mpi.cross_rank, e->mpi.cross_size, e->mpi.threads_multiple, e->mpi.homogeneous};
-  const bool shares_core = SharesCore(e->mpi.ranks_on_machine);
+  if (e->config.summary_level > 0) e->net->CreateSummaryComm();
+  e->topo = {e->net->rank,       e->net->size,       e->net->local_rank,       e->net->local_size,
+             e->net->cross_rank, e->net->cross_size, e->net->threads_multiple, e->net->homogeneous,
+             e->net->Name()};
+  const bool shares_core = SharesCore(e->net->ranks_on_machine);
   g_spin_us = ChooseSpin(e->config.spin_wait_us, shares_core);
   HVD_LOG(DEBUG, "waits poll " << g_spin_us.load() << " us before blocking (HOROVOD_SPIN_WAIT_US="
                                << e->config.spin_wait_us
@@ -365,15 +388,16 @@ Status Init(MPI_Comm comm, const std::string& initial_sets) {
   SetDataWaitSpin(e->config.data_wait_spin_us);
   SetSpinYields(shares_core);
   // HOROVOD_TIMELINE=DYNAMIC (upstream's value): no file until start_timeline().
-  if (!e->config.timeline.empty() && e->config.timeline != "DYNAMIC" && e->mpi.rank == 0) {
+  e->timeline.SetTransport(e->net->Name());
+  if (!e->config.timeline.empty() && e->config.timeline != "DYNAMIC" && e->net->rank == 0) {
     s = e->timeline.Init(e->config.timeline, e->config.timeline_mark_cycles);
     if (!s.ok()) HVD_LOG(WARNING, s.message() << "; continuing without a timeline");
   }
-  e->controller = std::make_unique<Controller>(&e->mpi, e->config, &e->timeline, &e->queue);
-  e->ops = std::make_unique<Operations>(&e->mpi, e->config, &e->timeline, &e->queue);
+  e->controller = std::make_unique<Controller>(e->net.get(), e->config, &e->timeline, &e->queue);
+  e->ops = std::make_unique<Operations>(e->net.get(), e->config, &e->timeline, &e->queue);
   // Rank 0 decides for every rank (the others apply what its response lists carry). As
   // upstream, a knob set explicitly is held at its value.
-  if (e->config.autotune && e->mpi.rank == 0) {
+  if (e->config.autotune && e->net->rank == 0) {
     const bool fusion_fixed = e->config.IsSet("HOROVOD_FUSION_THRESHOLD");
     const bool cycle_fixed = e->config.IsSet("HOROVOD_CYCLE_TIME");
     if (fusion_fixed && cycle_fixed)
@@ -384,20 +408,21 @@ Status Init(MPI_Comm comm, const std::string& initial_sets) {
       e->autotuner = std::make_unique<Autotuner>(e->config, fusion_fixed, cycle_fixed);
   }
   if (!e->config.stall_check_disable) {
-    const bool can_abort = e->mpi.threads_multiple;  // MPI_Abort from the watchdog's thread
+    // MPI_Abort from the watchdog's thread needs MPI_THREAD_MULTIPLE; TCP's Abort closes sockets.
+    const bool can_abort = !e->mpi || e->net->threads_multiple;
+    Transport* net = e->net.get();
     RollCall roll_call;
-    if (e->mpi.roll_call_available()) {
-      MpiContext* mpi = &e->mpi;
-      roll_call.send = [mpi](int to, int64_t word) { mpi->SendNote(to, word); };
-      roll_call.poll = [mpi](std::vector<std::pair<int, int64_t>>* notes) {
-        mpi->PollNotes(notes);
+    if (e->net->roll_call_available()) {
+      roll_call.send = [net](int to, int64_t word) { net->SendNote(to, word); };
+      roll_call.poll = [net](std::vector<std::pair<int, int64_t>>* notes) {
+        net->PollNotes(notes);
       };
     }
     GlobalWatchdog().Start(
-        e->mpi.rank, e->mpi.size, e->config.stall_check_time_s, e->config.stall_shutdown_time_s,
-        [can_abort](const std::string& msg) {
+        e->net->rank, e->net->size, e->config.stall_check_time_s, e->config.stall_shutdown_time_s,
+        [can_abort, net](const std::string& msg) {
+          if (can_abort) net->Abort(msg);
           HVD_LOG(ERROR, msg);
-          if (can_abort) MPI_Abort(MPI_COMM_WORLD, 1);
           std::_Exit(1);  // mpirun then ends the other ranks
         },
         std::move(roll_call));
@@ -429,8 +454,8 @@ void Shutdown() {
   g_engine->sets.FailAll(Status::ShutDown("Horovod has been shut down on this rank"));
   g_engine->timeline.Shutdown();
   g_engine->ops.reset();
-  g_engine->sets.Clear();  // their communicators, before MPI_Finalize
-  g_engine->mpi.Finalize();
+  g_engine->sets.Clear();  // their communicators, before the global set's
+  g_engine->net->Finalize();
   g_running = false;
 }
 
@@ -465,9 +490,12 @@ LinkedLibraries GetLinkedLibraries() {
 Status RingAllreduceRaw(float* data, size_t count) {
   // The comm is read without g_mu, as the frontend did before this hook moved here: a
   // benchmark does not race Init or Shutdown.
-  MPI_Comm comm = g_running ? g_engine->mpi.raw_comm() : MPI_COMM_NULL;
-  if (comm == MPI_COMM_NULL)
+  if (!g_running)
     return Status::InvalidArgument("Horovod has not been initialized; use hvd.init().");
+  // TCP connections carry the engine's traffic too: the bare ring beside it needs MPI.
+  if (!g_engine->mpi)
+    return Status::InvalidArgument("the bare ring (benchmark hook) runs on the MPI transport only");
+  Comm& comm = g_engine->net->raw();
   static RingScratch scratch;
   RingAllreduce(data, data, count, DataType::FLOAT32, ReduceOp::SUM, GetConfig().ring_chunk_bytes,
                 &scratch, comm);

@@ -1,11 +1,11 @@
 // The engine's public C++ API, used by every frontend (pybind11 module, TensorFlow kernels).
-// One engine per process: one background thread, one MPI context.
+// One engine per process: one background thread, one transport (MPI or TCP).
 // Frontends include this header and headers of common/ (types, status, config), nothing else of
-// the engine, mpi/ or ops/ (scripts/check_layers.py enforces it): what they need is declared here.
+// the engine, transport/ or ops/ (scripts/check_layers.py enforces it): what they need is declared
+// here.
 #pragma once
 
-#include <mpi.h>
-
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,16 +18,21 @@ namespace hvd {
 struct Topology {
   int rank = 0, size = 1, local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
   bool mpi_threads_multiple = false, homogeneous = true;
+  std::string transport = "mpi";  // "mpi" or "tcp": what Init chose
 };
 
-// Starts the engine on `comm` (MPI_COMM_NULL: MPI_COMM_WORLD); initializes MPI if needed.
-// Idempotent while running. `initial_sets`: this rank's description of the process sets given
-// to init (every rank must give the same; a mismatch fails init on every rank, naming them).
-Status Init(MPI_Comm comm, const std::string& initial_sets = "");
+// Starts the engine. The transport is HOROVOD_TRANSPORT's, or by default MPI under an MPI launcher
+// and TCP where torchrun's or upstream Gloo's variables name a rendezvous (csrc/transport/).
+// `mpi_comm`: an MPI communicator's handle to adopt (mpi4py's MPI._handleof), 0 for
+// MPI_COMM_WORLD; MPI is initialized if needed. Idempotent while running.
+// `initial_sets`: this rank's description of the process sets given to init (every rank must
+// give the same; a mismatch fails init on every rank, naming them).
+Status Init(uintptr_t mpi_comm = 0, const std::string& initial_sets = "");
 // Negotiates shutdown with the other ranks (their pending ops fail, naming this rank), stops
-// the background thread, and finalizes MPI if Init initialized it. Every rank's background
-// thread ends in the same final round; with HOROVOD_SUMMARY > 0 rank 0 then gathers every
-// rank's counters (waiting at most 10 s) and prints the communication summary to stderr.
+// the background thread, and closes the transport (finalizing MPI if Init initialized it).
+// Every rank's background thread ends in the same final round; with HOROVOD_SUMMARY > 0 rank 0
+// then gathers every rank's counters (waiting at most 10 s) and prints the communication
+// summary to stderr.
 void Shutdown();
 bool IsInitialized();
 Topology GetTopology();
@@ -127,6 +132,16 @@ void GpuFree(int device, void* data);  // any thread; null is a no-op
 // after them, so that chunks spanning tensors go to and from the outputs as they lie, without
 // copies (ops/ring_allreduce.cc). Any layout gives the same results; this one saves copies.
 std::vector<size_t> OutputBlockOffsets(const std::vector<size_t>& bytes, size_t* total);
+
+// The transport hvd.init() would choose in this environment ("mpi" or "tcp"; engine/transports.h).
+std::string TransportChoice();
+// A TCP job's rendezvous, served by a launcher that is not one of its ranks (horovodrun --gloo,
+// Spark and Ray drivers; the ranks get HOROVOD_RENDEZVOUS_SERVER=external): listens on
+// addr:port ("" = every interface, 0 = an ephemeral port: *bound_port) in a thread of its own
+// until all `size` ranks have met or `timeout_s` passed. *handle names it to Stop.
+Status StartRendezvousServer(const std::string& addr, int port, int size, const std::string& secret,
+                             double timeout_s, int64_t* handle, int* bound_port);
+void StopRendezvousServer(int64_t handle);  // idempotent; unknown handles are ignored
 
 // Benchmark hook (scripts/bench_allreduce.py's "ring alone" line): the bare ring allreduce, a
 // float32 sum of `count` elements in place, on a communicator beside the engine's, bypassing

@@ -15,7 +15,7 @@
 
 namespace hvd {
 
-class MpiContext;
+class Transport;
 class Timeline;
 
 // Fills the NCCL and CUDA runtime versions of `info` (engine.h); needs no GPU and no driver.
@@ -41,6 +41,6 @@ class GpuOperations {
   virtual Status Execute(const Response& response, std::vector<TensorEntry>& entries) = 0;
 };
 // Null in a build without GPU operations.
-std::unique_ptr<GpuOperations> MakeGpuOperations(MpiContext* mpi, Timeline* timeline);
+std::unique_ptr<GpuOperations> MakeGpuOperations(Transport* net, Timeline* timeline);
 
 }  // namespace hvd

@@ -24,8 +24,8 @@
 #include "engine/gpu_context.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
-#include "mpi/mpi_context.h"
 #include "ops/nccl_collectives.h"
+#include "transport/transport.h"
 
 namespace hvd {
 namespace {
@@ -57,7 +57,7 @@ struct Device {
 
 class NcclOperations : public GpuOperations {
  public:
-  NcclOperations(MpiContext* mpi, Timeline* timeline) : mpi_(mpi), timeline_(timeline) {}
+  NcclOperations(Transport* net, Timeline* timeline) : net_(net), timeline_(timeline) {}
   ~NcclOperations() override {
     // The CUDA context may already be torn down at process exit: only free what is safe.
     for (auto& kv : devices_) {
@@ -134,7 +134,7 @@ class NcclOperations : public GpuOperations {
     w.what = "NCCL communicator creation";
     w.tensor = &tensor;
     WatchScope watch(w);
-    Status s = NcclCommCreate(mpi_->comm(), id, &d.nccl, tensor);
+    Status s = NcclCommCreate(net_->comm(), id, &d.nccl, tensor);
     if (!s.ok()) d.nccl.aborted = s.message();
     return s;
   }
@@ -255,7 +255,7 @@ class NcclOperations : public GpuOperations {
   int AverageBy(const Response& r) const {
     if (r.reduce_op != ReduceOp::AVERAGE) return 1;
     const bool by_contributors = r.contributors > 0 && GetConfig().join_average == "contributors";
-    return by_contributors ? r.contributors : mpi_->size;
+    return by_contributors ? r.contributors : net_->size;
   }
 
   // What NCCL runs and what our kernel scales (common/nccl_defects.h): one rank never calls
@@ -350,7 +350,7 @@ class NcclOperations : public GpuOperations {
 
   Status Broadcast(const Response& r, TensorEntry& e, Device* d) {
     const size_t bytes = static_cast<size_t>(NumElements(e.request.shape)) * DataTypeSize(r.dtype);
-    if (mpi_->rank == r.root && e.output != e.input)
+    if (net_->rank == r.root && e.output != e.input)
       HVD_CUDA_CHECK(cudaMemcpyAsync(e.output, e.input, bytes, cudaMemcpyDeviceToDevice, d->stream),
                      r.names[0]);
     if (d->nccl.size == 1) return Status();  // the root's data is already the result
@@ -360,10 +360,9 @@ class NcclOperations : public GpuOperations {
   Status Alltoall(const Response& r, TensorEntry& e, Device* d) {
     std::vector<int64_t> shape = e.request.shape;
     const size_t row_bytes = RowElements(shape) * DataTypeSize(r.dtype);
-    // Row counts travel over MPI (host memory) so each rank can size its output first.
-    std::vector<int64_t> recv_rows(mpi_->size);
-    HVD_MPI_CHECK(MPI_Alltoall(e.request.splits.data(), 1, MPI_INT64_T, recv_rows.data(), 1,
-                               MPI_INT64_T, mpi_->comm()));
+    // Row counts travel over the transport (host memory) so each rank can size its output first.
+    std::vector<int64_t> recv_rows(net_->size);
+    net_->comm().AlltoallInt64(e.request.splits.data(), recv_rows.data());
     int64_t rows = 0;
     for (auto x : recv_rows) rows += x;
     shape[0] = rows;
@@ -381,11 +380,11 @@ class NcclOperations : public GpuOperations {
 
   Status Reducescatter(const Response& r, TensorEntry& e, Device* d) {
     std::vector<int64_t> shape = e.request.shape;
-    const int n = mpi_->size;
+    const int n = net_->size;
     const int64_t rows = shape[0];
     std::vector<int64_t> rows_of(n);
     for (int q = 0; q < n; ++q) rows_of[q] = rows / n + (q < rows % n ? 1 : 0);
-    shape[0] = rows_of[mpi_->rank];
+    shape[0] = rows_of[net_->rank];
     const size_t row_elems = RowElements(shape);
     void* out = nullptr;
     Status alloc;
@@ -414,7 +413,7 @@ class NcclOperations : public GpuOperations {
     return s.ok() ? alloc : s;
   }
 
-  MpiContext* mpi_;
+  Transport* net_;
   Timeline* timeline_;
   std::map<int, Device> devices_;
   std::vector<char> host_scratch_;   // ScaleOnHost's staging
@@ -423,9 +422,9 @@ class NcclOperations : public GpuOperations {
 
 }  // namespace
 
-std::unique_ptr<GpuOperations> MakeGpuOperations(MpiContext* mpi, Timeline* timeline) {
+std::unique_ptr<GpuOperations> MakeGpuOperations(Transport* net, Timeline* timeline) {
   LogGpuLibraries();  // once per process; hvd.init() may have said it already
-  return std::unique_ptr<GpuOperations>(new NcclOperations(mpi, timeline));
+  return std::unique_ptr<GpuOperations>(new NcclOperations(net, timeline));
 }
 
 }  // namespace hvd

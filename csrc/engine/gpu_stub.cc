@@ -30,6 +30,6 @@ std::string PrepareGpuEntry(TensorEntry* entry) {
          "operations (rebuild with HOROVOD_GPU_OPERATIONS=NCCL, or use the GPU image)";
 }
 
-std::unique_ptr<GpuOperations> MakeGpuOperations(MpiContext*, Timeline*) { return nullptr; }
+std::unique_ptr<GpuOperations> MakeGpuOperations(Transport*, Timeline*) { return nullptr; }
 
 }  // namespace hvd

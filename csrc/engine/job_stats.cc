@@ -149,7 +149,8 @@ void JobStats::SetHierarchyNote(const std::string& note) {
 }
 
 std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level,
-                                      double link_gbps, double link_at_once_gbps) {
+                                      double link_gbps, double link_at_once_gbps,
+                                      const std::string& transport) {
   const int n = static_cast<int>(ranks.size());
   std::vector<std::string> lines;
   if (n == 0) return lines;
@@ -179,8 +180,9 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
   std::map<std::string, int> ranks_per_host;
   for (const std::string& h : hosts) ++ranks_per_host[h];
   const int64_t host_count = static_cast<int64_t>(ranks_per_host.size());
-  lines.push_back(Format("%s on %s, %.1f s: %s (%s); %s", Plural(n, "rank").c_str(),
-                         Plural(host_count, "host").c_str(), wall_us * 1e-6,
+  const std::string over = transport.empty() ? "" : " over " + transport;
+  lines.push_back(Format("%s on %s%s, %.1f s: %s (%s); %s", Plural(n, "rank").c_str(),
+                         Plural(host_count, "host").c_str(), over.c_str(), wall_us * 1e-6,
                          Plural(root.collectives, "collective").c_str(),
                          Plural(root.tensors, "tensor").c_str(), reduced.c_str()));
   const std::string bandwidth =

@@ -49,8 +49,10 @@ static_assert(std::is_trivially_copyable<JobStats>::value, "gathered as MPI_BYTE
 // rank). level 1: the job; level 2: also one line per rank. link_gbps > 0: the slowest link
 // between the hosts (HOROVOD_LINK_GBPS), which the job's allreduce bandwidth is compared with;
 // link_at_once_gbps > 0: the slowest with all links busy at once (HOROVOD_LINK_AT_ONCE_GBPS).
+// `transport` ("mpi", "tcp"; "" to leave it out) follows the hosts in the first line.
 std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int level,
-                                      double link_gbps = 0, double link_at_once_gbps = 0);
+                                      double link_gbps = 0, double link_at_once_gbps = 0,
+                                      const std::string& transport = "");
 // Each line to stderr behind "[horovod summary] ", one flushed write per line.
 void PrintSummary(const std::vector<std::string>& lines);
 

@@ -27,7 +27,7 @@ const char* const kAllreduceActivity[] = {"MPI_ALLREDUCE",          "DIRECT_ALLR
 constexpr size_t kMinPieceBytes = 16 << 10;
 
 // Whether a hierarchical collective runs under `knob` ("auto", "1" or "0"), and why (not).
-bool ResolveHierarchy(const MpiContext& m, const std::string& env, const std::string& knob,
+bool ResolveHierarchy(const Transport& m, const std::string& env, const std::string& knob,
                       std::string* why) {
   const std::string shape =
       std::to_string(m.num_hosts) + " host(s) x " + std::to_string(m.local_size) + " rank(s)";
@@ -64,26 +64,25 @@ std::vector<size_t> OutputBlockOffsets(const std::vector<size_t>& bytes, size_t*
   return offsets;
 }
 
-Operations::Operations(MpiContext* mpi, const Config& config, Timeline* timeline,
-                       TensorQueue* queue)
-    : mpi_(mpi), config_(config), timeline_(timeline), queue_(queue) {
+Operations::Operations(Transport* net, const Config& config, Timeline* timeline, TensorQueue* queue)
+    : net_(net), config_(config), timeline_(timeline), queue_(queue) {
   std::string why_ar, why_ag;
-  hierarchical_allreduce_ = ResolveHierarchy(*mpi, "HOROVOD_HIERARCHICAL_ALLREDUCE",
+  hierarchical_allreduce_ = ResolveHierarchy(*net, "HOROVOD_HIERARCHICAL_ALLREDUCE",
                                              config.hierarchical_allreduce, &why_ar);
-  hierarchical_allgather_ = ResolveHierarchy(*mpi, "HOROVOD_HIERARCHICAL_ALLGATHER",
+  hierarchical_allgather_ = ResolveHierarchy(*net, "HOROVOD_HIERARCHICAL_ALLGATHER",
                                              config.hierarchical_allgather, &why_ag);
   hierarchy_note = std::string("hierarchical allreduce ") +
                    (hierarchical_allreduce_ ? "on" : "off") + " (" + why_ar + "), allgather " +
                    (hierarchical_allgather_ ? "on" : "off") + " (" + why_ag + ")";
-  layout_.rank = mpi->rank;
-  layout_.num_hosts = mpi->num_hosts;
-  layout_.host_of = mpi->host_of;
-  layout_.local_rank_of = mpi->local_rank_of;
-  layout_.cross_members = mpi->cross_members;
+  layout_.rank = net->rank;
+  layout_.num_hosts = net->num_hosts;
+  layout_.host_of = net->host_of;
+  layout_.local_rank_of = net->local_rank_of;
+  layout_.cross_members = net->cross_members;
   // Asked for and refused: say so once, on the global set's rank 0.
   const bool forced_off = (config.hierarchical_allreduce == "1" && !hierarchical_allreduce_) ||
                           (config.hierarchical_allgather == "1" && !hierarchical_allgather_);
-  if (mpi->rank == 0 && mpi->world_ranks.empty()) {
+  if (net->rank == 0 && net->world_ranks.empty()) {
     if (forced_off)
       HVD_LOG(WARNING, hierarchy_note);
     else
@@ -109,8 +108,8 @@ WatchSection Operations::Watch(const Response& r, const char* what, bool ring) c
   w.tensor = &r.names[0];
   w.more_tensors = static_cast<int>(r.names.size()) - 1;
   if (ring) {  // the ring blocks only on its two neighbours
-    w.recv_from = mpi_->WorldRank((mpi_->rank + mpi_->size - 1) % mpi_->size);
-    w.send_to = mpi_->WorldRank((mpi_->rank + 1) % mpi_->size);
+    w.recv_from = net_->WorldRank((net_->rank + net_->size - 1) % net_->size);
+    w.send_to = net_->WorldRank((net_->rank + 1) % net_->size);
   }
   return w;
 }
@@ -178,27 +177,42 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpStart(e.request.name, r.type);
   Status s;
-  if (r.gpu) {
-    if (!gpu_) gpu_ = MakeGpuOperations(mpi_, timeline_);
-    // Unreachable without GPU operations: such entries are refused at Enqueue (gpu_stub.cc).
-    s = gpu_ ? gpu_->Execute(r, entries)
-             : Status::Internal("GPU response in a build without GPU operations");
-  } else
-    switch (r.type) {
-      case OpType::ALLREDUCE: s = Allreduce(r, entries); break;
-      case OpType::ALLGATHER: s = Allgather(r, entries[0]); break;
-      case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;
-      case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
-      case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
-      case OpType::JOIN:             // handled above
-      case OpType::ADD_PROCESS_SET:  // by the engine's loop (engine.cc)
-      case OpType::REMOVE_PROCESS_SET:
-        s = Status::Internal(std::string(OpTypeName(r.type)) + " reached the collectives");
-        break;
-    }
+  std::string broken;  // a TransportError's text: the network failed under this op
+  int broken_peer = -1;
+  try {
+    if (r.gpu) {
+      if (!gpu_) gpu_ = MakeGpuOperations(net_, timeline_);
+      // Unreachable without GPU operations: such entries are refused at Enqueue (gpu_stub.cc).
+      s = gpu_ ? gpu_->Execute(r, entries)
+               : Status::Internal("GPU response in a build without GPU operations");
+    } else
+      switch (r.type) {
+        case OpType::ALLREDUCE: s = Allreduce(r, entries); break;
+        case OpType::ALLGATHER: s = Allgather(r, entries[0]); break;
+        case OpType::BROADCAST: s = Broadcast(r, entries[0]); break;
+        case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
+        case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
+        case OpType::JOIN:             // handled above
+        case OpType::ADD_PROCESS_SET:  // by the engine's loop (engine.cc)
+        case OpType::REMOVE_PROCESS_SET:
+          s = Status::Internal(std::string(OpTypeName(r.type)) + " reached the collectives");
+          break;
+      }
+  } catch (const TransportError& err) {
+    // The op's entries are in hand: they fail here, once, with the cause; the engine then stops
+    // (engine.cc), failing everything else.
+    broken = err.what();
+    broken_peer = err.peer();
+    s = Status::Internal(std::string(OpTypeName(r.type)) + " of '" + r.names[0] + "'" +
+                         (r.names.size() > 1
+                              ? " and " + std::to_string(r.names.size() - 1) + " more tensor(s)"
+                              : "") +
+                         " failed: " + broken);
+  }
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpEnd(e.request.name);
   for (auto& e : entries) e.done(s);
+  if (!broken.empty()) throw TransportError(broken, broken_peer);
   return s;
 }
 
@@ -206,7 +220,7 @@ void Operations::Average(void* buf, size_t count, const Response& r) {
   // While ranks have joined (contributors > 0): by the set's size, their zeros counted, as
   // upstream, or by the ranks that submitted (HOROVOD_JOIN_AVERAGE=contributors).
   const bool by_contributors = r.contributors > 0 && config_.join_average == "contributors";
-  const int n = by_contributors ? r.contributors : mpi_->size;
+  const int n = by_contributors ? r.contributors : net_->size;
   ScaleAndAverage(buf, count, r.dtype, r.postscale, r.reduce_op == ReduceOp::AVERAGE ? n : 1);
 }
 
@@ -219,24 +233,27 @@ void Operations::AllreduceBuffer(const void* src, void* dst, size_t count, const
   }
   switch (algo) {
     case AllreduceAlgorithm::MPI:
-      MpiAllreduce(src, dst, count, r.dtype, r.reduce_op, mpi_->comm());
-      break;
+      if (net_->comm().NativeAllreduce(src, dst, count, r.dtype, r.reduce_op)) break;
+      // A transport without MPI_Allreduce (HOROVOD_CPU_OPERATIONS=mpi over TCP): the ring.
+      RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                    net_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
+      return;
     case AllreduceAlgorithm::DIRECT:
-      DirectAllreduce(src, dst, count, r.dtype, r.reduce_op, &scratch_, mpi_->comm());
+      DirectAllreduce(src, dst, count, r.dtype, r.reduce_op, &scratch_, net_->comm());
       break;
     case AllreduceAlgorithm::RING:
       // Scales only this rank's segment, before the allgather spreads it.
       RingAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                    mpi_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
+                    net_->comm(), [&](void* seg, size_t n) { Average(seg, n, r); });
       return;
     case AllreduceAlgorithm::HIERARCHICAL:
       HierarchicalAllreduce(src, dst, count, r.dtype, r.reduce_op, config_.ring_chunk_bytes,
-                            &scratch_, mpi_->local_comm(), mpi_->cross_comm(),
+                            &scratch_, net_->local(), net_->cross(),
                             [&](void* seg, size_t n) { Average(seg, n, r); });
       return;
     case AllreduceAlgorithm::ADASUM:
       if (src != dst) CopyWithProgress(dst, src, count * DataTypeSize(r.dtype));
-      AdasumAllreduce(dst, r.num_elements, r.dtype, &scratch_, mpi_->comm());
+      AdasumAllreduce(dst, r.num_elements, r.dtype, &scratch_, net_->comm());
       break;
     case AllreduceAlgorithm::EAGER:
       // Never chosen for a buffer: eager responses arrive with their data (AllreduceEager).
@@ -251,7 +268,7 @@ Operations::AllreduceAlgorithm Operations::ChooseAllreduce(size_t count, DataTyp
   if (config_.cpu_operations == "mpi") return AllreduceAlgorithm::MPI;
   const bool small =
       static_cast<int64_t>(count * DataTypeSize(dtype)) <= config_.small_allreduce_bytes &&
-      mpi_->size <= 64;
+      net_->size <= 64;
   if (small) return AllreduceAlgorithm::DIRECT;
   return hierarchical_allreduce_ ? AllreduceAlgorithm::HIERARCHICAL : AllreduceAlgorithm::RING;
 }
@@ -354,10 +371,10 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
     Activity(es, activity);
     if (algo == AllreduceAlgorithm::RING)
       RingAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                          mpi_->comm(), finish);
+                          net_->comm(), finish);
     else
       HierarchicalAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                                  mpi_->local_comm(), mpi_->cross_comm(), finish);
+                                  net_->local(), net_->cross(), finish);
     EndActivity(es);
     if (packed) {
       Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
@@ -404,20 +421,22 @@ Status Operations::Allgather(const Response& r, TensorEntry& e) {
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, activity);
   const size_t row_bytes = row_elems * DataTypeSize(r.dtype);
   if (hier)
-    HierarchicalAllgather(e.input, out, row_bytes, r.first_dims, layout_, mpi_->local_comm(),
-                          mpi_->cross_comm());
+    HierarchicalAllgather(e.input, out, row_bytes, r.first_dims, layout_, net_->local(),
+                          net_->cross());
   else
-    hvd::Allgather(e.input, out, row_bytes, r.first_dims, mpi_->comm());
+    hvd::Allgather(e.input, out, row_bytes, r.first_dims, net_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
   return s;
 }
 
 Status Operations::Broadcast(const Response& r, TensorEntry& e) {
   size_t bytes = static_cast<size_t>(NumElements(e.request.shape)) * DataTypeSize(r.dtype);
-  WatchScope watch(Watch(r, "MPI_BCAST", false));
-  if (mpi_->rank == r.root && e.output != e.input) CopyWithProgress(e.output, e.input, bytes);
-  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "MPI_BCAST");
-  hvd::Broadcast(e.output, bytes, r.root, mpi_->comm());
+  // Named after what runs it: MPI_Bcast under MPI, the transport's pipelined chain over TCP.
+  const char* activity = net_->comm().NativeBroadcast() ? "MPI_BCAST" : "CHAIN_BCAST";
+  WatchScope watch(Watch(r, activity, false));
+  if (net_->rank == r.root && e.output != e.input) CopyWithProgress(e.output, e.input, bytes);
+  if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, activity);
+  hvd::Broadcast(e.output, bytes, r.root, net_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
   return Status();
 }
@@ -437,7 +456,7 @@ Status Operations::Alltoall(const Response& r, TensorEntry& e) {
         s = e.allocate_output(shape, &out);
         return s.ok() ? out : nullptr;
       },
-      mpi_->comm());
+      net_->comm());
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
   if (e.received_splits) *e.received_splits = recv_rows;
   return s;
@@ -449,7 +468,7 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
   const size_t row_elems = RowElements(shape);
   // Rows per rank from the first dimension itself: with rows of zero elements the element
   // segments are all empty, but the output still has its share of rows.
-  const int n = mpi_->size, rank = mpi_->rank;
+  const int n = net_->size, rank = net_->rank;
   const int64_t rows = shape[0];
   shape[0] = rows / n + (rank < rows % n ? 1 : 0);
   const size_t mine = static_cast<size_t>(shape[0]) * row_elems;
@@ -480,7 +499,7 @@ Status Operations::Reducescatter(const Response& r, TensorEntry& e) {
   }
   if (timeline_->enabled()) timeline_->ActivityStart(e.request.name, "RING_REDUCESCATTER");
   hvd::Reducescatter(src, work, count, row_elems, wide.dtype, r.reduce_op, config_.ring_chunk_bytes,
-                     &scratch_, mpi_->comm(), result);
+                     &scratch_, net_->comm(), result);
   if (timeline_->enabled()) timeline_->ActivityEnd(e.request.name);
   Average(result, mine, wide);
   if (s.ok() && widen) NarrowFromInt64(static_cast<int64_t*>(result), r.dtype, out, mine);

@@ -11,14 +11,14 @@
 #include "engine/tensor_queue.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
-#include "mpi/mpi_context.h"
 #include "ops/collectives.h"
+#include "transport/transport.h"
 
 namespace hvd {
 
 class Operations {
  public:
-  Operations(MpiContext* mpi, const Config& config, Timeline* timeline, TensorQueue* queue);
+  Operations(Transport* net, const Config& config, Timeline* timeline, TensorQueue* queue);
   ~Operations();
   // Runs the response and completes its entries with the returned status. `payload_bytes`:
   // this rank's bytes of all its tensors (for the job summary).
@@ -58,7 +58,7 @@ class Operations {
   bool hierarchical_allreduce_ = false, hierarchical_allgather_ = false;
   HostLayout layout_;
 
-  MpiContext* mpi_;
+  Transport* net_;
   Config config_;
   Timeline* timeline_;
   TensorQueue* queue_;

@@ -27,7 +27,7 @@ std::vector<std::shared_ptr<ProcessSet>> ProcessSetTable::Memberships() const {
   return out;
 }
 
-Status ProcessSetTable::Add(const std::vector<int>& ranks, MpiContext* global, const Config& config,
+Status ProcessSetTable::Add(const std::vector<int>& ranks, Transport* global, const Config& config,
                             Timeline* timeline, int32_t* id) {
   // The frontend checked the ranks (engine.cc, AddProcessSet); the negotiation that every rank
   // names the same ones. What is left depends on the table, the same on every rank.
@@ -43,21 +43,13 @@ Status ProcessSetTable::Add(const std::vector<int>& ranks, MpiContext* global, c
   }
   auto set = std::make_shared<ProcessSet>();
   set->ranks = ranks;
-  MPI_Group world_group, group;
-  HVD_MPI_CHECK(MPI_Comm_group(global->comm(), &world_group));
-  HVD_MPI_CHECK(MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group));
-  MPI_Comm comm = MPI_COMM_NULL;
-  // Collective over every rank of the global communicator; members get the new one.
-  HVD_MPI_CHECK(MPI_Comm_create(global->comm(), group, &comm));
-  MPI_Group_free(&group);
-  MPI_Group_free(&world_group);
-  if (comm != MPI_COMM_NULL) {
-    set->mpi.ranks_per_host = static_cast<int>(config.topology_ranks_per_host);
-    Status s = set->mpi.InitSubset(comm, ranks);
-    if (!s.ok()) return s;
-    set->rank = set->mpi.rank;
-    set->controller = std::make_unique<Controller>(&set->mpi, config, timeline, &set->queue);
-    set->ops = std::make_unique<Operations>(&set->mpi, config, timeline, &set->queue);
+  // Collective over every rank of the global set; members get the set's transport.
+  Status s = global->Subset(ranks, &set->net);
+  if (!s.ok()) return s;
+  if (set->net) {
+    set->rank = set->net->rank;
+    set->controller = std::make_unique<Controller>(set->net.get(), config, timeline, &set->queue);
+    set->ops = std::make_unique<Operations>(set->net.get(), config, timeline, &set->queue);
   }
   std::lock_guard<std::mutex> lk(mu_);
   set->id = *id = next_id_++;
@@ -79,7 +71,7 @@ Status ProcessSetTable::Remove(int32_t id, const std::string& why) {
   set->queue.FailAll(Status::InvalidArgument(why));
   set->ops.reset();
   set->controller.reset();
-  if (set->rank >= 0) set->mpi.Finalize();  // frees its communicators only
+  if (set->net) set->net->Finalize();  // frees its communicators only
   return Status();
 }
 
@@ -96,7 +88,7 @@ void ProcessSetTable::Clear() {
   for (auto& kv : sets) {
     kv.second->ops.reset();
     kv.second->controller.reset();
-    if (kv.second->rank >= 0) kv.second->mpi.Finalize();
+    if (kv.second->net) kv.second->net->Finalize();
   }
 }
 

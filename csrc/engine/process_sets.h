@@ -26,7 +26,7 @@
 #include "engine/operations.h"
 #include "engine/tensor_queue.h"
 #include "engine/timeline.h"
-#include "mpi/mpi_context.h"
+#include "transport/transport.h"
 
 namespace hvd {
 
@@ -35,7 +35,7 @@ struct ProcessSet {
   std::vector<int> ranks;  // global ranks, ascending
   int rank = -1;           // this process's rank in the set; -1: not a member
   // Members only (the rest are null or unused).
-  MpiContext mpi;
+  std::unique_ptr<Transport> net;
   TensorQueue queue;
   std::unique_ptr<Controller> controller;
   std::unique_ptr<Operations> ops;
@@ -51,13 +51,13 @@ class ProcessSetTable {
   std::vector<std::shared_ptr<ProcessSet>> Memberships() const;
 
   // Background thread, on every rank in the same round (a negotiated change). Add is collective
-  // over `global`'s communicator: MPI_Comm_create, then the members' topology.
-  Status Add(const std::vector<int>& ranks, MpiContext* global, const Config& config,
+  // over `global`'s ranks (Transport::Subset), then the members' topology.
+  Status Add(const std::vector<int>& ranks, Transport* global, const Config& config,
              Timeline* timeline, int32_t* id);
   // Fails the set's pending ops with `why` and frees its communicator.
   Status Remove(int32_t id, const std::string& why);
   void FailAll(const Status& status);
-  // Frees every set's communicators; before MPI_Finalize.
+  // Frees every set's communicators; before the global transport's Finalize.
   void Clear();
 
  private:

@@ -15,8 +15,8 @@ std::string FormatDouble(double d) {
 }
 
 // Groups ranks by the value `field` gives their request; names every group if they differ.
-// Ranks are named as hvd.rank() numbers them (`mpi`: the process set's context).
-std::string Disagreement(const MpiContext& mpi, const std::string& name, const char* what,
+// Ranks are named as hvd.rank() numbers them (`net`: the process set's transport).
+std::string Disagreement(const Transport& net, const std::string& name, const char* what,
                          const std::vector<Request>& reqs,
                          const std::function<std::string(const Request&)>& field) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
@@ -34,7 +34,7 @@ std::string Disagreement(const MpiContext& mpi, const std::string& name, const c
   os << "Mismatched " << what << " for tensor '" << name << "': ";
   for (size_t i = 0; i < groups.size(); ++i)
     os << (i ? "; " : "") << "rank" << (groups[i].second.size() > 1 ? "s " : " ")
-       << RankList(mpi.WorldRanks(groups[i].second))
+       << RankList(net.WorldRanks(groups[i].second))
        << (groups[i].second.size() > 1 ? " have " : " has ") << groups[i].first;
   return os.str();
 }
@@ -64,7 +64,7 @@ std::string TrailingDims(const Request& r) {
 // Allgather and alltoall outputs are sized from other ranks' first dimensions and splits: the
 // total a rank receives must fit in int64 bytes, or its allocation would wrap to a small buffer.
 // Checked here, where every rank's request is known, so that every rank gets the error.
-std::string CheckReceivedBytes(const MpiContext& mpi, const std::string& name,
+std::string CheckReceivedBytes(const Transport& net, const std::string& name,
                                const std::vector<Request>& reqs) {
   const Request& first = reqs[0];
   int64_t row_bytes = 0;
@@ -83,17 +83,17 @@ std::string CheckReceivedBytes(const MpiContext& mpi, const std::string& name,
     if (!ok) {
       std::ostringstream os;
       os << "tensor '" << name << "': the " << OpTypeName(first.type) << " output";
-      if (first.type == OpType::ALLTOALL) os << " of rank " << mpi.WorldRank(dst);
+      if (first.type == OpType::ALLTOALL) os << " of rank " << net.WorldRank(dst);
       os << " would hold more bytes than fit in int64 (";
       if (first.type == OpType::ALLGATHER) {
         os << "first dimensions:";
         for (int src = 0; src < n; ++src)
-          os << " rank " << mpi.WorldRank(src) << " " << reqs[src].shape[0]
+          os << " rank " << net.WorldRank(src) << " " << reqs[src].shape[0]
              << (src + 1 < n ? "," : "");
       } else {
         os << "rows sent to it:";
         for (int src = 0; src < n; ++src)
-          os << " rank " << mpi.WorldRank(src) << " " << reqs[src].splits[dst]
+          os << " rank " << net.WorldRank(src) << " " << reqs[src].splits[dst]
              << (src + 1 < n ? "," : "");
       }
       os << ")";
@@ -132,7 +132,7 @@ std::string InvalidArguments(const Request& r, int n) {
   return "";
 }
 
-Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
+Response ResponseFromRequests(const Transport& net, const std::string& name,
                               const std::vector<Request>& reqs, int join_root) {
   const Request& first = reqs[0];
   Response resp;
@@ -140,7 +140,7 @@ Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
   resp.names = {name};
   resp.num_elements = {NumElements(first.shape)};
   if (first.type == OpType::JOIN) {
-    resp.root = mpi.WorldRank(join_root);
+    resp.root = net.WorldRank(join_root);
     return resp;
   }
 
@@ -149,7 +149,7 @@ Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
   for (size_t r = 0; r < reqs.size(); ++r)
     if (!reqs[r].invalid.empty())
       invalid += (invalid.empty() ? "" : "; ") + std::string("on rank ") +
-                 std::to_string(mpi.WorldRank(static_cast<int>(r))) + ": " + reqs[r].invalid;
+                 std::to_string(net.WorldRank(static_cast<int>(r))) + ": " + reqs[r].invalid;
   if (!invalid.empty()) {
     resp.error =
         "Invalid arguments for tensor '" + name + "' " + invalid + " (the op fails on every rank)";
@@ -161,14 +161,14 @@ Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
   if (first.type == OpType::ADD_PROCESS_SET || first.type == OpType::REMOVE_PROCESS_SET) {
     // Every rank must name the same set; whether it can be added or removed is decided where
     // it runs (engine.cc), identically everywhere, from the sets every rank holds.
-    std::string err = Disagreement(mpi, name, "operations", reqs, [](const Request& r) {
+    std::string err = Disagreement(net, name, "operations", reqs, [](const Request& r) {
       return std::string(OpTypeName(r.type));
     });
     if (err.empty())
       err = first.type == OpType::ADD_PROCESS_SET
-                ? Disagreement(mpi, name, "process set ranks", reqs,
+                ? Disagreement(net, name, "process set ranks", reqs,
                                [](const Request& r) { return "ranks " + ShapeString(r.splits); })
-                : Disagreement(mpi, name, "process set ids", reqs,
+                : Disagreement(net, name, "process set ids", reqs,
                                [](const Request& r) { return "id " + std::to_string(r.root); });
     if (err.empty()) resp.first_dims = first.splits;
     resp.error = err;
@@ -177,33 +177,33 @@ Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
   const bool agree = AllAgree(reqs);
   std::string err;
   if (!agree)
-    err = Disagreement(mpi, name, "group sizes", reqs, [](const Request& r) {
+    err = Disagreement(net, name, "group sizes", reqs, [](const Request& r) {
       return r.group.empty() ? std::string("it outside a group")
                              : std::to_string(r.group_size) + " tensor" +
                                    (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
     });
   if (!agree && err.empty())
-    err = Disagreement(mpi, name, "operations", reqs,
+    err = Disagreement(net, name, "operations", reqs,
                        [](const Request& r) { return std::string(OpTypeName(r.type)); });
   if (!agree && err.empty())
-    err = Disagreement(mpi, name, "devices (host or GPU memory)", reqs,
+    err = Disagreement(net, name, "devices (host or GPU memory)", reqs,
                        [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
   if (!agree && err.empty())
-    err = Disagreement(mpi, name, "data types", reqs,
+    err = Disagreement(net, name, "data types", reqs,
                        [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
   const OpType t = first.type;
   const bool reduces = t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER;
   if (!agree && err.empty() && reduces)
-    err = Disagreement(mpi, name, "reduction operations", reqs,
+    err = Disagreement(net, name, "reduction operations", reqs,
                        [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
   if (!agree && err.empty() && reduces)
-    err = Disagreement(mpi, name, "prescale/postscale factors", reqs, [](const Request& r) {
+    err = Disagreement(net, name, "prescale/postscale factors", reqs, [](const Request& r) {
       return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
     });
   // The ranks agree on the op, dtype and factors: whether the engine can run that at all is
   // decided here, once, so that every rank fails alike (a bool reduction, integer scaling).
   if (err.empty()) {
-    const std::string why = UnsupportedReduction(first.spec(), mpi.size);
+    const std::string why = UnsupportedReduction(first.spec(), net.size);
     if (!why.empty()) {
       resp.error = "tensor '" + name + "': " + why;
       resp.error_is_invalid_argument = true;
@@ -212,17 +212,17 @@ Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
   }
   if (!agree && err.empty() &&
       (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
-    err = Disagreement(mpi, name, "shapes", reqs,
+    err = Disagreement(net, name, "shapes", reqs,
                        [](const Request& r) { return "shape " + ShapeString(r.shape); });
   if (!agree && err.empty() && t == OpType::BROADCAST)
-    err = Disagreement(mpi, name, "broadcast root ranks", reqs, [&mpi](const Request& r) {
-      return "root " + std::to_string(mpi.WorldRank(r.root));
+    err = Disagreement(net, name, "broadcast root ranks", reqs, [&net](const Request& r) {
+      return "root " + std::to_string(net.WorldRank(r.root));
     });
   if (!agree && err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
-    err = Disagreement(mpi, name, "shapes (all dimensions but the first must agree)", reqs,
+    err = Disagreement(net, name, "shapes (all dimensions but the first must agree)", reqs,
                        TrailingDims);
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL)) {
-    err = CheckReceivedBytes(mpi, name, reqs);
+    err = CheckReceivedBytes(net, name, reqs);
     resp.error_is_invalid_argument = !err.empty();  // the inputs, not a disagreement
   }
   if (!err.empty()) {
@@ -234,14 +234,14 @@ Response ResponseFromRequests(const MpiContext& mpi, const std::string& name,
   return resp;
 }
 
-Response ResponseWithJoinedRanks(const MpiContext& mpi, const std::string& name,
+Response ResponseWithJoinedRanks(const Transport& net, const std::string& name,
                                  const std::vector<Request>& reqs, const std::vector<bool>& present,
                                  const std::vector<int>& joined) {
   // Checked among the ranks that submitted it, more coarsely than ResponseFromRequests: any
   // difference in spec, shape or group is one error listing the submitters and the joined.
   std::vector<const Request*> submitted;
   std::vector<int> ranks;
-  for (int r = 0; r < mpi.size; ++r)
+  for (int r = 0; r < net.size; ++r)
     if (present[r]) {
       ranks.push_back(r);
       submitted.push_back(&reqs[r]);
@@ -255,7 +255,7 @@ Response ResponseWithJoinedRanks(const MpiContext& mpi, const std::string& name,
   if (first.type != OpType::ALLREDUCE || first.gpu) {
     why << "tensor '" << name << "': " << (first.gpu ? "GPU " : "") << OpTypeName(first.type)
         << " cannot run while rank" << (joined.size() > 1 ? "s " : " ")
-        << RankList(mpi.WorldRanks(joined)) << " ha" << (joined.size() > 1 ? "ve" : "s")
+        << RankList(net.WorldRanks(joined)) << " ha" << (joined.size() > 1 ? "ve" : "s")
         << " joined (hvd.join): only host-memory allreduce takes zeros from joined ranks";
     resp.error = why.str();
     resp.error_is_invalid_argument = true;
@@ -265,8 +265,8 @@ Response ResponseWithJoinedRanks(const MpiContext& mpi, const std::string& name,
     if (submitted[i]->spec() != first.spec() || submitted[i]->shape != first.shape ||
         !submitted[i]->invalid.empty() || !first.invalid.empty() ||
         submitted[i]->group_size != first.group_size) {
-      why << "tensor '" << name << "': ranks " << RankList(mpi.WorldRanks(ranks))
-          << " submitted it while ranks " << RankList(mpi.WorldRanks(joined))
+      why << "tensor '" << name << "': ranks " << RankList(net.WorldRanks(ranks))
+          << " submitted it while ranks " << RankList(net.WorldRanks(joined))
           << " have joined, and they disagree on it (op, dtype, shape, scale factors or group)";
       resp.error = why.str();
       return resp;
@@ -276,7 +276,7 @@ Response ResponseWithJoinedRanks(const MpiContext& mpi, const std::string& name,
     resp.error_is_invalid_argument = true;
     return resp;
   }
-  const std::string unsupported = UnsupportedReduction(first.spec(), mpi.size);
+  const std::string unsupported = UnsupportedReduction(first.spec(), net.size);
   if (!unsupported.empty()) {
     resp.error = "tensor '" + name + "': " + unsupported;
     resp.error_is_invalid_argument = true;

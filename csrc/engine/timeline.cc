@@ -37,6 +37,13 @@ Status Timeline::Init(const std::string& path, bool mark_cycles) {
   pending_.clear();
   stop_ = false;
   first_ = true;
+  if (!transport_.empty()) {
+    pending_ =
+        "{\"name\": \"process_labels\", \"ph\": \"M\", \"pid\": 0, \"args\": "
+        "{\"labels\": \"transport: " +
+        JsonEscape(transport_) + "\"}}";
+    first_ = false;
+  }
   mark_cycles_ = mark_cycles;
   start_us_ = NowMicros();
   enabled_ = true;

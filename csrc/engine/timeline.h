@@ -25,6 +25,8 @@ class Timeline {
   // Opens `path` and starts writing; after Shutdown() it may be called again (a new file).
   Status Init(const std::string& path, bool mark_cycles = false);
   bool enabled() const { return enabled_; }
+  // Named in every file's first event (a process_labels metadata event: "transport: tcp").
+  void SetTransport(const std::string& name) { transport_ = name; }
 
   void NegotiateStart(const std::string& name, OpType type, int64_t ts_us);
   void NegotiateRankReady(const std::string& name, int rank, int64_t ts_us);
@@ -38,6 +40,7 @@ class Timeline {
 
  private:
   int PidFor(const std::string& name);
+  std::string transport_;
   void Event(const std::string& name, char phase, int pid, int64_t ts_us, const char* extra = "");
   void WriterLoop();
 

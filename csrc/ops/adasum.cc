@@ -33,7 +33,6 @@
 
 #include "common/reduce_kernels.h"
 #include "common/watch_progress.h"
-#include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
 namespace hvd {
@@ -186,10 +185,8 @@ void AdasumVhdd(void* buf, const std::vector<int64_t>& counts, DataType dtype, i
 }
 
 void AdasumAllreduce(void* buf, const std::vector<int64_t>& counts, DataType dtype,
-                     RingScratch* scratch, MPI_Comm comm) {
-  int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+                     RingScratch* scratch, Comm& comm) {
+  const int rank = comm.rank(), size = comm.size();
   size_t total = 0;
   for (auto c : counts) total += static_cast<size_t>(c);
   // The most a rank receives at once: the larger half of the buffer, at the first level.

@@ -7,9 +7,8 @@
 namespace hvd {
 
 void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
-               MPI_Comm comm) {
-  int rank;
-  MPI_Comm_rank(comm, &rank);
+               Comm& comm) {
+  const int rank = comm.rank();
   Segments seg;
   size_t off = 0;
   for (auto rows : first_dims) {

@@ -7,33 +7,23 @@
 #include <vector>
 
 #include "common/reduce_kernels.h"
-#include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
 namespace hvd {
 
 void DirectAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                     RingScratch* scratch, MPI_Comm comm) {
-  int rank, n;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &n);
+                     RingScratch* scratch, Comm& comm) {
+  const int rank = comm.rank(), n = comm.size();
   const size_t bytes = count * DataTypeSize(dtype);
   char* slots = static_cast<char*>(scratch->Get(0, bytes * n + 1));  // slot q: rank q's data
   std::memcpy(slots + rank * bytes, src, bytes);
-  std::vector<MPI_Request> reqs;
+  std::vector<Transfer> reqs;
   reqs.reserve(2 * (n - 1));
-  for (int q = 0; q < n; ++q) {
-    if (q == rank) continue;
-    reqs.emplace_back();
-    HVD_MPI_CHECK(MPI_Irecv(slots + q * bytes, static_cast<int>(bytes), MPI_BYTE, q, 400, comm,
-                            &reqs.back()));
-  }
-  for (int q = 0; q < n; ++q) {
-    if (q == rank) continue;
-    reqs.emplace_back();
-    HVD_MPI_CHECK(MPI_Isend(src, static_cast<int>(bytes), MPI_BYTE, q, 400, comm, &reqs.back()));
-  }
-  HVD_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+  for (int q = 0; q < n; ++q)
+    if (q != rank) reqs.push_back(comm.Irecv(slots + q * bytes, bytes, q, 400));
+  for (int q = 0; q < n; ++q)
+    if (q != rank) reqs.push_back(comm.Isend(src, bytes, q, 400));
+  comm.WaitAll(&reqs);
   std::memcpy(dst, slots, bytes);
   for (int q = 1; q < n; ++q) ReduceInto(dst, slots + q * bytes, count, dtype, op);
 }

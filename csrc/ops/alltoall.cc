@@ -1,24 +1,20 @@
-// Alltoall with per-rank splits: one MPI_Alltoall of the row counts, then n-1 pairwise
+// Alltoall with per-rank splits: one alltoall of the row counts, then n-1 pairwise
 // exchange steps (step s: send to r+s, receive from r-s), so every pair talks exactly once and
 // no rank receives from two peers at the same time. Each rank sends the rows it addresses to
 // others and receives the rows addressed to it: no redundant bytes.
 #include <cstring>
 #include <vector>
 
-#include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
 namespace hvd {
 
 bool Alltoall(const void* in, size_t row_bytes, const std::vector<int64_t>& send_rows,
               std::vector<int64_t>* recv_rows, const std::function<void*(int64_t)>& alloc,
-              MPI_Comm comm) {
-  int rank, n;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &n);
+              Comm& comm) {
+  const int rank = comm.rank(), n = comm.size();
   recv_rows->assign(n, 0);
-  HVD_MPI_CHECK(
-      MPI_Alltoall(send_rows.data(), 1, MPI_INT64_T, recv_rows->data(), 1, MPI_INT64_T, comm));
+  comm.AlltoallInt64(send_rows.data(), recv_rows->data());
   // Sizes were checked for overflow at negotiation (sum of splits, received bytes).
   std::vector<size_t> soff(n + 1, 0), roff(n + 1, 0);
   int64_t total_rows = 0;

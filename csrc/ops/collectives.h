@@ -1,8 +1,7 @@
 // The CPU collectives, one file each, each opening with its algorithm and cost. All run on the
-// background thread over the engine's communicator; buffers are host memory.
+// background thread over a communicator of the transport (transport/transport.h); buffers are
+// host memory.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "common/common.h"
+#include "transport/transport.h"
 
 namespace hvd {
 
@@ -50,18 +50,18 @@ void PrefaultWithProgress(void* p, size_t bytes);
 
 // Blocking exchange with both peers, split into pieces so that byte counts above INT_MAX work.
 void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
-                   int src, int tag, MPI_Comm comm);
+                   int src, int tag, Comm& comm);
 
 // ring_allreduce.cc
 // src may equal dst (in place). After the reduce-scatter rank r holds reduced segment r of dst.
 void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, const Segments& seg,
-                       size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
-void RingAllgather(void* buf, size_t elem_size, const Segments& seg, MPI_Comm comm);
+                       size_t chunk_bytes, RingScratch* scratch, Comm& comm);
+void RingAllgather(void* buf, size_t elem_size, const Segments& seg, Comm& comm);
 // `finish(ptr, count)` runs on this rank's fully reduced segment before the allgather spreads
 // it: scaling there (Average, postscale) costs each rank 1/n of the buffer instead of all of it.
 using SegmentFn = std::function<void(void* data, size_t count)>;
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                   size_t chunk_bytes, RingScratch* scratch, Comm& comm,
                    const SegmentFn& finish = nullptr);
 // The same ring over several tensors laid back to back, without a fusion buffer (the three
 // above are its one-tensor case). Tensor i is count[i] elements read from src[i] and written
@@ -72,16 +72,16 @@ struct TensorPieces {
   std::vector<size_t> count;
 };
 void RingAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp op,
-                         size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                         size_t chunk_bytes, RingScratch* scratch, Comm& comm,
                          const SegmentFn& finish = nullptr);
 // Its halves, as RingReduceScatter / RingAllgather over the virtual buffer (the allgather reads
 // and writes the outputs only), and a view of [off, off + n) of the outputs, in place. The
 // reduce-scatter runs `finish` on each chunk of this rank's segment as soon as it is reduced.
 void RingReduceScatterPieces(const TensorPieces& tensors, const Segments& seg, DataType dtype,
-                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, Comm& comm,
                              const SegmentFn& finish = nullptr);
 void RingAllgatherPieces(const TensorPieces& tensors, const Segments& seg, size_t elem_size,
-                         size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm);
+                         size_t chunk_bytes, RingScratch* scratch, Comm& comm);
 TensorPieces SliceOfOutputs(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
 // [off, off + n) of the inputs and the outputs alike.
 TensorPieces SliceOfPieces(const TensorPieces& tensors, size_t off, size_t n, size_t elem_size);
@@ -90,13 +90,13 @@ TensorPieces OneTensor(const void* src, void* dst, size_t count);
 // ranks `local` (this host's) and `cross` (this local rank's, one per host) split; every host
 // holds the same number of ranks.
 void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                           size_t chunk_bytes, RingScratch* scratch, MPI_Comm local, MPI_Comm cross,
+                           size_t chunk_bytes, RingScratch* scratch, Comm& local, Comm& cross,
                            const SegmentFn& finish = nullptr);
 // The same over several tensors without a fusion buffer (the pieces rings' halves).
 void HierarchicalAllreducePieces(const TensorPieces& tensors, DataType dtype, ReduceOp op,
-                                 size_t chunk_bytes, RingScratch* scratch, MPI_Comm local,
-                                 MPI_Comm cross, const SegmentFn& finish = nullptr);
-// Where every rank of the whole communicator sits (MpiContext fills it).
+                                 size_t chunk_bytes, RingScratch* scratch, Comm& local, Comm& cross,
+                                 const SegmentFn& finish = nullptr);
+// Where every rank of the whole communicator sits (the Transport's topology fields).
 struct HostLayout {
   int rank = 0, num_hosts = 1;
   std::vector<int> host_of, local_rank_of;  // per rank of the whole communicator
@@ -104,19 +104,16 @@ struct HostLayout {
 };
 void HierarchicalAllgather(const void* in, void* out, size_t row_bytes,
                            const std::vector<int64_t>& first_dims, const HostLayout& layout,
-                           MPI_Comm local, MPI_Comm cross);
+                           Comm& local, Comm& cross);
 // allreduce_small.cc: one-step exchange for small buffers (bytes * n must fit an int).
 void DirectAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                     RingScratch* scratch, MPI_Comm comm);
-// allreduce_mpi.cc: the MPI_Allreduce baseline (HOROVOD_CPU_OPERATIONS=mpi); src may equal dst.
-void MpiAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                  MPI_Comm comm);
+                     RingScratch* scratch, Comm& comm);
 // adasum.cc: Adasum (op=hvd.Adasum) of every rank's `buf`, in place: the tensors of `counts`
 // back to back, each combined as a vector of its own; a floating dtype; a power-of-two number
 // of ranks (both checked at negotiation, UnsupportedReduction).
 void AdasumAllreduce(void* buf, const std::vector<int64_t>& counts, DataType dtype,
-                     RingScratch* scratch, MPI_Comm comm);
-// Its parts, apart from MPI so that a unit test can run the schedule on threads.
+                     RingScratch* scratch, Comm& comm);
+// Its parts, apart from any transport so that a unit test can run the schedule on threads.
 // Sends `send_bytes` to `peer` and receives `recv_bytes` from it (both must call it).
 using PeerExchange = std::function<void(int peer, const void* send, size_t send_bytes, void* recv,
                                         size_t recv_bytes)>;
@@ -134,18 +131,18 @@ void AdasumCoefficients(const AdasumDots& d, double* ca, double* cb);
 void AdasumScaledAdd(void* a, double ca, const void* b, double cb, size_t count, DataType dtype);
 // allgather.cc: `out` holds sum(first_dims) rows of `row_bytes`.
 void Allgather(const void* in, void* out, size_t row_bytes, const std::vector<int64_t>& first_dims,
-               MPI_Comm comm);
+               Comm& comm);
 // reducescatter.cc: reduces `src` (count elements) through `work` (count elements of scratch,
 // may equal src) and copies this rank's rows to out.
 void Reducescatter(const void* src, void* work, size_t count, size_t row_elems, DataType dtype,
-                   ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm, void* out);
+                   ReduceOp op, size_t chunk_bytes, RingScratch* scratch, Comm& comm, void* out);
 // broadcast.cc
-void Broadcast(void* buf, size_t bytes, int root, MPI_Comm comm);
+void Broadcast(void* buf, size_t bytes, int root, Comm& comm);
 // alltoall.cc: exchanges row counts, then the rows. `recv_rows` receives each sender's count.
 // `alloc` gets the total row count and returns the output buffer; if it returns null the rows
 // are still received (into scratch, so that no peer blocks) and false is returned.
 bool Alltoall(const void* in, size_t row_bytes, const std::vector<int64_t>& send_rows,
               std::vector<int64_t>* recv_rows, const std::function<void*(int64_t)>& alloc,
-              MPI_Comm comm);
+              Comm& comm);
 
 }  // namespace hvd

@@ -9,13 +9,13 @@
 // A host sends 2(c-1)/c * B over the network, through its l ranks at once. The flat ring over n
 // ranks placed host by host sends 2(n-1)/n * B out of each host through one rank (2x2: 1.5 B
 // against 1 B), one stream per host boundary. The shared-memory steps add (l-1)/l * B each way.
-// Pipelined (B >= 2 blocks, l > 1 and c > 1, MPI_THREAD_MULTIPLE): the buffer is cut into at
-// most kMaxBlocks blocks of at least kMinBlockBytes; this thread reduce-scatters every block,
-// then allgathers them in order, while a second thread runs each block's step 2 as soon as its
-// step 1 is done. The host steps then hide behind the network one instead of adding to it (2x4
-// on 400 Mbit/s links: 0.39-0.45 s of 1.79 s for 64 MiB were host steps; docs/shaped-links.md).
-// Every rank runs the same order of steps on each communicator (all of step 1, then step 3 by
-// block; step 2 by block), so the blocks' messages never cross.
+// Pipelined (B >= 2 blocks, l > 1 and c > 1, a transport whose Comms two threads may drive): the
+// buffer is cut into at most kMaxBlocks blocks of at least kMinBlockBytes; this thread
+// reduce-scatters every block, then allgathers them in order, while a second thread runs each
+// block's step 2 as soon as its step 1 is done. The host steps then hide behind the network one
+// instead of adding to it (2x4 on 400 Mbit/s links: 0.39-0.45 s of 1.79 s for 64 MiB were host
+// steps; docs/shaped-links.md). Every rank runs the same order of steps on each communicator (all
+// of step 1, then step 3 by block; step 2 by block), so the blocks' messages never cross.
 //
 // Allgather of the rows of every rank into one output of B bytes (row counts may differ):
 //   1. ring allgather across the hosts among the ranks of local rank j ("column" j): each rank
@@ -43,15 +43,14 @@ constexpr int kColumnTag = 300;
 constexpr size_t kMinBlockBytes = size_t(4) << 20;
 constexpr size_t kMaxBlocks = 8;
 
-// Step 2 of each block, in block order, on a thread of its own (MPI_THREAD_MULTIPLE: it calls MPI
-// on `cross` while the caller's thread calls it on `local`). Its waits are the ring's own (data
-// waits the watchdog sees progress through), so Wait() is bounded by theirs.
+// Step 2 of each block, in block order, on a thread of its own (Comm::ThreadsMultiple: it moves
+// data on `cross` while the caller's thread moves it on `local`). Its waits are the ring's own
+// (data waits the watchdog sees progress through), so Wait() is bounded by theirs.
 class CrossSteps {
  public:
-  CrossSteps(DataType dtype, ReduceOp op, size_t chunk_bytes, MPI_Comm cross,
-             const SegmentFn& finish)
-      : thread_([this, dtype, op, chunk_bytes, cross, finish] {
-          Run(dtype, op, chunk_bytes, cross, finish);
+  CrossSteps(DataType dtype, ReduceOp op, size_t chunk_bytes, Comm& cross, const SegmentFn& finish)
+      : thread_([this, dtype, op, chunk_bytes, c = &cross, finish] {
+          Run(dtype, op, chunk_bytes, *c, finish);
         }) {}
   ~CrossSteps() {
     Push(TensorPieces{}, true);
@@ -70,8 +69,7 @@ class CrossSteps {
   }
 
  private:
-  void Run(DataType dtype, ReduceOp op, size_t chunk_bytes, MPI_Comm cross,
-           const SegmentFn& finish) {
+  void Run(DataType dtype, ReduceOp op, size_t chunk_bytes, Comm& cross, const SegmentFn& finish) {
     RingScratch scratch;  // the caller's is in use on the other thread
     for (;;) {
       TensorPieces block;
@@ -97,28 +95,20 @@ class CrossSteps {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-bool ThreadsMultiple() {
-  int provided = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&provided);
-  return provided >= MPI_THREAD_MULTIPLE;
-}
-
 }  // namespace
 
 void HierarchicalAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op,
-                                 size_t chunk_bytes, RingScratch* scratch, MPI_Comm local,
-                                 MPI_Comm cross, const SegmentFn& finish) {
+                                 size_t chunk_bytes, RingScratch* scratch, Comm& local, Comm& cross,
+                                 const SegmentFn& finish) {
   size_t count = 0;
   for (size_t c : t.count) count += c;
   if (count == 0) return;
-  int local_rank, local_size, cross_size;
-  MPI_Comm_rank(local, &local_rank);
-  MPI_Comm_size(local, &local_size);
-  MPI_Comm_size(cross, &cross_size);
+  const int local_rank = local.rank(), local_size = local.size(), cross_size = cross.size();
   const size_t esize = DataTypeSize(dtype);
-  // Blocks of whole elements, the same on every rank (count, sizes and MPI alike everywhere).
+  // Blocks of whole elements, the same on every rank (count, sizes and transport alike everywhere).
   const size_t blocks = std::min(kMaxBlocks, count * esize / kMinBlockBytes);
-  if (blocks >= 2 && local_size > 1 && cross_size > 1 && ThreadsMultiple()) {
+  if (blocks >= 2 && local_size > 1 && cross_size > 1 && local.ThreadsMultiple() &&
+      cross.ThreadsMultiple()) {
     const Segments block = EvenSegments(count, static_cast<int>(blocks));
     std::vector<Segments> seg;
     CrossSteps cross_steps(dtype, op, chunk_bytes, cross, finish);
@@ -148,7 +138,7 @@ void HierarchicalAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp
 }
 
 void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                           size_t chunk_bytes, RingScratch* scratch, MPI_Comm local, MPI_Comm cross,
+                           size_t chunk_bytes, RingScratch* scratch, Comm& local, Comm& cross,
                            const SegmentFn& finish) {
   HierarchicalAllreducePieces(OneTensor(src, dst, count), dtype, op, chunk_bytes, scratch, local,
                               cross, finish);
@@ -156,7 +146,7 @@ void HierarchicalAllreduce(const void* src, void* dst, size_t count, DataType dt
 
 void HierarchicalAllgather(const void* in, void* out, size_t row_bytes,
                            const std::vector<int64_t>& first_dims, const HostLayout& layout,
-                           MPI_Comm local, MPI_Comm cross) {
+                           Comm& local, Comm& cross) {
   const int n = static_cast<int>(first_dims.size());
   std::vector<size_t> offset(n + 1, 0);
   for (int r = 0; r < n; ++r) offset[r + 1] = offset[r] + static_cast<size_t>(first_dims[r]);
@@ -174,9 +164,7 @@ void HierarchicalAllgather(const void* in, void* out, size_t row_bytes,
   RingAllgather(out, row_bytes, column, cross);
   // 2. The columns around the host's ring. Column j is local rank j's rows on every host, one
   // piece per host in host order, so sender and receiver cut it the same way.
-  int local_rank, local_size;
-  MPI_Comm_rank(local, &local_rank);
-  MPI_Comm_size(local, &local_size);
+  const int local_rank = local.rank(), local_size = local.size();
   if (local_size == 1) return;
   // rank_at[h * l + j]: the rank that is local rank j on host h.
   std::vector<int> rank_at(static_cast<size_t>(layout.num_hosts) * local_size, -1);

@@ -6,13 +6,13 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
-#include <mpi.h>
 #include <nccl.h>
 
 #include <string>
 #include <vector>
 
 #include "common/common.h"
+#include "transport/transport.h"
 
 namespace hvd {
 
@@ -45,9 +45,10 @@ struct NcclComm {
   int version = 0;  // ncclGetVersion() of the library loaded at run time (common/nccl_defects.h)
   std::string aborted;  // non-empty once an error aborted it: every later op fails with this
 };
-// Collective over `mpi_comm`: rank 0 makes the unique id, MPI broadcasts it, every rank joins.
+// Collective over `comm`: rank 0 makes the unique id, the transport broadcasts it, every rank
+// joins.
 // HOROVOD_NCCL_<X> variables are copied to NCCL_<X> first (unless NCCL_<X> is set).
-Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::string& tensor);
+Status NcclCommCreate(Comm& comm, int device, NcclComm* out, const std::string& tensor);
 void NcclCommAbort(NcclComm* c, const std::string& why);
 
 bool NcclType(DataType t, ncclDataType_t* out);
@@ -65,7 +66,8 @@ Status NcclAllgather(const void* in, void* out, size_t row_bytes,
 // nccl_broadcast.cc: in place in `buf` (the root's data must already be there).
 Status NcclBroadcast(void* buf, size_t bytes, int root, NcclComm* c, cudaStream_t stream,
                      const std::string& tensor);
-// nccl_alltoall.cc: rows to send to and receive from each rank (already exchanged over MPI).
+// nccl_alltoall.cc: rows to send to and receive from each rank (already exchanged over the
+// transport).
 Status NcclAlltoall(const void* in, void* out, size_t row_bytes,
                     const std::vector<int64_t>& send_rows, const std::vector<int64_t>& recv_rows,
                     NcclComm* c, cudaStream_t stream, const std::string& tensor);

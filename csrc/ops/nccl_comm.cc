@@ -43,9 +43,9 @@ void PassNcclEnvironment() {
 }
 
 // Every rank's GPU, gathered: two ranks on one GPU fail here on every rank, named, where NCCL
-// would say "invalid usage" (or, in some versions, hang in init). Collective over `mpi_comm`;
+// would say "invalid usage" (or, in some versions, hang in init). Collective over `comm`;
 // a rank whose bus id cannot be read still takes part (with a record that matches no other).
-Status CheckOwnGpus(MPI_Comm mpi_comm, int rank, int size, int device, const std::string& tensor) {
+Status CheckOwnGpus(Comm& comm, int rank, int size, int device, const std::string& tensor) {
   struct Record {
     char host[64];
     char machine[40];
@@ -59,7 +59,7 @@ Status CheckOwnGpus(MPI_Comm mpi_comm, int rank, int size, int device, const std
     std::snprintf(mine.bus, sizeof(mine.bus), "unknown-%d", rank);
   mine.device = device;
   std::vector<Record> all(static_cast<size_t>(size));
-  MPI_Allgather(&mine, sizeof(Record), MPI_BYTE, all.data(), sizeof(Record), MPI_BYTE, mpi_comm);
+  comm.Allgather(&mine, sizeof(Record), all.data());
   std::vector<GpuPlacement> by_rank;
   for (const Record& r : all) by_rank.push_back({r.host, r.machine, r.bus, r.device});
   const std::string problem = SharedGpuProblem(by_rank);
@@ -82,11 +82,11 @@ Status CudaError(const char* call, cudaError_t rc, const std::string& tensor) {
                           "': " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
 }
 
-Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::string& tensor) {
+Status NcclCommCreate(Comm& comm, int device, NcclComm* out, const std::string& tensor) {
   PassNcclEnvironment();
-  MPI_Comm_rank(mpi_comm, &out->rank);
-  MPI_Comm_size(mpi_comm, &out->size);
-  Status placed = CheckOwnGpus(mpi_comm, out->rank, out->size, device, tensor);
+  out->rank = comm.rank();
+  out->size = comm.size();
+  Status placed = CheckOwnGpus(comm, out->rank, out->size, device, tensor);
   if (!placed.ok()) return placed;
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
@@ -103,7 +103,7 @@ Status NcclCommCreate(MPI_Comm mpi_comm, int device, NcclComm* out, const std::s
     msg.ok = rc == ncclSuccess;
     if (!msg.ok) std::snprintf(msg.why, sizeof(msg.why), "%s", ncclGetErrorString(rc));
   }
-  MPI_Bcast(&msg, sizeof(msg), MPI_BYTE, 0, mpi_comm);
+  comm.Bcast(&msg, sizeof(msg), 0);
   if (!msg.ok)
     return Status::Internal(
         "NCCL error in ncclGetUniqueId on rank 0, creating the communicator for tensor '" + tensor +

@@ -8,11 +8,8 @@
 namespace hvd {
 
 void Reducescatter(const void* src, void* work, size_t count, size_t row_elems, DataType dtype,
-                   ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
-                   void* out) {
-  int rank, n;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &n);
+                   ReduceOp op, size_t chunk_bytes, RingScratch* scratch, Comm& comm, void* out) {
+  const int rank = comm.rank(), n = comm.size();
   Segments seg = EvenSegments(count, n, row_elems);
   RingReduceScatter(src, work, dtype, op, seg, chunk_bytes, scratch, comm);
   const size_t esize = DataTypeSize(dtype);

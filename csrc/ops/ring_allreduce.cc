@@ -36,7 +36,6 @@
 
 #include "common/reduce_kernels.h"
 #include "common/watch_progress.h"
-#include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 #include "ops/ring_steps.h"
 #include "ops/tensor_layout.h"
@@ -46,22 +45,16 @@ namespace {
 
 constexpr int kReduceScatterTag = 100;
 constexpr int kAllgatherTag = 200;
-constexpr size_t kMaxBlock = size_t(1) << 30;  // an MPI block length is an int
-
-// MPI_Isend or MPI_Irecv of `bytes` at p, in blocks of at most kMaxBlock.
-template <typename Op, typename Ptr>
-void Post(Op op, Ptr p, size_t bytes, int peer, int tag, MPI_Comm comm,
-          std::vector<MPI_Request>* reqs) {
-  for (size_t b = 0; b < bytes; b += kMaxBlock) {
-    reqs->emplace_back();
-    HVD_MPI_CHECK(op(p + b, static_cast<int>(std::min(kMaxBlock, bytes - b)), MPI_BYTE, peer, tag,
-                     comm, &reqs->back()));
-  }
+// A send or receive of `bytes` at p, in messages of at most kMaxMessageBytes.
+void PostSend(const char* p, size_t bytes, int peer, int tag, Comm& comm,
+              std::vector<Transfer>* reqs) {
+  for (size_t b = 0; b < bytes; b += kMaxMessageBytes)
+    reqs->push_back(comm.Isend(p + b, std::min(kMaxMessageBytes, bytes - b), peer, tag));
 }
 
-void WaitAll(std::vector<MPI_Request>* reqs) {
-  WaitAllData(static_cast<int>(reqs->size()), reqs->data());
-  reqs->clear();
+void PostRecv(char* p, size_t bytes, int peer, int tag, Comm& comm, std::vector<Transfer>* reqs) {
+  for (size_t b = 0; b < bytes; b += kMaxMessageBytes)
+    reqs->push_back(comm.Irecv(p + b, std::min(kMaxMessageBytes, bytes - b), peer, tag));
 }
 
 size_t Total(const Segments& seg) {  // the elements the segments cover
@@ -74,14 +67,14 @@ size_t Total(const Segments& seg) {  // the elements the segments cover
 // TensorLayout::Messages cuts it into: each straight from memory where it lies back to back,
 // else packed into `pack` at its place in the chunk first.
 void SendChunk(const TensorLayout& l, size_t off, size_t n, bool src, size_t own, char* pack,
-               size_t esize, int peer, int tag, MPI_Comm comm, std::vector<MPI_Request>* reqs) {
+               size_t esize, int peer, int tag, Comm& comm, std::vector<Transfer>* reqs) {
   l.Messages(off, n, own, [&](size_t moff, size_t mn) {
     char* p = l.Contiguous(moff, mn, src);
     if (!p) {
       p = pack + (moff - off) * esize;
       l.Pack(moff, mn, src, p);
     }
-    Post(MPI_Isend, p, mn * esize, peer, tag, comm, reqs);
+    PostSend(p, mn * esize, peer, tag, comm, reqs);
   });
 }
 
@@ -117,11 +110,9 @@ TensorPieces SliceOfPieces(const TensorPieces& t, size_t off, size_t n, size_t e
 }
 
 void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataType dtype,
-                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
+                             ReduceOp op, size_t chunk_bytes, RingScratch* scratch, Comm& comm,
                              const SegmentFn& finish) {
-  int rank, n;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &n);
+  const int rank = comm.rank(), n = comm.size();
   const size_t esize = DataTypeSize(dtype);
   const TensorLayout l(t, esize);
   if (n == 1) {  // nothing to reduce: the output is the input
@@ -135,8 +126,8 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
   }
   const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   const size_t chunk = std::max<size_t>(1, chunk_bytes / esize);
-  std::vector<std::vector<MPI_Request>> sends;
-  std::vector<MPI_Request> recvs[2];
+  std::vector<std::vector<Transfer>> sends;
+  std::vector<Transfer> recvs[2];
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = RingMod(rank - s - 1, n), recv_idx = RingMod(rank - s - 2, n);
     const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
@@ -152,8 +143,8 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
     auto post_recv = [&](size_t k) {
       const size_t off = seg.offset[recv_idx] + k * chunk;
       l.Messages(off, ChunkLen(rlen, chunk, k), kOwnMessageBytes, [&](size_t moff, size_t mn) {
-        Post(MPI_Irecv, tmp[k & 1] + (moff - off) * esize, mn * esize, left, kReduceScatterTag + s,
-             comm, &recvs[k & 1]);
+        PostRecv(tmp[k & 1] + (moff - off) * esize, mn * esize, left, kReduceScatterTag + s, comm,
+                 &recvs[k & 1]);
       });
     };
     sends.assign(nsend, {});
@@ -168,7 +159,7 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
     };
     auto retire_send = [&](size_t k) {
       if (k >= nsend) return;
-      WaitAll(&sends[k]);
+      comm.WaitAll(&sends[k]);
       post_send(k + 2);
     };
     post_recv(0);
@@ -176,7 +167,7 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
     post_send(1);
     for (size_t k = 0; k < nrecv; ++k) {
       if (k + 1 < nrecv) post_recv(k + 1);
-      WaitAll(&recvs[k & 1]);
+      comm.WaitAll(&recvs[k & 1]);
       WatchProgress();
       const char* got = tmp[k & 1];
       l.ForEach(seg.offset[recv_idx] + k * chunk, ChunkLen(rlen, chunk, k),
@@ -208,17 +199,15 @@ void RingReduceScatterPieces(const TensorPieces& t, const Segments& seg, DataTyp
 constexpr size_t kMaxGatherMessage = size_t(8) << 20;
 
 void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esize,
-                         size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
-  int rank, n;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &n);
+                         size_t chunk_bytes, RingScratch* scratch, Comm& comm) {
+  const int rank = comm.rank(), n = comm.size();
   if (n == 1) return;
   const TensorLayout l(t, esize);
   const int right = RingMod(rank + 1, n), left = RingMod(rank - 1, n);
   const size_t chunk = std::max<size_t>(
       1, l.pieces() == 1 ? std::min(l.total(), kMaxGatherMessage / esize) : chunk_bytes / esize);
-  std::vector<std::vector<MPI_Request>> sends;
-  std::vector<MPI_Request> recvs[2];
+  std::vector<std::vector<Transfer>> sends;
+  std::vector<Transfer> recvs[2];
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = RingMod(rank - s, n), recv_idx = RingMod(rank - s - 1, n);
     const size_t slen = seg.count[send_idx], rlen = seg.count[recv_idx];
@@ -234,8 +223,7 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
       if (len == 0) return;  // nothing posted, on both ends
       char* p = l.Contiguous(off, len, false);
       landed[k & 1] = p ? nullptr : buffer(k & 1, rlen);
-      Post(MPI_Irecv, p ? p : landed[k & 1], len * esize, left, kAllgatherTag + s, comm,
-           &recvs[k & 1]);
+      PostRecv(p ? p : landed[k & 1], len * esize, left, kAllgatherTag + s, comm, &recvs[k & 1]);
     };
     sends.assign(nsend, {});
     auto post_send = [&](size_t k) {
@@ -250,14 +238,14 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
     post_send(1);
     for (size_t k = 0; k < std::max(nrecv, nsend); ++k) {
       if (k < nrecv) {
-        WaitAll(&recvs[k & 1]);
+        comm.WaitAll(&recvs[k & 1]);
         WatchProgress();
         if (landed[k & 1])
           l.Unpack(seg.offset[recv_idx] + k * chunk, ChunkLen(rlen, chunk, k), landed[k & 1]);
         post_recv(k + 2);
       }
       if (k < nsend) {
-        WaitAll(&sends[k]);
+        comm.WaitAll(&sends[k]);
         WatchProgress();
         post_send(k + 2);
       }
@@ -266,9 +254,8 @@ void RingAllgatherPieces(const TensorPieces& t, const Segments& seg, size_t esiz
 }
 
 void RingAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op, size_t chunk_bytes,
-                         RingScratch* scratch, MPI_Comm comm, const SegmentFn& finish) {
-  int n;
-  MPI_Comm_size(comm, &n);
+                         RingScratch* scratch, Comm& comm, const SegmentFn& finish) {
+  const int n = comm.size();
   const size_t esize = DataTypeSize(dtype);
   const TensorLayout l(t, esize);
   if (l.total() == 0) return;
@@ -278,19 +265,18 @@ void RingAllreducePieces(const TensorPieces& t, DataType dtype, ReduceOp op, siz
 }
 
 void RingReduceScatter(const void* src, void* dst, DataType dtype, ReduceOp op, const Segments& seg,
-                       size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm) {
+                       size_t chunk_bytes, RingScratch* scratch, Comm& comm) {
   RingReduceScatterPieces(OneTensor(src, dst, Total(seg)), seg, dtype, op, chunk_bytes, scratch,
                           comm);
 }
 
-void RingAllgather(void* buf, size_t esize, const Segments& seg, MPI_Comm comm) {
+void RingAllgather(void* buf, size_t esize, const Segments& seg, Comm& comm) {
   // One tensor: a segment per message, never through scratch.
   RingAllgatherPieces(OneTensor(buf, buf, Total(seg)), seg, esize, 0, nullptr, comm);
 }
 
 void RingAllreduce(const void* src, void* dst, size_t count, DataType dtype, ReduceOp op,
-                   size_t chunk_bytes, RingScratch* scratch, MPI_Comm comm,
-                   const SegmentFn& finish) {
+                   size_t chunk_bytes, RingScratch* scratch, Comm& comm, const SegmentFn& finish) {
   RingAllreducePieces(OneTensor(src, dst, count), dtype, op, chunk_bytes, scratch, comm, finish);
 }
 

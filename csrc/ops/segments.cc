@@ -11,7 +11,6 @@
 #include <exception>
 
 #include "common/watch_progress.h"
-#include "mpi/mpi_context.h"
 #include "ops/collectives.h"
 
 namespace hvd {
@@ -37,8 +36,7 @@ void* DiscardBuffer(std::vector<char>* storage, size_t bytes, const char* what) 
                  "[horovod] FATAL: cannot allocate %zu bytes for the %s, not even to "
                  "receive and drop it; ending the job\n",
                  bytes, what);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    std::abort();
+    std::abort();  // peers see this rank's end (mpirun or the TCP transport ends the job)
   }
   return storage->data();
 }
@@ -86,7 +84,7 @@ void PrefaultWithProgress(void* p, size_t bytes) {
 }
 
 void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, size_t recv_bytes,
-                   int src, int tag, MPI_Comm comm) {
+                   int src, int tag, Comm& comm) {
   // Each direction is cut into the same pieces on both ends (the receiver's recv_bytes equals
   // the sender's send_bytes), and every piece is its own message, so the counts always match
   // and byte counts above INT_MAX work. A few pieces are in flight each way: pieces posted all
@@ -98,32 +96,34 @@ void SendRecvBytes(const void* send, size_t send_bytes, int dst, void* recv, siz
   constexpr int kWindow = 4;
   const size_t nrecv = recv_bytes == 0 ? 1 : (recv_bytes + kPiece - 1) / kPiece;
   const size_t nsend = send_bytes == 0 ? 1 : (send_bytes + kPiece - 1) / kPiece;
-  // Slots [0, kWindow) receive, [kWindow, 2 kWindow) send; MPI_REQUEST_NULL when idle.
-  MPI_Request reqs[2 * kWindow];
+  // Slots [0, kWindow) receive, [kWindow, 2 kWindow) send; default (complete) when idle.
+  Transfer reqs[2 * kWindow];
+  // A transfer may complete as it is posted (a small send the transport buffered, a receive
+  // whose message had arrived): a slot is refilled until it holds a pending transfer or nothing
+  // is left to post, so every piece is posted exactly once.
   size_t posted_recv = 0, posted_send = 0;
-  int active = 0;
   auto post = [&](int slot) {
-    reqs[slot] = MPI_REQUEST_NULL;
-    if (slot < kWindow && posted_recv < nrecv) {
-      const size_t off = posted_recv++ * kPiece;
-      const int n = static_cast<int>(std::min(kPiece, recv_bytes - off));
-      HVD_MPI_CHECK(
-          MPI_Irecv(static_cast<char*>(recv) + off, n, MPI_BYTE, src, tag, comm, &reqs[slot]));
-      ++active;
-    } else if (slot >= kWindow && posted_send < nsend) {
-      const size_t off = posted_send++ * kPiece;
-      const int n = static_cast<int>(std::min(kPiece, send_bytes - off));
-      HVD_MPI_CHECK(MPI_Isend(static_cast<const char*>(send) + off, n, MPI_BYTE, dst, tag, comm,
-                              &reqs[slot]));
-      ++active;
+    reqs[slot] = Transfer();
+    while (!reqs[slot].handle) {
+      if (slot < kWindow && posted_recv < nrecv) {
+        const size_t off = posted_recv++ * kPiece;
+        reqs[slot] = comm.Irecv(static_cast<char*>(recv) + off, std::min(kPiece, recv_bytes - off),
+                                src, tag);
+      } else if (slot >= kWindow && posted_send < nsend) {
+        const size_t off = posted_send++ * kPiece;
+        reqs[slot] = comm.Isend(static_cast<const char*>(send) + off,
+                                std::min(kPiece, send_bytes - off), dst, tag);
+      } else {
+        return;
+      }
+      if (!reqs[slot].handle) WatchProgress();
     }
   };
   for (int slot = 0; slot < 2 * kWindow; ++slot) post(slot);
-  while (active > 0) {
-    const int index = WaitAnyData(2 * kWindow, reqs);
-    --active;
+  // WaitAny returns -1 once every slot is idle: all pieces posted and complete.
+  for (int index; (index = comm.WaitAny(2 * kWindow, reqs)) >= 0;) {
     WatchProgress();
-    post(index);  // MPI sets reqs[index] to MPI_REQUEST_NULL; the next piece takes the slot
+    post(index);  // the wait left reqs[index] complete: the next piece takes the slot
   }
 }
 

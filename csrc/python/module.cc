@@ -25,12 +25,6 @@ using namespace hvd_py;
 
 namespace {
 
-MPI_Comm CommFromHandle(uintptr_t h) {
-  if (h == 0) return MPI_COMM_NULL;
-  // mpi4py's MPI._handleof(): a pointer in Open MPI, an int in MPICH; a C cast fits both.
-  return (MPI_Comm)h;
-}
-
 std::shared_ptr<Handle> FindHandle(int64_t h) {
   ReapAbandoned();
   std::lock_guard<std::mutex> lk(g_handles_mu);
@@ -371,7 +365,7 @@ py::dict BuildInfo() {
   const LinkedLibraries info = GetLinkedLibraries();  // linked library versions; needs no GPU
   d["mpi_library"] = info.mpi_library;
   d["nccl_built"] = info.nccl_version;
-  d["gloo_built"] = false;
+  d["gloo_built"] = true;  // Gloo's role: the TCP transport (horovodrun --gloo, torchrun)
   d["cuda_built"] = info.cuda_runtime_version != 0;
   d["cuda_runtime_version"] = info.cuda_runtime_version;
   d["nccl_defects"] = NcclDefectNotes(info.nccl_version);  // known defects of the loaded NCCL
@@ -390,7 +384,7 @@ PYBIND11_MODULE(_core, m) {
         Status s;
         {
           py::gil_scoped_release nogil;
-          s = Init(CommFromHandle(comm), initial_sets);
+          s = Init(comm, initial_sets);
         }
         if (!s.ok()) Raise(s);
       },
@@ -403,6 +397,28 @@ PYBIND11_MODULE(_core, m) {
     ReapAbandoned();  // Shutdown failed every pending op: abandoned ones can go now
   });
   m.def("is_initialized", &IsInitialized);
+  m.def("transport_choice", &TransportChoice);
+  m.def(
+      "start_rendezvous",
+      [](const std::string& addr, int port, int size, const std::string& secret, double timeout_s) {
+        int64_t handle = 0;
+        int bound = 0;
+        Status s;
+        {
+          py::gil_scoped_release nogil;
+          s = StartRendezvousServer(addr, port, size, secret, timeout_s, &handle, &bound);
+        }
+        if (!s.ok()) Raise(s);
+        return py::make_tuple(handle, bound);
+      },
+      py::arg("addr"), py::arg("port"), py::arg("size"), py::arg("secret"), py::arg("timeout_s"));
+  m.def(
+      "stop_rendezvous",
+      [](int64_t handle) {
+        py::gil_scoped_release nogil;
+        StopRendezvousServer(handle);
+      },
+      py::arg("handle"));
   m.def("topology", [] {
     Topology t = GetTopology();
     py::dict d;
@@ -414,6 +430,7 @@ PYBIND11_MODULE(_core, m) {
     d["cross_size"] = t.cross_size;
     d["mpi_threads_multiple"] = t.mpi_threads_multiple;
     d["homogeneous"] = t.homogeneous;
+    d["transport"] = t.transport;
     return d;
   });
   m.def(

@@ -27,6 +27,7 @@ from horovod.common.basics import (  # noqa: F401  (exported through __all__)
     size,
     start_timeline,
     stop_timeline,
+    transport,
 )
 from horovod.common.engine_types import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from horovod.common.exceptions import (  # noqa: F401

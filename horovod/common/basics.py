@@ -169,9 +169,10 @@ def mpi_threads_supported():
 
 def build_info():
     """What this build has: a dict with horovod_version, mpi_built, mpi_library, nccl_built,
-    gloo_built, cuda_built, cpu_operations. Does not initialize MPI."""
+    gloo_built, cuda_built, cpu_operations, transport. Does not initialize MPI."""
     info = dict(_lib().build_info())
     info["horovod_version"] = __version__
+    info["transport"] = transport()
     return info
 
 
@@ -179,8 +180,16 @@ def mpi_built():
     return bool(_lib().build_info()["mpi_built"])
 
 
+def transport():
+    """The transport the engine runs on: "mpi" (started by mpirun) or "tcp" (torchrun, upstream
+    Gloo's variables, horovodrun --gloo). Before init: the one init() would choose here."""
+    if is_initialized():
+        return _topo("transport")
+    return _lib().transport_choice()
+
+
 def mpi_enabled():
-    return is_initialized()
+    return is_initialized() and _topo("transport") == "mpi"
 
 
 def nccl_built():
@@ -189,11 +198,12 @@ def nccl_built():
 
 
 def gloo_built():
-    return False
+    """True: the TCP transport takes Gloo's place (the same launch variables, no MPI needed)."""
+    return True
 
 
 def gloo_enabled():
-    return False
+    return is_initialized() and _topo("transport") == "tcp"
 
 
 def cuda_built():

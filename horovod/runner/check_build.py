@@ -114,13 +114,21 @@ def rows(info, error, env=os.environ):
     else:
         out += [
             ("MPI", bool(info["mpi_built"]), info.get("mpi_library", "").strip()),
-            ("Gloo", bool(info["gloo_built"]), ""),
+            (
+                "Gloo",
+                bool(info["gloo_built"]),
+                "our TCP transport in its place (horovodrun --gloo, torchrun, HOROVOD_GLOO_*)"
+                if info["gloo_built"]
+                else "",
+            ),
         ]
         out += _nccl_rows(info)
         out += [
             ("CUDA", bool(info["cuda_built"]), _cuda(int(info.get("cuda_runtime_version", 0)))),
             ("CPU operations", True, info.get("cpu_operations", "")),
         ]
+        if info.get("transport"):
+            out.append(("Transport", None, f"{info['transport']} (what hvd.init() chooses here)"))
     out.append(_tensorflow_row(tf))
     out.append(_torch_row(_dist_version("torch")))
     mpi4py = _dist_version("mpi4py")

@@ -11,26 +11,14 @@ import argparse
 import json
 import math
 import os
-import re
 import shlex
 import sys
 
 from horovod.runner import hosts as hostlib
 from horovod.runner import links, oversubscription, probe
+from horovod.runner.inherited import FORWARD_NAMES, FORWARD_PREFIXES, forwarded, usable_cpus  # noqa: F401
 from horovod.runner.supervise import _say, _stuck_message, run  # noqa: F401  (_stuck_message: tests)
 
-# Variables forwarded to every rank with -x (mpirun forwards only what it is told to when
-# ranks start through ssh; on one host this keeps both paths alike).
-FORWARD_NAMES = {
-    "PATH",
-    "PYTHONPATH",
-    "LD_LIBRARY_PATH",
-    "LD_PRELOAD",
-    "VIRTUAL_ENV",
-    "PYTHONUNBUFFERED",
-    "OMP_NUM_THREADS",
-}
-FORWARD_PREFIXES = ("HOROVOD_", "NCCL_", "TF_", "CUDA_", "GLOO_", "PYTHON")
 # Flags that set an engine knob: (flag, HOROVOD_* variable, unit) where unit is None when the
 # flag takes the knob's own value, else (knob units per flag unit, name).  The variables work
 # too.  parse_args checks each value with the engine's own parser and bounds.
@@ -130,7 +118,7 @@ def parse_args(argv, env=os.environ):
     p = argparse.ArgumentParser(
         prog="horovodrun",
         description="Run a Horovod training script on N processes, on this host or across "
-        "hosts over ssh (after a preflight of every host), through mpirun.",
+        "hosts over ssh (after a preflight of every host), through mpirun or (--gloo) over TCP.",
         usage="horovodrun [-np N] [-H host:slots,... | --hostfile FILE] [options] command "
         "[args ...]  |  horovodrun --check-build",
     )
@@ -182,7 +170,13 @@ def parse_args(argv, env=os.environ):
     p.add_argument(
         "--mpi",
         action="store_true",
-        help="use MPI (the only controller; accepted for upstream command lines)",
+        help="use MPI (the default controller; accepted for upstream command lines)",
+    )
+    p.add_argument(
+        "--gloo",
+        "--tcp",
+        action="store_true",
+        help="start the ranks without mpirun (here, or over ssh) and form the job over TCP",
     )
     check = p.add_argument_group("network check (--check-network)")
     check.add_argument(
@@ -260,11 +254,16 @@ def parse_args(argv, env=os.environ):
         "(default: never again in this job)",
     )
     p.add_argument("--mpi-args", default="", help="extra mpirun arguments, one quoted string")
-    p.add_argument("--mpirun", default="mpirun", help="mpirun executable (default: %(default)s)")
+    p.add_argument("--mpirun", help="mpirun executable (default: mpirun)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
     args = p.parse_args(argv)
     if args.check_build:
         return args
+    if args.gloo:
+        from horovod.runner import gloo_launch
+
+        gloo_launch.check_args(p, args)
+    args.mpirun = args.mpirun or "mpirun"
     if args.check_network:
         if args.command:
             p.error("--check-network runs its own program; give no command")
@@ -355,22 +354,6 @@ def resolve_hosts(args):
     if args.hosts:
         return hostlib.parse_hosts(args.hosts)
     return None
-
-
-def usable_cpus():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def forwarded(env):
-    pattern = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-    return sorted(
-        k
-        for k in env
-        if pattern.match(k) and (k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES))
-    )
 
 
 def knob_env(args, env):
@@ -499,11 +482,16 @@ def main(argv=None):
 
         return check_build()
     env = knob_env(args, os.environ)
+    job = launch_job
+    if args.gloo:
+        from horovod.runner import gloo_launch
+
+        job = gloo_launch.launch_job
     if args.host_discovery_script:
         from horovod.runner import elastic_driver
 
-        return elastic_driver.run(args, env, launch_job)
-    return launch_job(args, env, args.host_list)
+        return elastic_driver.run(args, env, job)
+    return job(args, env, args.host_list)
 
 
 def _oversubscribed(args, hosts, probes):

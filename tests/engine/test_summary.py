@@ -30,7 +30,7 @@ def test_summary_of_a_known_job(world):
     assert len(lines) == 4, err
     job, times, algorithms, slowest = lines
     m = re.fullmatch(
-        rf"{world} ranks on 1 host, [\d.]+ s: (\d+) collectives \((\d+) tensors\); "
+        rf"{world} ranks on 1 host over mpi, [\d.]+ s: (\d+) collectives \((\d+) tensors\); "
         r"(\d+) bytes reduced per rank \(10\.0 MiB\)",
         job,
     )
@@ -101,7 +101,10 @@ def test_single_process_summary():
     assert p.returncode == 0 and "OK known_job rank=0" in p.stdout, p.stdout + p.stderr
     lines = summary(p.stderr)
     assert len(lines) == 2, p.stderr  # no slowest rank among one
-    assert lines[0].startswith("1 rank on 1 host,") and f"{KNOWN_BYTES_REDUCED} bytes" in lines[0]
+    assert (
+        lines[0].startswith("1 rank on 1 host over mpi,")
+        and f"{KNOWN_BYTES_REDUCED} bytes" in lines[0]
+    )
     assert lines[1].endswith("allreduce bus bandwidth n/a (1 rank)"), lines[1]
 
 

@@ -19,7 +19,8 @@ def test_check_build(host, pins, run_ok, flavour, framework, torch_pins):
     rows = {line.split("  ")[0].strip(): line for line in out.splitlines()}
     assert pins["HOROVOD_VERSION"] in rows["Horovod"]
     assert re.search(r"\[X\]\s+Open MPI v" + re.escape(pins["OPENMPI_VERSION"]), rows["MPI"])
-    assert "[ ]" in rows["Gloo"]
+    assert "[X]" in rows["Gloo"] and "TCP transport" in rows["Gloo"]
+    assert re.search(r"\s+mpi \(what hvd.init\(\) chooses here\)", rows["Transport"])
     if flavour == "gpu":
         # The pinned NCCL, as loaded at run time, and no known defect of it (issue 55).
         nccl = rf"\[X\]\s+{re.escape(pins['NCCL_VERSION'])} \(the library loaded at run time\)$"

@@ -90,9 +90,10 @@ def test_table_with_engine():
         "mpi_built": True,
         "mpi_library": "Open MPI v4.1.4, x",
         "nccl_built": 23203,
-        "gloo_built": False,
+        "gloo_built": True,
         "cuda_built": False,
         "cpu_operations": "ring",
+        "transport": "tcp",
     }
     lines = check_build.format_table(check_build.rows(info, None, env={})).splitlines()
     assert lines[0].split()[1] == "9.9.9"
@@ -100,7 +101,8 @@ def test_table_with_engine():
         line.startswith("MPI") and "[X]" in line and "Open MPI v4.1.4" in line for line in lines
     )
     assert any(line.startswith("NCCL") and "[X]" in line and "2.32.3" in line for line in lines)
-    assert any(line.startswith("Gloo") and "[ ]" in line for line in lines)
+    assert any(line.startswith("Gloo") and "[X]" in line and "TCP" in line for line in lines)
+    assert any(line.startswith("Transport") and "tcp" in line for line in lines)
     assert not any("WARNING" in line or "NCCL defect" in line for line in lines)
 
 

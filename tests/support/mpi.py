@@ -1,4 +1,5 @@
-"""Launching MPI ranks, and plain processes, for the tests. Every launch has a hard timeout: a
+"""Launching MPI ranks, and plain processes, for the tests (ranks over the TCP transport:
+tcp.py, which Program's transport="tcp" routes to). Every launch has a hard timeout: a
 hang fails the test with the output so far instead of stalling CI.
 
 A scenario program (tests/engine/scenarios.py, tests/tensorflow/scenarios_ops.py and
@@ -166,8 +167,23 @@ class Program:
     def _options(self, options):
         return {**self.options, **options}
 
-    def launch(self, np_, name, *args, **options):
-        """Runs scenario `name` (or "a,b,c") on np_ ranks; returns (returncode, stdout, stderr)."""
+    def launch(self, np_, name, *args, transport="mpi", **options):
+        """Runs scenario `name` (or "a,b,c") on np_ ranks; returns (returncode, stdout, stderr).
+        transport="tcp": plain processes over the TCP transport instead of mpirun (tcp.py;
+        options may then also hold per_rank_env and grace)."""
+        if transport == "tcp":
+            from tests.support import tcp
+
+            return tcp.launch_tcp(
+                np_,
+                tcp.__file__,
+                self.path,
+                name,
+                *map(str, args),
+                what=f"{name} on {np_} TCP ranks",
+                **self._options(options),
+            )
+        assert transport == "mpi", f"unknown transport {transport!r}"
         return launch(
             np_,
             self.path,
@@ -179,18 +195,19 @@ class Program:
 
     def run_ok(self, np_, name, *args, **options):
         """Runs the scenario and asserts that it exits 0 with every rank's OK line; returns
-        (stdout, stderr)."""
+        (stdout, stderr). transport= as launch's."""
         rc, out, err = self.launch(np_, name, *args, **options)
         assert rc == 0 and ok_ranks(out, name) == set(range(np_)), (
             f"rc={rc}\nstdout:\n{out}\nstderr:\n{err}"
         )
         return out, err
 
-    def run_batch(self, np_, names, **options):
-        """One launch of scenarios `names` (in order, one process per rank); returns a Batch."""
+    def run_batch(self, np_, names, *args, **options):
+        """One launch of scenarios `names` (in order, one process per rank; `args` for every
+        one of them); returns a Batch. transport= as launch's."""
         options.setdefault("timeout", 300)
         start = time.monotonic()
-        rc, out, err = self.launch(np_, ",".join(names), **options)
+        rc, out, err = self.launch(np_, ",".join(names), *args, **options)
         return Batch(np_, list(names), rc, out, err, time.monotonic() - start)
 
     def run_single(self, name, *args, **options):

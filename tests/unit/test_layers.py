@@ -27,8 +27,10 @@ def test_csrc_includes_point_down():
 
 def clean_tree(root):
     write(root, "common/common.h", "#pragma once\n")
-    write(root, "mpi/mpi_context.h", '#include "common/common.h"\n')
-    write(root, "ops/collectives.h", '#include "common/common.h"\n#include "mpi/mpi_context.h"\n')
+    write(root, "transport/transport.h", '#include "common/common.h"\n')
+    seam = '#include "transport/transport.h"\n'
+    write(root, "transport/mpi/mpi_transport.h", "#include <mpi.h>\n" + seam)
+    write(root, "ops/collectives.h", '#include "common/common.h"\n' + seam)
     write(root, "engine/engine.h", '#include "ops/collectives.h"\n')
     write(root, "engine/watchdog.h", '#include "engine/engine.h"\n')
     write(root, "python/module.cc", '#include "common/common.h"\n#include "engine/engine.h"\n')
@@ -53,7 +55,8 @@ def test_planted_violations_are_named_with_file_and_line(tmp_path):
         "ops/broadcast.cc",
         '// up a layer\n#include "common/common.h"\n#include "engine/watchdog.h"\n',
     )
-    write(tmp_path, "common/config.cc", '#include "mpi/mpi_context.h"\n')
+    write(tmp_path, "common/config.cc", '#include "transport/transport.h"\n')
+    write(tmp_path, "engine/loop.cc", "#include <mpi.h>\n")
     write(
         tmp_path, "python/extra.cc", '#include "engine/watchdog.h"\n#include "ops/collectives.h"\n'
     )
@@ -63,7 +66,8 @@ def test_planted_violations_are_named_with_file_and_line(tmp_path):
     assert r.returncode == 1
     lines = r.stdout.splitlines()
     expected = [
-        f'{tmp_path}/common/config.cc:1: #include "mpi/mpi_context.h"',
+        f'{tmp_path}/common/config.cc:1: #include "transport/transport.h"',
+        f"{tmp_path}/engine/loop.cc:1: #include <mpi.h>: only csrc/transport/mpi/ talks to MPI",
         f"{tmp_path}/misc/loose.cc:1:",
         f'{tmp_path}/ops/broadcast.cc:3: #include "engine/watchdog.h"',
         f'{tmp_path}/python/extra.cc:1: #include "engine/watchdog.h"',

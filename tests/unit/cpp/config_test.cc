@@ -197,7 +197,7 @@ TEST_F(ConfigEnv, AgreedValuesListOnlyTheKnobsRanksMustShare) {
 
 TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
   const auto knobs = Config::Describe();
-  ASSERT_EQ(knobs.size(), 28u);
+  ASSERT_EQ(knobs.size(), 30u);
   EXPECT_EQ(knobs[0].env, "HOROVOD_FUSION_THRESHOLD");
   EXPECT_EQ(knobs[0].default_value, "134217728");
   EXPECT_EQ(knobs[0].type, "int");
@@ -252,7 +252,8 @@ TEST(CheckConfigAcrossRanks, DisagreementNamesEachKnobAndEachRanksValue) {
       CheckConfigAcrossRanks({"", "", ""},
                              {c.AgreedValues(), small.AgreedValues(), c.AgreedValues()}),
       "Horovod configuration error: these knobs must be equal on every rank (set them the same "
-      "way for every process, e.g. mpirun -x VAR=value): HOROVOD_CACHE_CAPACITY differs: ranks "
+      "way for every process, e.g. mpirun -x VAR=value or every worker's environment): "
+      "HOROVOD_CACHE_CAPACITY differs: ranks "
       "[0, 2] have '1024', rank 1 has '64'");
   const std::string two = CheckConfigAcrossRanks({"", ""}, {c.AgreedValues(), mpi.AgreedValues()});
   // Knobs in declaration order, each once.
