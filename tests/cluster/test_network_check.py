@@ -252,7 +252,7 @@ def test_end_of_job_summary_across_containers(cluster):
     out, err = cluster.run_ok(f"horovodrun {job}")
     n = 2 * cluster.workers
     assert re.search(
-        rf"^\[horovod summary\] {n} ranks on {cluster.workers} hosts, .*: .*; "
+        rf"^\[horovod summary\] {n} ranks on {cluster.workers} hosts over mpi, .*: .*; "
         rf"{10 << 20} bytes reduced per rank",
         err,
         re.M,
