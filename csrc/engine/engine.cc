@@ -362,10 +362,16 @@ Status Init(uintptr_t comm_handle, const std::string& initial_sets) {
   if (!s.ok()) return s;
   // Every rank learns every rank's config errors and agreed knobs, so that all fail together
   // with the same message instead of one rank failing and the others hanging or truncating.
-  const std::string mismatch = CheckConfigAcrossRanks(
-      e->net->AllgatherStrings(config_error), e->net->AllgatherStrings(e->config.AgreedValues()));
-  const std::string sets_mismatch =
-      mismatch.empty() ? InitialSetsMismatch(e->net->AllgatherStrings(initial_sets)) : "";
+  std::string mismatch, sets_mismatch;
+  try {
+    mismatch = CheckConfigAcrossRanks(e->net->AllgatherStrings(config_error),
+                                      e->net->AllgatherStrings(e->config.AgreedValues()));
+    if (mismatch.empty())
+      sets_mismatch = InitialSetsMismatch(e->net->AllgatherStrings(initial_sets));
+  } catch (const TransportError& err) {  // a peer left while the job formed (TCP)
+    e->net->Finalize();
+    return Status::Internal(std::string("Horovod could not start: ") + err.what());
+  }
   if (!mismatch.empty() || !sets_mismatch.empty()) {
     e->net->Finalize();
     e->init_error = mismatch.empty() ? sets_mismatch : mismatch;
