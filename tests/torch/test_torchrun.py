@@ -6,7 +6,6 @@ for two nodes (the cluster suite runs them across containers)."""
 
 import os
 import re
-import socket
 import subprocess
 import sys
 
@@ -14,24 +13,10 @@ import pytest
 
 from tests.support.mpi import environment
 from tests.support.paths import ROOT
+from tests.support.tcp import free_port
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 EXAMPLE = str(ROOT / "examples" / "pytorch_classifier.py")
-
-
-def free_port():
-    """A port free now, with the next one free too (the rendezvous takes MASTER_PORT + 1)."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-            return port
-    raise RuntimeError("no two adjacent free ports")
 
 
 def check_trained(out, err, ranks):
@@ -56,7 +41,7 @@ def test_torchrun_one_machine(nproc):
             "--nproc-per-node",
             str(nproc),
             "--master-port",
-            str(free_port()),
+            str(free_port(pair=True)),
             EXAMPLE,
             "--epochs",
             "2",
@@ -69,7 +54,7 @@ def test_torchrun_one_machine(nproc):
 def test_torchrun_two_agents_over_c10d():
     """`torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint ...` twice:
     torchrun's agents meet first, then its four workers meet in Horovod's rendezvous."""
-    port = free_port()
+    port = free_port(pair=True)
     base = TORCHRUN + [
         "--nnodes",
         "2",
