@@ -164,18 +164,7 @@ def device_in(c, container, network):
         text=True,
         check=True,
     ).stdout.strip()
-    addr = subprocess.run(
-        [
-            "docker",
-            "inspect",
-            "-f",
-            f'{{{{(index .NetworkSettings.Networks "{network}").IPAddress}}}}',
-            container,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    addr = c.address(container, network)
     rc, out, _, _ = c.exec(container, "ip -o -4 addr show")
     dev = next(line.split()[1] for line in out.splitlines() if f" {addr}/" in line)
     return dev, subnet

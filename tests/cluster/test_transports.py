@@ -42,26 +42,10 @@ def test_gloo_trains_keras_across_containers(cluster):
         assert not cluster.processes(cluster.worker(i), "orted|keras_digits"), cluster.worker(i)
 
 
-def address(container, network):
-    return subprocess.run(
-        [
-            "docker",
-            "inspect",
-            "-f",
-            f'{{{{(index .NetworkSettings.Networks "{network}").IPAddress}}}}',
-            container,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout.strip()
-
-
 def test_torchrun_across_two_workers():
     c = make_cluster(2, env={"HOROVOD_IMAGE_TAG": f"{TAG}-torch"})
     try:
-        master = address(c.worker(1), c.network)
+        master = c.address(c.worker(1))
         jobs = [
             subprocess.Popen(
                 [

@@ -105,6 +105,22 @@ class Cluster:
         """A background job in the launcher (a Job)."""
         return Job(["docker", "exec", self.launcher, "sh", "-c", cmd])
 
+    def address(self, container, network=None):
+        """The container's IPv4 address on `network` (default: this cluster's)."""
+        return subprocess.run(
+            [
+                "docker",
+                "inspect",
+                "-f",
+                f'{{{{(index .NetworkSettings.Networks "{network or self.network}").IPAddress}}}}',
+                container,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
+
     def processes(self, container, pattern):
         """Command lines of the processes in a container that match pattern (pgrep -af)."""
         rc, out, _, _ = self.exec(container, f"pgrep -af '{pattern}' || true", timeout=30)
