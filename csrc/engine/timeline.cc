@@ -31,7 +31,9 @@ std::string JsonEscape(const std::string& s) {
 Status Timeline::Init(const std::string& path, bool mark_cycles) {
   file_ = std::fopen(path.c_str(), "w");
   if (!file_) return Status::InvalidArgument("timeline: cannot open '" + path + "' for writing");
+  // Flushed at once: a reader of a running job's file finds at least the opening bracket.
   std::fputs("[\n", file_);
+  std::fflush(file_);
   // A new file: its own process metadata, and the state a previous Shutdown() left.
   pids_.clear();
   pending_.clear();

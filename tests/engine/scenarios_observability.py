@@ -30,9 +30,13 @@ def sc_timeline_short():
 
 def read_timeline_while_running(path):
     """The events of a timeline that is still being written: the file holds whole events and
-    lacks only the closing bracket."""
+    lacks only the closing bracket. Caught mid-flush (a chunk larger than stdio's buffer lands in
+    two writes) or before the first one, it reads as no events; the caller reads again."""
     text = open(path).read().rstrip()
-    return json.loads(text if text.endswith("]") else text + "\n]")
+    try:
+        return json.loads(text if text.endswith("]") else text + "\n]")
+    except json.JSONDecodeError:
+        return []
 
 
 def sc_timeline_live():
