@@ -3,49 +3,27 @@ job aborting, passes signals on, and leaves no process of the job behind, horovo
 included (issue 17, item 11)."""
 
 import os
-import re
 import selectors
 import signal
 import subprocess
 import sys
 import time
 
-from horovod.runner import links
+from horovod.runner.job_output import OutputScan
 
-# Lines that mean the job is ending on an error.  After one, mpirun normally exits within a few
-# seconds; when a host stops answering (paused, cut off) it waits forever for that host's daemon
-# to confirm its processes are gone, so horovodrun bounds the wait.
-ABORT_MARKERS = (
-    "MPI_ABORT was invoked",
-    "ORTE has lost communication",
-    "Aborting the job",
-    "Primary job  terminated normally, but",
-    "ORTE was unable to reliably start",
-)
+# After an abort marker (job_output.ABORT_MARKERS) mpirun gets this long to exit by itself.
 ABORT_GRACE_SECONDS = 15.0
-_WAITING_FOR = re.compile(r"waiting for ranks? \[?([0-9, ]+)\]?")
-# mpirun's report of a rank killed by a signal (the elastic driver counts it as a lost peer).
-_SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
-# The engine's watchdog (csrc/engine/watchdog.cc) ending the job because ranks stopped answering
-# inside a collective: MPI_Abort, so those ranks' peers never reach Python to say why.
-_STALL_ABORT = "Aborting the job (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS="
 
 
 class _Relay:
-    """Copies mpirun's stdout/stderr to ours and notices the abort markers and the ranks the
-    watchdog says it is waiting for.  It runs in the thread that started mpirun (pump), and no
-    other thread may start it: the kernel sends mpirun its parent-death signal when the thread
-    that is its parent exits (see _mpirun_preexec), and mpirun crashes on a
-    second SIGTERM while it stops the ranks, leaving them running."""
+    """Copies mpirun's stdout/stderr to ours, each whole line scanned by an OutputScan.  It
+    runs in the thread that started mpirun (pump), and no other thread may start it: the kernel
+    sends mpirun its parent-death signal when the thread that is its parent exits (see
+    _mpirun_preexec), and mpirun crashes on a second SIGTERM while it stops the ranks, leaving
+    them running."""
 
-    def __init__(self, proc):
-        self.aborted_at = None
-        self.waiting_for = set()
-        self.signalled = []  # (rank, host, signal) as mpirun reported them
-        self.stall_abort = False  # the watchdog aborted the job (_STALL_ABORT)
-        self.stalled = set()  # the ranks its abort named as not answering
-        self.slowest_link_gbps = None  # from a --check-network report (runner/links.py)
-        self.links_at_once_gbps = None  # the same links all busy at once
+    def __init__(self, proc, output):
+        self.output = output
         self._selector = selectors.DefaultSelector()
         for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
             os.set_blocking(src.fileno(), False)
@@ -97,23 +75,7 @@ class _Relay:
             pass
 
     def _scan(self, raw):
-        line = bytes(raw).decode(errors="replace")
-        m = _WAITING_FOR.search(line)
-        if m:
-            self.waiting_for.update(int(r) for r in m.group(1).replace(",", " ").split())
-        if _STALL_ABORT in line:
-            self.stall_abort = True
-            if m:
-                self.stalled.update(int(r) for r in m.group(1).replace(",", " ").split())
-        m = _SIGNALLED.search(line)
-        if m:
-            self.signalled.append((int(m.group(1)), m.group(2), int(m.group(3))))
-        m = links.REPORT_LINE.match(line)
-        if m:
-            self.slowest_link_gbps = float(m.group(1))
-            self.links_at_once_gbps = float(m.group(2)) if m.group(2) else None
-        if self.aborted_at is None and any(k in line for k in ABORT_MARKERS):
-            self.aborted_at = time.monotonic()
+        self.output.scan(bytes(raw).decode(errors="replace"))
 
 
 # Signals that end the job: each is passed on to mpirun, which stops its ranks.  SIGHUP (the
@@ -174,36 +136,16 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
             proc.send_signal(FORWARDED_SIGNALS[signum])
 
     previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
-    relay = _Relay(proc)
+    output = OutputScan()
+    relay = _Relay(proc, output)
     try:
         while True:
             relay.pump(0.5)
             rc = proc.poll()
             if rc is not None:
                 break
-            now = time.monotonic()
-            over = bound is not None and now - started > bound
-            aborted = relay.aborted_at and now - relay.aborted_at > ABORT_GRACE_SECONDS
-            # A second signal asks to hurry; otherwise mpirun had its grace to stop the ranks.
-            stop = bool(signalled) and (
-                len(signalled) > 1 or now - signalled[0][1] > SIGNAL_GRACE_SECONDS
-            )
-            if over or aborted or stop:
-                if stop:
-                    why = (
-                        f"horovodrun: mpirun has not stopped {SIGNAL_GRACE_SECONDS:.0f} s after "
-                        f"{signal.Signals(signalled[0][0]).name}"
-                        if len(signalled) == 1
-                        else "horovodrun: signalled again"
-                    ) + "; killing mpirun and its ranks"
-                elif over:
-                    why = (
-                        f"horovodrun: {bound_what} did not finish within {bound:.0f} s; "
-                        "stopping mpirun (a host may have stopped answering "
-                        "while the processes started)"
-                    )
-                else:
-                    why = _stuck_message(relay.waiting_for, placement or {})
+            why = _why_stop(started, bound, bound_what, signalled, output, placement)
+            if why:
                 _say(why)
                 # SIGKILL: mpirun, mid-abort, crashes on a second SIGTERM (in PMIx_Finalize).
                 # Its daemons on the hosts that answer exit when its connections close.
@@ -218,18 +160,36 @@ def run(cmd, env, placement=None, bound=None, bound_what="", report=None):
     # client) still holds them.
     relay.drain(5)
     if report is not None:
-        report.update(
-            aborted=relay.aborted_at is not None,
-            signalled=list(relay.signalled),
-            stall_abort=relay.stall_abort,
-            stalled=sorted(relay.stalled),
-            signal=signalled[0][0] if signalled else None,
-            slowest_link_gbps=relay.slowest_link_gbps,
-            links_at_once_gbps=relay.links_at_once_gbps,
-        )
+        report.update(output.findings(), signal=signalled[0][0] if signalled else None)
     if signalled and rc != 0:
         return 128 + signalled[0][0]  # like a shell: the job ended because of that signal
     return rc if rc >= 0 else 128 - rc
+
+
+def _why_stop(started, bound, bound_what, signalled, output, placement):
+    """Why mpirun must be stopped now (None: it need not): a second signal, or the grace after
+    the first passed; the bound passed; the grace after the job aborted passed."""
+    now = time.monotonic()
+    over = bound is not None and now - started > bound
+    aborted = output.aborted_at and now - output.aborted_at > ABORT_GRACE_SECONDS
+    # A second signal asks to hurry; otherwise mpirun had its grace to stop the ranks.
+    stop = bool(signalled) and (len(signalled) > 1 or now - signalled[0][1] > SIGNAL_GRACE_SECONDS)
+    if stop:
+        return (
+            f"horovodrun: mpirun has not stopped {SIGNAL_GRACE_SECONDS:.0f} s after "
+            f"{signal.Signals(signalled[0][0]).name}"
+            if len(signalled) == 1
+            else "horovodrun: signalled again"
+        ) + "; killing mpirun and its ranks"
+    if over:
+        return (
+            f"horovodrun: {bound_what} did not finish within {bound:.0f} s; "
+            "stopping mpirun (a host may have stopped answering "
+            "while the processes started)"
+        )
+    if aborted:
+        return _stuck_message(output.waiting_for, placement or {})
+    return None
 
 
 def _kill_session(sid):
