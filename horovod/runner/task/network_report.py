@@ -123,6 +123,47 @@ def report(
     """fusion_threshold: the engine's HOROVOD_FUSION_THRESHOLD, in bytes (0: fusion off);
     hierarchical: its HOROVOD_HIERARCHICAL_ALLREDUCE; at_once: Checker.ring_at_once()'s
     {(host, next host): bytes/s}."""
+    lines = _tables(checker, lat, bw, allreduce, plan)
+    # Links between hosts: the slow ones, by direction.
+    links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
+    # A ring's bus bandwidth is bounded by its slowest link: how close the engine comes.
+    top = allreduce.get(max(allreduce)) if allreduce else None
+    # The same links all busy at once, as the ring's steps keep them: what a ring can get.
+    together = {k: v for k, v in (at_once or {}).items() if isinstance(v, float)}
+    ring_min = min(together.items(), key=lambda kv: kv[1]) if together else None
+    link_lines, at_once_cause = _link_lines(links, allreduce, top, ring_min)
+    lines += link_lines
+    causes = slowdown_causes(checker, plan, hierarchical)
+    if at_once_cause:
+        causes.append(at_once_cause)
+    for cause in causes:
+        lines.append("cause: " + cause)
+    lines += _small_messages(lat, allreduce)
+    verdicts = []
+    slow_lines, slow_verdict = _slow_link_lines(bw, links)
+    lines += slow_lines
+    if slow_verdict:
+        verdicts.append(slow_verdict)
+    if links and top and top[1]:
+        bound = min(links.values())
+        lines.append(predicted_allreduce(checker, max(allreduce), top[0], bound, hierarchical))
+    interface_lines, faster_verdict = _interface_lines(checker.hosts, interfaces, plan["network"])
+    lines += interface_lines
+    if faster_verdict:
+        verdicts.append(faster_verdict)
+    lines += _model_lines(checker, plan, allreduce, fusion_threshold)
+    # The verdict names what holds the job back first: slow links (measured on the job's own
+    # transport), then a faster interface (the remedy raw TCP suggests), then the engine's reach,
+    # which is judged against the links, so they come before it.
+    reach_verdict = _reach_verdict(links, top, causes)
+    if reach_verdict:
+        verdicts.append(reach_verdict)
+    lines.append(_verdict(verdicts, links))
+    return "\n".join(lines)
+
+
+def _tables(checker, lat, bw, allreduce, plan):
+    """The header, the latency and bandwidth matrices, the engine's allreduce by size."""
     hosts = checker.hosts
     lines = [
         f"horovodrun --check-network: {len(hosts)} host(s), {checker.size} rank(s); "
@@ -149,165 +190,181 @@ def report(
     for size, (t, busbw) in sorted(allreduce.items()):
         shown = _gbs(busbw) if busbw else "n/a"
         lines.append(f"  {_size(size):>7}: {t * 1e6:9.1f} us  {shown} GB/s")
-    verdicts = []
-    # Links between hosts: the slow ones, by direction.
-    links = {k: v for k, v in bw.items() if k[0] != k[1] and isinstance(v, float)}
-    # A ring's bus bandwidth is bounded by its slowest link: how close the engine comes.
-    top = allreduce.get(max(allreduce)) if allreduce else None
-    # The same links all busy at once, as the ring's steps keep them: what a ring can get.
-    together = {k: v for k, v in (at_once or {}).items() if isinstance(v, float)}
-    ring_min = min(together.items(), key=lambda kv: kv[1]) if together else None
-    if links and top and top[1]:
-        bound = min(links.values())
+    return lines
+
+
+def _link_lines(links, allreduce, top, ring_min):
+    """The engine's reach against the slowest link, that link (horovodrun keeps it), the links
+    all at once; and, when they carry much less at once, that cause (else None)."""
+    lines = []
+    if not links:
+        return lines, None
+    (a, b), slowest = min(links.items(), key=lambda kv: kv[1])
+    if top and top[1]:
         line = (
-            f"allreduce reaches {top[1] / bound:.0%} of what the links allow ({_gbs(top[1])} "
-            f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(bound)} GB/s)"
+            f"allreduce reaches {top[1] / slowest:.0%} of what the links allow ({_gbs(top[1])} "
+            f"GB/s bus bandwidth at {max(allreduce) // MIB} MiB; slowest link {_gbs(slowest)} GB/s)"
         )
         if ring_min:
             line += f", {top[1] / ring_min[1]:.0%} of what they carry all at once"
         lines.append(line)
-    if links:
-        (a, b), slowest = min(links.items(), key=lambda kv: kv[1])
-        # horovodrun reads this line (runner/links.py REPORT_LINE) and keeps the figure.
-        together_text = f", {ring_min[1] / 1e9:.3f} GB/s all at once" if ring_min else ""
-        lines.append(
-            f"links: slowest {slowest / 1e9:.3f} GB/s between hosts ({a} -> {b}){together_text}; "
-            "horovodrun keeps it for later jobs on these hosts, whose summary compares with it"
-        )
-    causes = slowdown_causes(checker, plan, hierarchical)
-    if links and ring_min:
-        (a, b), carried = ring_min
-        share = carried / slowest
-        lines.append(
-            f"links at once (each host streams to the next while receiving, as a ring does): "
-            f"slowest {_gbs(carried)} GB/s ({a} -> {b}), {share:.0%} of the slowest link alone"
-        )
-        if share < AT_ONCE_FLOOR:
-            causes.append(
-                f"the links slow each other down: all busy at once, as a ring keeps them, the "
-                f"slowest carries {_gbs(carried)} GB/s, {share:.0%} of the "
-                f"{_gbs(slowest)} GB/s one link gets alone (hosts that share one "
-                "machine's CPUs, or one NIC or switch port): no allreduce gets more from them"
-            )
-    for cause in causes:
-        lines.append("cause: " + cause)
-    # Small messages against the links' latency: what a model of many small tensors pays.
+    # horovodrun reads this line (runner/links.py REPORT_LINE) and keeps the figure.
+    together_text = f", {ring_min[1] / 1e9:.3f} GB/s all at once" if ring_min else ""
+    lines.append(
+        f"links: slowest {slowest / 1e9:.3f} GB/s between hosts ({a} -> {b}){together_text}; "
+        "horovodrun keeps it for later jobs on these hosts, whose summary compares with it"
+    )
+    if not ring_min:
+        return lines, None
+    (a, b), carried = ring_min
+    share = carried / slowest
+    lines.append(
+        f"links at once (each host streams to the next while receiving, as a ring does): "
+        f"slowest {_gbs(carried)} GB/s ({a} -> {b}), {share:.0%} of the slowest link alone"
+    )
+    if share >= AT_ONCE_FLOOR:
+        return lines, None
+    return lines, (
+        f"the links slow each other down: all busy at once, as a ring keeps them, the "
+        f"slowest carries {_gbs(carried)} GB/s, {share:.0%} of the "
+        f"{_gbs(slowest)} GB/s one link gets alone (hosts that share one "
+        "machine's CPUs, or one NIC or switch port): no allreduce gets more from them"
+    )
+
+
+def _small_messages(lat, allreduce):
+    """Small messages against the links' latency: what a model of many small tensors pays."""
     link_lat = [v for k, v in lat.items() if k[0] != k[1] and v]
-    if link_lat and allreduce and min(allreduce) <= 64 * KIB:
-        t_small, worst = allreduce[min(allreduce)][0], max(link_lat)
-        if t_small > LATENCY_FACTOR * worst:
-            lines.append(
-                f"small messages: a {min(allreduce) // KIB} KiB allreduce takes "
-                f"{t_small * 1e6:.0f} us, {t_small / worst:.0f}x the slowest link's latency "
-                f"({worst * 1e6:.0f} us): many small gradients per step are latency-bound; "
-                "fusion packs them into fewer allreduces (HOROVOD_FUSION_THRESHOLD, and "
-                "HOROVOD_CYCLE_TIME for how long it waits to gather them)"
-            )
-    if links and top and top[1] and top[1] / bound < REACH_FLOOR:
-        reach_verdict = f"allreduce reaches {top[1] / bound:.0%} of what the links allow" + (
-            f" ({len(causes)} likely cause(s) above)"
-            if causes
-            else " (no cause this check can see: look for other processes on the CPUs, "
-            "and compare HOROVOD_CPU_OPERATIONS=mpi)"
+    if not (link_lat and allreduce and min(allreduce) <= 64 * KIB):
+        return []
+    t_small, worst = allreduce[min(allreduce)][0], max(link_lat)
+    if t_small <= LATENCY_FACTOR * worst:
+        return []
+    return [
+        f"small messages: a {min(allreduce) // KIB} KiB allreduce takes "
+        f"{t_small * 1e6:.0f} us, {t_small / worst:.0f}x the slowest link's latency "
+        f"({worst * 1e6:.0f} us): many small gradients per step are latency-bound; "
+        "fusion packs them into fewer allreduces (HOROVOD_FUSION_THRESHOLD, and "
+        "HOROVOD_CYCLE_TIME for how long it waits to gather them)"
+    ]
+
+
+def _slow_link_lines(bw, links):
+    """A line per slow link (slow_links), and the verdict naming the host most involved (None:
+    no slow link)."""
+    if not links:
+        return [], None
+    median = statistics.median(links.values())
+    slow = slow_links(bw)
+    lines = [
+        f"slow link: {a} -> {b}: {_gbs(links[(a, b)])} GB/s, median {_gbs(median)} GB/s"
+        for a, b in slow
+    ]
+    if not slow:
+        return lines, None
+    involved = sorted({h for k in slow for h in k}, key=lambda h: -sum(h in k for k in slow))
+    return lines, (
+        f"{len(slow)} slow link(s), more than {SLOW_FACTOR:g}x below the median "
+        f"(most involved: {involved[0]}): every ring step runs at the slowest link's "
+        "rate while the others idle; check that host's network"
+    )
+
+
+def _interface_lines(hosts, interfaces, chosen):
+    """Interfaces: the chosen one against every other subnet, per host; a warning for each host
+    where another is much faster, and the verdict naming the largest gain (None: none)."""
+    if not interfaces:
+        return [], None
+    lines = ["interfaces (raw TCP from each host to the next, GB/s):"]
+    for h in hosts:
+        cells = []
+        for subnet, per_host in interfaces.items():
+            if h in per_host:
+                ifname, addr, value, nxt = per_host[h]
+                mark = " (chosen)" if subnet == chosen else ""
+                v = f"{_gbs(value)} GB/s" if isinstance(value, float) else f"failed: {value}"
+                cells.append(f"{ifname} {addr}{mark} {v}")
+        lines.append(f"  {h}: " + "; ".join(cells))
+    faster = []  # (gain, interface, host) for the verdict: the largest gain is named
+    for h in hosts:
+        mine = interfaces.get(chosen, {}).get(h)
+        if not mine or not isinstance(mine[2], float):
+            continue
+        for subnet, per_host in interfaces.items():
+            other = per_host.get(h)
+            if (
+                subnet != chosen
+                and other
+                and isinstance(other[2], float)
+                and other[2] > FASTER_FACTOR * mine[2]
+            ):
+                msg = (
+                    f"{h}: the job's interface {mine[0]} ({chosen}) "
+                    f"carries {_gbs(mine[2])} GB/s, "
+                    f"but {other[0]} ({subnet}) carries {_gbs(other[2])} GB/s: use "
+                    f"--network-interface {other[0]}"
+                )
+                lines.append("warning: " + msg)
+                faster.append((other[2] / mine[2], other[0], h))
+    if not faster:
+        return lines, None
+    _, ifname, h = max(faster, key=lambda f: f[0])
+    return lines, f"a faster interface than the chosen one exists ({ifname} on {h})"
+
+
+def _model_lines(checker, plan, allreduce, fusion_threshold):
+    """The allreduce time per step of --model/--model-bytes' gradients, and the scaling
+    efficiency bound with --step-time-ms."""
+    model = plan.get("model_bytes")
+    if not (model and allreduce):
+        return []
+    n = checker.size
+    big = allreduce[max(allreduce)]
+    small = allreduce[min(allreduce)]
+    if not big[1]:
+        return []
+    fusion = fusion_threshold or model
+    t_comm = model * 2 * (n - 1) / n / big[1] + -(-model // fusion) * small[0]
+    line = (
+        f"model of {model / MIB:.1f} MiB of gradients: "
+        f"about {t_comm * 1e3:.1f} ms of allreduce per "
+        f"step on {n} ranks ({_gbs(big[1])} GB/s bus bandwidth at 64 MiB)"
+    )
+    step = plan.get("step_time_ms")
+    if step:
+        s = step / 1e3
+        line += (
+            f"; with a {step:g} ms compute step, scaling efficiency is at most "
+            f"{s / (s + t_comm):.0%} without overlap, "
+            f"{min(1.0, s / t_comm) if t_comm else 1.0:.0%} "
+            f"if communication fully overlaps compute"
         )
     else:
-        reach_verdict = None
-    if links:
-        median = statistics.median(links.values())
-        slow = slow_links(bw)
-        for a, b in slow:
-            lines.append(
-                f"slow link: {a} -> {b}: {_gbs(links[(a, b)])} GB/s, median {_gbs(median)} GB/s"
-            )
-        if slow:
-            involved = sorted(
-                {h for k in slow for h in k}, key=lambda h: -sum(h in k for k in slow)
-            )
-            verdicts.append(
-                f"{len(slow)} slow link(s), more than {SLOW_FACTOR:g}x below the median "
-                f"(most involved: {involved[0]}): every ring step runs at the slowest link's "
-                "rate while the others idle; check that host's network"
-            )
-    if links and top and top[1]:
-        lines.append(predicted_allreduce(checker, max(allreduce), top[0], bound, hierarchical))
-    # Interfaces: the chosen one against every other subnet, per host.
-    chosen = plan["network"]
-    if interfaces:
-        lines.append("interfaces (raw TCP from each host to the next, GB/s):")
-        for h in hosts:
-            cells = []
-            for subnet, per_host in interfaces.items():
-                if h in per_host:
-                    ifname, addr, value, nxt = per_host[h]
-                    mark = " (chosen)" if subnet == chosen else ""
-                    v = f"{_gbs(value)} GB/s" if isinstance(value, float) else f"failed: {value}"
-                    cells.append(f"{ifname} {addr}{mark} {v}")
-            lines.append(f"  {h}: " + "; ".join(cells))
-        faster = []  # (gain, interface, host) for the verdict: the largest gain is named
-        for h in hosts:
-            mine = interfaces.get(chosen, {}).get(h)
-            if not mine or not isinstance(mine[2], float):
-                continue
-            for subnet, per_host in interfaces.items():
-                other = per_host.get(h)
-                if (
-                    subnet != chosen
-                    and other
-                    and isinstance(other[2], float)
-                    and other[2] > FASTER_FACTOR * mine[2]
-                ):
-                    msg = (
-                        f"{h}: the job's interface {mine[0]} ({chosen}) "
-                        f"carries {_gbs(mine[2])} GB/s, "
-                        f"but {other[0]} ({subnet}) carries {_gbs(other[2])} GB/s: use "
-                        f"--network-interface {other[0]}"
-                    )
-                    lines.append("warning: " + msg)
-                    faster.append((other[2] / mine[2], other[0], h))
-        if faster:
-            _, ifname, h = max(faster, key=lambda f: f[0])
-            verdicts.append(f"a faster interface than the chosen one exists ({ifname} on {h})")
-    model = plan.get("model_bytes")
-    if model and allreduce:
-        n = checker.size
-        big = allreduce[max(allreduce)]
-        small = allreduce[min(allreduce)]
-        if big[1]:
-            fusion = fusion_threshold or model
-            t_comm = model * 2 * (n - 1) / n / big[1] + -(-model // fusion) * small[0]
-            line = (
-                f"model of {model / MIB:.1f} MiB of gradients: "
-                f"about {t_comm * 1e3:.1f} ms of allreduce per "
-                f"step on {n} ranks ({_gbs(big[1])} GB/s bus bandwidth at 64 MiB)"
-            )
-            step = plan.get("step_time_ms")
-            if step:
-                s = step / 1e3
-                line += (
-                    f"; with a {step:g} ms compute step, scaling efficiency is at most "
-                    f"{s / (s + t_comm):.0%} without overlap, "
-                    f"{min(1.0, s / t_comm) if t_comm else 1.0:.0%} "
-                    f"if communication fully overlaps compute"
-                )
-            else:
-                line += (
-                    "; pass --step-time-ms (one rank's step time) for the scaling efficiency bound"
-                )
-            lines.append(line)
-    # The verdict names what holds the job back first: slow links (measured on the job's own
-    # transport), then a faster interface (the remedy raw TCP suggests), then the engine's reach,
-    # which is judged against the links, so they come before it.
-    if reach_verdict:
-        verdicts.append(reach_verdict)
+        line += "; pass --step-time-ms (one rank's step time) for the scaling efficiency bound"
+    return [line]
+
+
+def _reach_verdict(links, top, causes):
+    """The engine's allreduce well below what the links allow (REACH_FLOOR), with its likely
+    causes counted; None when it is not."""
+    if not (links and top and top[1] and top[1] / min(links.values()) < REACH_FLOOR):
+        return None
+    return f"allreduce reaches {top[1] / min(links.values()):.0%} of what the links allow" + (
+        f" ({len(causes)} likely cause(s) above)"
+        if causes
+        else " (no cause this check can see: look for other processes on the CPUs, "
+        "and compare HOROVOD_CPU_OPERATIONS=mpi)"
+    )
+
+
+def _verdict(verdicts, links):
     if verdicts:
-        lines.append("verdict: WARN: " + "; ".join(verdicts))
-    elif links:
-        lines.append(
+        return "verdict: WARN: " + "; ".join(verdicts)
+    if links:
+        return (
             f"verdict: OK: every link between hosts within {SLOW_FACTOR:g}x of the median "
             f"({_gbs(statistics.median(links.values()))} GB/s), allreduce at "
             f"{REACH_FLOOR:.0%} or more of what they allow, and the chosen interface is the "
             "fastest measured"
         )
-    else:
-        lines.append("verdict: OK (one host: no links between hosts to judge)")
-    return "\n".join(lines)
+    return "verdict: OK (one host: no links between hosts to judge)"
