@@ -42,27 +42,25 @@ def log(text):
     _say(f"horovodrun: elastic: {text}")
 
 
-class Driver:
-    def __init__(self, args, env, launch_job):
-        self.launch_job = launch_job  # launch.launch_job: one mpirun (passed in: no import cycle)
+class HostWatch:
+    """What discovery lists (less the blacklisted hosts), polled every DISCOVERY_INTERVAL by
+    watch() in a thread, against the running generation's hosts: `changed` once a host of it is
+    gone or has fewer slots, or there are more slots and room to grow (the ranks re-form at
+    their next commit)."""
+
+    def __init__(self, args, blacklist):
         self.args = args
-        self.env = dict(env)
-        self.blacklist = Blacklist(args.blacklist_cooldown_range)
+        self.blacklist = blacklist
         self.lock = threading.Lock()
         self.generation = 0
         self.current = []  # [(host, slots)] of the running generation
         self.np = 0
         self.changed = False  # the hosts differ from the running generation's
-        self.relaunch_requests = []
         self.latest = None  # the last discovery's usable hosts
         self.discovery_error = None
         self.discovery = Discovery(args.host_discovery_script, args.slots_per_host)
         self.stop = threading.Event()
-        self.job_id = uuid.uuid4().hex[:12]
-        self.token = secrets.token_hex(16)
-        self.channel = Channel(self.token, self._answer, self._record)
 
-    # -- discovery ------------------------------------------------------------------------
     def usable(self, found):
         return [(h, s) for h, s in found if not self.blacklist.blocked(h)]
 
@@ -118,6 +116,11 @@ class Driver:
         while not self.stop.wait(DISCOVERY_INTERVAL):
             self.poll()
 
+    def close(self):
+        """Ends watch() and any discovery call in flight; a poll cut short says nothing."""
+        self.stop.set()
+        self.discovery.close()
+
     def wait_for_slots(self):
         """The usable hosts once they have >= --min-np slots, or None after --elastic-timeout."""
         deadline = time.monotonic() + self.args.elastic_timeout
@@ -148,16 +151,53 @@ class Driver:
                 said = True
             time.sleep(DISCOVERY_INTERVAL)
 
-    # -- the ranks' channel -----------------------------------------------------------------
-    def _answer(self, asked):
+    def begin(self, hosts, np_):
+        """The generation starting runs `np_` ranks on `hosts`: nothing has changed yet."""
+        with self.lock:
+            self.current, self.np, self.changed = hosts, np_, False
+
+    def end(self):
+        """The running generation ended: whether its hosts had changed. Between generations
+        nothing is "changed"."""
+        with self.lock:
+            changed = self.changed
+            self.current = []
+        return changed
+
+    def answer(self, asked):
         """Whether the hosts changed, for a rank of generation `asked` (a rank of an older one
         is told no: its generation is over)."""
         with self.lock:
             changed = self.changed and asked == str(self.generation)
             return {"changed": changed, "generation": self.generation}
 
+
+class Driver:
+    """Runs the generations one after another (launch_job each) until one finishes, the job
+    is signalled, a generation fails on its own, or --reset-limit is passed."""
+
+    def __init__(self, args, env, launch_job):
+        self.launch_job = launch_job  # launch.launch_job: one mpirun (passed in: no import cycle)
+        self.args = args
+        self.env = dict(env)
+        self.blacklist = Blacklist(args.blacklist_cooldown_range)
+        self.host_watch = HostWatch(args, self.blacklist)
+        self.requests_lock = threading.Lock()
+        self.relaunch_requests = []
+        self.job_id = uuid.uuid4().hex[:12]
+        self.token = secrets.token_hex(16)
+        self.channel = Channel(self.token, self.host_watch.answer, self._record)
+
+    @property
+    def generation(self):  # kept by HostWatch: its log and the channel's answers name it
+        return self.host_watch.generation
+
+    @generation.setter
+    def generation(self, value):
+        self.host_watch.generation = value
+
     def _record(self, body):
-        with self.lock:
+        with self.requests_lock:
             self.relaunch_requests.append(body)
 
     # -- the generations ------------------------------------------------------------------
@@ -167,13 +207,13 @@ class Driver:
         watcher = None
         try:
             while True:
-                found = self.wait_for_slots()
+                found = self.host_watch.wait_for_slots()
                 if found is None:
                     return 1
                 hosts, env = self._next_generation(found)
                 used_hosts.update(h for h, _ in hosts)
                 if watcher is None:
-                    watcher = threading.Thread(target=self.watch, daemon=True)
+                    watcher = threading.Thread(target=self.host_watch.watch, daemon=True)
                     watcher.start()
                 started = time.monotonic()
                 report = {}
@@ -211,8 +251,7 @@ class Driver:
                     return rc or 1
                 self.generation += 1
         finally:
-            self.stop.set()
-            self.discovery.close()
+            self.host_watch.close()
             self.channel.shutdown()
             elastic_hosts.remove_commits(self.args, self.env, self.job_id, used_hosts)
 
@@ -224,8 +263,8 @@ class Driver:
         if self.generation == 0 and self.args.np:
             np_ = min(np_, self.args.np)
         hosts = _fill(found, np_)
-        with self.lock:
-            self.current, self.np, self.changed = hosts, np_, False
+        self.host_watch.begin(hosts, np_)
+        with self.requests_lock:
             self.relaunch_requests = []
         env = dict(self.env)
         env.update(
@@ -243,9 +282,9 @@ class Driver:
         """Why a generation failed, as said in the log: its hosts that no longer answer (now
         blacklisted), ranks killed or stalled, relaunch requests, a change of hosts. Returns
         (those reasons, {lost host: why})."""
-        with self.lock:
-            changed, requests = self.changed, list(self.relaunch_requests)
-            self.current = []  # between generations nothing is "changed"
+        changed = self.host_watch.end()
+        with self.requests_lock:
+            requests = list(self.relaunch_requests)
         lost = elastic_hosts.unreachable(self.args, hosts)
         why = []
         for host, reason in lost.items():
