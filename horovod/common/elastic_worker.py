@@ -96,8 +96,8 @@ def resume(state):
     """Generation > 0: every rank takes the newest commit any rank's host holds. Returns the
     commit number, or None when no rank has one (the job failed before its first commit: it
     starts over from rank 0's state, as generation 0 did)."""
+    from horovod.common import array_ops as hnp
     from horovod.common import basics
-    from horovod.common import collectives as hnp
 
     mine, path = _newest_local()
     newest = int(
@@ -158,8 +158,8 @@ def _driver_request(path, body=None):
 def hosts_updated():
     """Whether the driver has new or lost hosts for this generation, the same on every rank
     (rank 0 asks, then broadcasts the answer)."""
+    from horovod.common import array_ops as hnp
     from horovod.common import basics
-    from horovod.common import collectives as hnp
 
     changed = 0
     if basics.rank() == 0:

@@ -134,6 +134,60 @@ def _not_a_set(process_set):
     return process_set is not None and not isinstance(process_set, ProcessSet)
 
 
+def _first_member(name, tensors, grouped):
+    """The name of an op's first tensor, which the engine names the op's errors by."""
+    return _core.member_name(name, 0, max(len(tensors), 1), grouped)
+
+
+def _host_inputs(name, tensors, outs, grouped, host):
+    """(arrays, outputs) of host tensors: each tensor through `host`; each output given (None:
+    a new one) checked against its input, or None when no outputs are given (the engine
+    allocates them)."""
+    arrays = _each(name, grouped, [(t,) for t in tensors], host)
+    if outs is None:
+        return arrays, None
+    pairs = [(a, o if o is None or host is as_array else host(o)) for a, o in zip(arrays, outs)]
+    return arrays, _each(name, grouped, pairs, _like)
+
+
+def _device_inputs(name, tensors, outs, grouped):
+    """(DeviceTensors, outputs) of device arrays; outputs None each where the engine
+    allocates them."""
+    members = [_core.member_name(name, i, len(tensors), grouped) for i in range(len(tensors))]
+    devices = _each(name, grouped, list(zip(members, tensors)), _device_arg)
+    if outs is None:
+        return devices, [None] * len(tensors)
+    return devices, _each(name, grouped, list(zip(members, devices, outs)), _device.output_for)
+
+
+def _inputs(name, tensors, outs, grouped, host):
+    """(arrays, outputs, devices): host tensors as NumPy arrays (devices None), or device
+    arrays as their DeviceTensors (arrays None). A bad member raises Refused naming it."""
+    plain_ = plain(tensors, outs) if host is as_array else None
+    if plain_ is not None:
+        arrays, outputs = plain_
+        return arrays, outputs, None
+    if any(_device.is_device_array(t) for t in tensors):
+        devices, outputs = _device_inputs(name, tensors, outs, grouped)
+        return None, outputs, devices
+    arrays, outputs = _host_inputs(name, tensors, outs, grouped, host)
+    return arrays, outputs, None
+
+
+def _engine_args(name, tensors, grouped, op, root, prescale, postscale):
+    """(reduce op, root rank, prescale, postscale) as the engine takes them; a bad one raises
+    Refused, named by the first tensor, as the engine names it."""
+    try:
+        return (
+            int(_args.reduce_op(op)),
+            _args.root_rank(root),
+            _args.real_factor("prescale_factor", prescale),
+            _args.real_factor("postscale_factor", postscale),
+        )
+    except (TypeError, ValueError) as e:
+        raise _args.Refused.of(_first_member(name, tensors, grouped), e) from None
+
+
 def submit(
     op_type,
     name,
@@ -157,7 +211,6 @@ def submit(
     A bad argument is not raised here: the op is queued with the reason and fails on every
     rank; synchronize then raises this rank's own error."""
     refused = None
-    devices = None
     # Not a process set at all (a str, a number) on one rank: refused like a bad tensor, and
     # negotiated in the global set, where the ranks that passed a good one most likely are
     # (raised on this rank alone, it left them waiting). A ProcessSet unknown to the engine (a
@@ -166,53 +219,15 @@ def submit(
     pid = 0 if not_a_set else _process_set_id(process_set)
     try:
         if not_a_set:  # raises its Refused, named by the first tensor
-            first = _core.member_name(name, 0, max(len(tensors), 1), grouped)
-            _args.checked(first, _process_set_id, process_set)
-        plain_ = plain(tensors, outs) if host is as_array else None
-        if plain_ is not None:
-            arrays, outputs = plain_
-        elif any(_device.is_device_array(t) for t in tensors):
-            members = [
-                _core.member_name(name, i, len(tensors), grouped) for i in range(len(tensors))
-            ]
-            devices = _each(name, grouped, list(zip(members, tensors)), _device_arg)
-            outputs = [None] * len(tensors)
-            if outs is not None:
-                outputs = _each(
-                    name, grouped, list(zip(members, devices, outs)), _device.output_for
-                )
-        else:
-            arrays = _each(name, grouped, [(t,) for t in tensors], host)
-            outputs = None
-            if outs is not None:
-                outputs = _each(
-                    name,
-                    grouped,
-                    [
-                        (a, o if o is None or host is as_array else host(o))
-                        for a, o in zip(arrays, outs)
-                    ],
-                    _like,
-                )
-        try:
-            args = (
-                int(_args.reduce_op(op)),
-                _args.root_rank(root),
-                _args.real_factor("prescale_factor", prescale),
-                _args.real_factor("postscale_factor", postscale),
-            )
-        except (TypeError, ValueError) as e:  # named by the first tensor, as the engine names it
-            first = _core.member_name(name, 0, max(len(tensors), 1), grouped)
-            raise _args.Refused.of(first, e) from None
+            _args.checked(_first_member(name, tensors, grouped), _process_set_id, process_set)
+        arrays, outputs, devices = _inputs(name, tensors, outs, grouped, host)
+        args = _engine_args(name, tensors, grouped, op, root, prescale, postscale)
     except _args.Refused as r:
         refused = r.args[0]
         invalid = _args.bare(refused)
-        devices = None
-        arrays, outputs, args = (
-            [np.zeros(0, np.uint8) for _ in tensors],
-            None,
-            (int(_types.Sum), 0, 1.0, 1.0),
-        )
+        # The op only carries the reason to every rank: empty host placeholders.
+        arrays, outputs, devices = [np.zeros(0, np.uint8) for _ in tensors], None, None
+        args = (int(_types.Sum), 0, 1.0, 1.0)
     # Device arrays go in as their (pointer, stream, ...) entries, host arrays as they are; a
     # refused op is always the host kind (empty placeholders).
     enqueue = _core.enqueue if devices is None else _core.enqueue_device

@@ -5,14 +5,14 @@ Ops are matched across ranks by name; pass stable names (e.g. "grad/layer1") so 
 steps take the engine's cached fast path. Unnamed ops get a per-process counter name, which
 matches across ranks only if every rank issues unnamed ops in the same order.
 
-NumPy arrays are what the shared submission layer (horovod/common: handles, collectives) takes
+NumPy arrays are what the shared submission layer (horovod/common: handles, array_ops) takes
 and returns, so this frontend is that layer's collectives as they are. Device arrays (CuPy,
 torch CUDA tensors, anything with __cuda_array_interface__ or __dlpack__) are taken too.
 """
 
 from horovod.common import basics as _b
 from horovod.common.api import *  # noqa: F403  (init, rank, ProcessSet, Sum, ...)
-from horovod.common.collectives import (  # noqa: F401  (the API)
+from horovod.common.array_ops import (  # noqa: F401  (the API)
     allgather,
     allgather_async,
     allgather_object,

@@ -8,29 +8,18 @@ types: ranks that disagree about a tensor raise tf.errors.FailedPreconditionErro
 the ranks on each side; a rank that left raises tf.errors.AbortedError naming it.
 
 This file only re-exports. One job per module: mpi_ops (the compiled ops, their names and
-gradients), collectives (hvd.allreduce, ...), reduction (reduce_gradients, the one place
-gradients are reduced, used by the tape, both optimizers and Keras), tape
-(DistributedGradientTape, PartialDistributedGradientTape), sync_batch_norm
-(SyncBatchNormalization), optimizer_v1 (DistributedOptimizer for tf.compat.v1 optimizers;
-Keras optimizers go to horovod.tensorflow.keras), functions (broadcasts of variables and
-objects), compression.
+gradients), tensor_ops (hvd.allreduce, ...: upstream's arguments, tf.IndexedSlices and
+compression around the ops of mpi_ops), reduction (reduce_gradients, the one place gradients
+are reduced, used by the tape, both optimizers and Keras), tape (DistributedGradientTape,
+PartialDistributedGradientTape), sync_batch_norm (SyncBatchNormalization), optimizer_v1
+(DistributedOptimizer for tf.compat.v1 optimizers; Keras optimizers go to
+horovod.tensorflow.keras), functions (broadcasts of variables and objects), compression.
 """
 
 import tensorflow as tf  # noqa: F401  (hvd.tf, as before the split)
 
 from horovod.common.api import *  # noqa: F403  (init, rank, ProcessSet, Sum, ...; re-exported)
 from horovod.tensorflow import elastic  # noqa: F401  (hvd.elastic.*)
-from horovod.tensorflow.collectives import (  # noqa: F401
-    allgather,
-    allreduce,
-    alltoall,
-    broadcast,
-    broadcast_,
-    grouped_allgather,
-    grouped_allreduce,
-    grouped_reducescatter,
-    reducescatter,
-)
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
     BroadcastGlobalVariablesHook,
@@ -52,5 +41,16 @@ from horovod.tensorflow.sync_batch_norm import SyncBatchNormalization  # noqa: F
 from horovod.tensorflow.tape import (  # noqa: F401
     DistributedGradientTape,
     PartialDistributedGradientTape,
+)
+from horovod.tensorflow.tensor_ops import (  # noqa: F401
+    allgather,
+    allreduce,
+    alltoall,
+    broadcast,
+    broadcast_,
+    grouped_allgather,
+    grouped_allreduce,
+    grouped_reducescatter,
+    reducescatter,
 )
 from horovod.tensorflow.util import _executing_eagerly  # noqa: F401  (upstream's tests use hvd's)

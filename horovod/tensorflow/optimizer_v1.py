@@ -14,6 +14,96 @@ from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import Adasum, Average
 
 
+def _accumulated(grads, accs):
+    """The ops adding each gradient into its accumulator; a tf.IndexedSlices is scatter-added
+    into the dense accumulator. A None gradient adds nothing."""
+    adds = []
+    for g, acc in zip(grads, accs):
+        if g is None:
+            continue
+        if isinstance(g, tf.IndexedSlices):
+            adds.append(
+                tf.raw_ops.ResourceScatterAdd(
+                    resource=acc.handle,
+                    indices=g.indices,
+                    updates=tf.convert_to_tensor(g.values, dtype_hint=acc.dtype),
+                )
+            )
+        else:
+            adds.append(
+                acc.assign_add(tf.convert_to_tensor(g, dtype_hint=acc.dtype), read_value=False)
+            )
+    return adds
+
+
+def _sums(accs, k, average):
+    """The accumulators' values (their mean over the k passes with `average`); None where a
+    variable has no accumulator (its gradient is None)."""
+    summed = []
+    for acc in accs:
+        if acc is None:
+            summed.append(None)
+            continue
+        total = acc.read_value()
+        if average:
+            total = total / tf.constant(k, total.dtype)
+        summed.append(total)
+    return summed
+
+
+def _zeroed(accs):
+    """The ops setting every accumulator back to zeros."""
+    return [
+        acc.assign(tf.zeros(acc.shape, acc.dtype), read_value=False)
+        for acc in accs
+        if acc is not None
+    ]
+
+
+def _new_accumulator(variable, collections):
+    """A zero-initialized, non-trainable resource variable of `variable`'s shape and dtype,
+    named after it, in `collections`."""
+    if not variable.shape.is_fully_defined():
+        raise ValueError(
+            f"backward_passes_per_step > 1 needs variables of "
+            f"known shape; {variable.name} has shape {variable.shape}"
+        )
+    shape, dtype = variable.shape, variable.dtype.base_dtype
+    return tf.compat.v1.Variable(
+        functools.partial(tf.zeros, shape, dtype),
+        dtype=dtype,
+        trainable=False,
+        name=variable.name.split(":")[0],
+        collections=collections,
+        use_resource=True,
+    )
+
+
+def _step_counted(global_step, applied, scope):
+    """The training op, named `scope`: `applied` and, if given, global_step incremented after it
+    (on every pass, as upstream)."""
+    if global_step is None:
+        return tf.group(applied, name=scope)
+    with tf.control_dependencies([applied]):
+        if isinstance(global_step, tf.Variable) and hasattr(global_step, "handle"):
+            return tf.raw_ops.AssignAddVariableOp(
+                resource=global_step.handle,
+                value=tf.constant(1, global_step.dtype.base_dtype),
+                name=scope,
+            )
+        return tf.compat.v1.assign_add(global_step, 1, name=scope).op  # a reference variable
+
+
+def _add_train_op(train_op, eager):
+    """Adds the training op to the graph's TRAIN_OP collection once, as tf.compat.v1's own
+    apply_gradients() does."""
+    if eager:
+        return
+    train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
+    if train_op not in train_ops:
+        train_ops.append(train_op)
+
+
 class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
     """tf.compat.v1.train.Optimizer whose gradients are reduced across ranks.
 
@@ -92,24 +182,7 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
         # checkpoints do not depend on backward_passes_per_step.
         outer = "" if eager else tf.compat.v1.get_default_graph().get_name_scope()
         with tf.compat.v1.name_scope(name, self.get_name() + "_Aggregate") as scope:
-            adds = []
-            for g, acc in zip(grads, accs):
-                if g is None:
-                    continue
-                if isinstance(g, tf.IndexedSlices):  # into the dense accumulator
-                    adds.append(
-                        tf.raw_ops.ResourceScatterAdd(
-                            resource=acc.handle,
-                            indices=g.indices,
-                            updates=tf.convert_to_tensor(g.values, dtype_hint=acc.dtype),
-                        )
-                    )
-                else:
-                    adds.append(
-                        acc.assign_add(
-                            tf.convert_to_tensor(g, dtype_hint=acc.dtype), read_value=False
-                        )
-                    )
+            adds = _accumulated(grads, accs)
             with tf.control_dependencies(adds):
                 counted = counter.assign_add(1, read_value=False)
             with tf.control_dependencies([counted]):
@@ -120,46 +193,20 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
 
             def reduce_and_apply():
                 with tf.compat.v1.name_scope(None if eager else prefix + "/"):
-                    summed = []
-                    for acc in accs:
-                        if acc is None:
-                            summed.append(None)
-                            continue
-                        total = acc.read_value()
-                        if self._average_aggregated_gradients:
-                            total = total / tf.constant(k, total.dtype)
-                        summed.append(total)
+                    summed = _sums(accs, k, self._average_aggregated_gradients)
                     reduced = _reduction.reduce_gradients(summed, variables, **self._hvd_options)
                 with tf.compat.v1.name_scope(None if eager else outer + "/" if outer else ""):
                     applied = self._optimizer.apply_gradients(list(zip(reduced, variables)))
                 with tf.control_dependencies([applied]):
-                    zeroed = [
-                        acc.assign(tf.zeros(acc.shape, acc.dtype), read_value=False)
-                        for acc in accs
-                        if acc is not None
-                    ]
+                    zeroed = _zeroed(accs)
                 with tf.control_dependencies(zeroed):
                     return tf.constant(True)
 
             # Tensors out of both branches (not ops), so that cond v1 and v2 both run the
             # branch's updates.
             applied = tf.cond(tf.equal(count % k, 0), reduce_and_apply, lambda: tf.constant(False))
-            if global_step is None:
-                train_op = tf.group(applied, name=scope)
-            else:
-                with tf.control_dependencies([applied]):
-                    if isinstance(global_step, tf.Variable) and hasattr(global_step, "handle"):
-                        train_op = tf.raw_ops.AssignAddVariableOp(
-                            resource=global_step.handle,
-                            value=tf.constant(1, global_step.dtype.base_dtype),
-                            name=scope,
-                        )
-                    else:  # a reference variable
-                        train_op = tf.compat.v1.assign_add(global_step, 1, name=scope).op
-        if not eager:
-            train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
-            if train_op not in train_ops:
-                train_ops.append(train_op)
+            train_op = _step_counted(global_step, applied, scope)
+        _add_train_op(train_op, eager)
         return train_op
 
     def _aggregation_variables(self, grads, variables):
@@ -188,21 +235,7 @@ class _DistributedOptimizerV1(tf.compat.v1.train.Optimizer):
                     continue
                 acc = state[2].get(v.ref())
                 if acc is None:
-                    if not v.shape.is_fully_defined():
-                        raise ValueError(
-                            f"backward_passes_per_step > 1 needs variables of "
-                            f"known shape; {v.name} has shape {v.shape}"
-                        )
-                    shape, dtype = v.shape, v.dtype.base_dtype
-                    acc = tf.compat.v1.Variable(
-                        functools.partial(tf.zeros, shape, dtype),
-                        dtype=dtype,
-                        trainable=False,
-                        name=v.name.split(":")[0],
-                        collections=collections,
-                        use_resource=True,
-                    )
-                    state[2][v.ref()] = acc
+                    acc = state[2][v.ref()] = _new_accumulator(v, collections)
                 accs.append(acc)
         return state[1], accs
 
@@ -277,10 +310,7 @@ class _DistributedAdasumOptimizerV1(_DistributedOptimizerV1):
 
             applied = tf.cond(tf.equal(count % k, 0), combine, lambda: tf.constant(False))
             train_op = tf.group(applied, name=scope)
-        if not eager:
-            train_ops = tf.compat.v1.get_collection_ref(tf.compat.v1.GraphKeys.TRAIN_OP)
-            if train_op not in train_ops:
-                train_ops.append(train_op)
+        _add_train_op(train_op, eager)
         return train_op
 
 

@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from horovod.common.gradients import groups_of as _groups_of
 from horovod.common.gradients import scale_factors as _scale_factors
-from horovod.tensorflow import collectives as _collectives
 from horovod.tensorflow import mpi_ops as _ops
+from horovod.tensorflow import tensor_ops as _tensor_ops
 from horovod.tensorflow.compression import Compression
 from horovod.tensorflow.mpi_ops import Adasum, Average, Sum
 
@@ -34,7 +34,7 @@ def reduce_gradients(
     `process_set`, if given). Adasum combines each gradient as upstream does (ops/adasum.cc);
     it has no sparse form."""
     if op == Adasum and not sparse_as_dense and any(isinstance(g, tf.IndexedSlices) for g in grads):
-        raise NotImplementedError(_collectives.ADASUM_SPARSE)
+        raise NotImplementedError(_tensor_ops.ADASUM_SPARSE)
     pid = _ops._process_set_id(process_set)
     size = _ops._set_rank_and_size(pid)[1]
     if size == 1:
@@ -59,7 +59,7 @@ def reduce_gradients(
         members = [present[j] for j in idx]
         key = f"{name}.{gi}" if eager else None
         # Sparse members: gathered values and indices, as upstream (one grouped op each).
-        reduced = _collectives._reduce_members(
+        reduced = _tensor_ops._reduce_members(
             [grads[i] for i in members], op, key, prescale, postscale, compression, pid, sparse_op
         )
         for i, r in zip(members, reduced):

@@ -16,8 +16,8 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from horovod.common import array_ops as _array_ops
 from horovod.common import basics as _b
-from horovod.common import collectives as _c
 from horovod.common import handles as _h
 from horovod.common import process_sets as _ps
 from horovod.common.engine_types import Average, Sum
@@ -44,7 +44,7 @@ def _copy_if_alias(out, tensor):
 def _allreduce(
     tensor: Tensor, name: str, op: int, prescale: float, postscale: float, pid: int
 ) -> Tensor:
-    h = _c.allreduce_async(
+    h = _array_ops.allreduce_async(
         _dt(tensor.contiguous()), op, _name(name), prescale, postscale, None, _ps.by_id(pid), **IO
     )
     return _copy_if_alias(_run(h), tensor)
@@ -76,7 +76,7 @@ _allreduce.register_autograd(_allreduce_backward, setup_context=_allreduce_setup
 def _grouped_allreduce(
     tensors: List[Tensor], name: str, op: int, prescale: float, postscale: float, pid: int
 ) -> List[Tensor]:
-    h = _c.grouped_allreduce_async(
+    h = _array_ops.grouped_allreduce_async(
         [_dt(t.contiguous()) for t in tensors],
         op,
         _name(name),
@@ -119,7 +119,7 @@ _grouped_allreduce.register_autograd(_grouped_backward, setup_context=_grouped_s
 
 @torch.library.custom_op("horovod::allgather", mutates_args=())
 def _allgather(tensor: Tensor, name: str, pid: int) -> Tensor:
-    h = _c.allgather_async(_dt(tensor.contiguous()), _name(name), _ps.by_id(pid), **IO)
+    h = _array_ops.allgather_async(_dt(tensor.contiguous()), _name(name), _ps.by_id(pid), **IO)
     return _copy_if_alias(_run(h), tensor)
 
 
@@ -134,8 +134,12 @@ def _allgather_backward_op(grad: Tensor, rows: int, pid: int) -> Tensor:
     # Every rank's loss depends on every rank's rows: average the gradients (as optimizers
     # average), then keep this rank's rows (where they start: the ranks before it).
     ps = _ps.by_id(pid)
-    g = _run(_c.allreduce_async(_dt(grad.contiguous()), Average, None, 1.0, 1.0, None, ps, **IO))
-    counts = _run(_c.allgather_async(torch.tensor([rows], dtype=torch.int64), None, ps, **IO))
+    g = _run(
+        _array_ops.allreduce_async(_dt(grad.contiguous()), Average, None, 1.0, 1.0, None, ps, **IO)
+    )
+    counts = _run(
+        _array_ops.allgather_async(torch.tensor([rows], dtype=torch.int64), None, ps, **IO)
+    )
     me = _ps.rank_and_size(pid)[0]
     start = int(counts[:me].sum())
     return g[start : start + rows].clone()
@@ -168,7 +172,7 @@ _allgather.register_autograd(_allgather_backward, setup_context=_allgather_setup
 
 @torch.library.custom_op("horovod::broadcast", mutates_args=())
 def _broadcast(tensor: Tensor, root_rank: int, name: str, pid: int) -> Tensor:
-    h = _c.broadcast_async(
+    h = _array_ops.broadcast_async(
         _dt(tensor.contiguous()), root_rank, _name(name), None, _ps.by_id(pid), **IO
     )
     return _copy_if_alias(_run(h), tensor)
@@ -203,7 +207,7 @@ _broadcast.register_autograd(_broadcast_backward, setup_context=_broadcast_setup
 def _reducescatter(
     tensor: Tensor, name: str, op: int, prescale: float, postscale: float, pid: int
 ) -> Tensor:
-    h = _c.reducescatter_async(
+    h = _array_ops.reducescatter_async(
         _dt(tensor.contiguous()), op, _name(name), prescale, postscale, _ps.by_id(pid), **IO
     )
     return _copy_if_alias(_run(h), tensor)
@@ -219,7 +223,7 @@ def _(tensor, name, op, prescale, postscale, pid):
 def _reducescatter_backward_op(grad: Tensor, rows: int, scale: float, pid: int) -> Tensor:
     # Each input row reaches one rank's output through the reduction: gather the rows'
     # gradients, scaled by `scale` (reducescatter_grad).
-    g = _run(_c.allgather_async(_dt(grad.contiguous()), None, _ps.by_id(pid), **IO))
+    g = _run(_array_ops.allgather_async(_dt(grad.contiguous()), None, _ps.by_id(pid), **IO))
     return g * scale if scale != 1.0 else g.clone()
 
 
@@ -256,7 +260,9 @@ _reducescatter.register_autograd(_reducescatter_backward, setup_context=_reduces
 def _alltoall(
     tensor: Tensor, splits: Optional[List[int]], name: str, pid: int
 ) -> Tuple[Tensor, Tensor]:
-    h = _c.alltoall_async(_dt(tensor.contiguous()), splits, _name(name), _ps.by_id(pid), **IO)
+    h = _array_ops.alltoall_async(
+        _dt(tensor.contiguous()), splits, _name(name), _ps.by_id(pid), **IO
+    )
     out, received = _run(h)
     return _copy_if_alias(out, tensor), received.to(torch.int64)
 
@@ -274,7 +280,9 @@ def _alltoall_backward_op(
 ) -> Tuple[Tensor, Tensor]:
     # The rows go back where they came from. What this alltoall receives from each rank (the
     # forward's splits) comes out too: its own gradient sends the rows back with them.
-    h = _c.alltoall_async(_dt(grad.contiguous()), received.tolist(), None, _ps.by_id(pid), **IO)
+    h = _array_ops.alltoall_async(
+        _dt(grad.contiguous()), received.tolist(), None, _ps.by_id(pid), **IO
+    )
     out, counts = _run(h)
     return _copy_if_alias(out, grad), counts.to(torch.int64)
 

@@ -3,7 +3,7 @@ rank starts from root_rank's."""
 
 import torch
 
-from horovod.common import collectives as _c
+from horovod.common import array_ops as _array_ops
 from horovod.common.exceptions import HorovodInvalidArgumentError
 from horovod.common.process_sets import global_process_set
 from horovod.torch import mpi_ops
@@ -37,7 +37,7 @@ def _check_same_keys(keys, root_rank, process_set):
     missing and extra keys: a key that some ranks lack would leave the others waiting for its
     broadcast for ever. One allgather of the key lists (once per call, not per tensor)."""
     everyone = dict(
-        _c.allgather_object(
+        _array_ops.allgather_object(
             (mpi_ops._b.rank(), keys), name="broadcast_parameters.keys", process_set=process_set
         )
     )
@@ -112,10 +112,10 @@ def _to_devices(root_state, own_state):
 @eager_only
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` (anything picklable, tensors included) on every rank."""
-    return _c.broadcast_object(obj, root_rank, name, process_set)
+    return _array_ops.broadcast_object(obj, root_rank, name, process_set)
 
 
 @eager_only
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj`, as a list indexed by rank in the set."""
-    return _c.allgather_object(obj, name, process_set)
+    return _array_ops.allgather_object(obj, name, process_set)

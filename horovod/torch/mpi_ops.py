@@ -1,5 +1,5 @@
 """horovod.torch's collectives: torch tensors through the shared submission layer
-(horovod/common/collectives.py), with upstream's signatures, in-place forms and autograd.
+(horovod/common/array_ops.py), with upstream's signatures, in-place forms and autograd.
 
 A CPU tensor reaches the engine as a NumPy view of its own memory (no copy; `_` forms reduce
 into the tensor itself when it is contiguous); a CUDA tensor as itself (horovod/common/device.py
@@ -12,8 +12,8 @@ import math
 import numpy as np
 import torch
 
+from horovod.common import array_ops as _array_ops
 from horovod.common import basics as _b
-from horovod.common import collectives as _c
 from horovod.common import handles as _h
 from horovod.common import process_sets as _ps
 from horovod.common.engine_types import Average, Sum
@@ -119,7 +119,7 @@ def allreduce_async(
     process_set=global_process_set,
 ):
     op = _op(op, average)
-    return _c.allreduce_async(
+    return _array_ops.allreduce_async(
         _dt(tensor), op, name, prescale_factor, postscale_factor, None, process_set, **_IO
     )
 
@@ -138,7 +138,9 @@ def allreduce_async_(
     view = _plain_view(tensor) if out is not None else None
     # A plain view is its own output (the tensor's memory) and needs no conversion on the way in.
     src, dst, io = (view, view, {"wrap": _wrap}) if view is not None else (_dt(tensor), out, _IO)
-    h = _c.allreduce_async(src, op, name, prescale_factor, postscale_factor, dst, process_set, **io)
+    h = _array_ops.allreduce_async(
+        src, op, name, prescale_factor, postscale_factor, dst, process_set, **io
+    )
     return _track(h, tensor, out)
 
 
@@ -147,7 +149,9 @@ class _Allreduce(torch.autograd.Function):
     def forward(ctx, tensor, name, op, prescale, postscale, process_set):
         ctx.args = (op, prescale, postscale, process_set)
         return synchronize(
-            _c.allreduce_async(_dt(tensor), op, name, prescale, postscale, None, process_set, **_IO)
+            _array_ops.allreduce_async(
+                _dt(tensor), op, name, prescale, postscale, None, process_set, **_IO
+            )
         )
 
     @staticmethod
@@ -205,7 +209,7 @@ def grouped_allreduce_async(
     process_set=global_process_set,
 ):
     op = _op(op, average)
-    return _c.grouped_allreduce_async(
+    return _array_ops.grouped_allreduce_async(
         _dts(list(tensors)), op, name, prescale_factor, postscale_factor, process_set, **_IO
     )
 
@@ -234,7 +238,7 @@ class _GroupedAllreduce(torch.autograd.Function):
         ctx.args = (op, prescale, postscale, process_set)
         return tuple(
             synchronize(
-                _c.grouped_allreduce_async(
+                _array_ops.grouped_allreduce_async(
                     _dts(list(tensors)), op, name, prescale, postscale, process_set, **_IO
                 )
             )
@@ -302,7 +306,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     t = tensor.coalesce()
     indices = _byte_rows(t.indices().t().contiguous())
     rows = torch.cat([indices, _byte_rows(t.values().contiguous())], dim=1)
-    h = _c.allgather_async(rows, name, process_set, **_IO)
+    h = _array_ops.allgather_async(rows, name, process_set, **_IO)
     return _SparseHandle(h, t, indices.shape[1], op, process_set)
 
 
@@ -338,14 +342,14 @@ class _SparseHandle:
 
 @_eager_only
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    return _c.allgather_async(_dt(tensor), name, process_set, **_IO)
+    return _array_ops.allgather_async(_dt(tensor), name, process_set, **_IO)
 
 
 class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
         ctx.rows, ctx.process_set = _rows(tensor), process_set
-        return synchronize(_c.allgather_async(_dt(tensor), name, process_set, **_IO))
+        return synchronize(_array_ops.allgather_async(_dt(tensor), name, process_set, **_IO))
 
     @staticmethod
     def backward(ctx, grad):
@@ -363,7 +367,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 @_eager_only
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    return _c.grouped_allgather_async(_dts(tensors), name, process_set, **_IO)
+    return _array_ops.grouped_allgather_async(_dts(tensors), name, process_set, **_IO)
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -389,13 +393,13 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 @_eager_only
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    return _c.broadcast_async(_dt(tensor), root_rank, name, None, process_set, **_IO)
+    return _array_ops.broadcast_async(_dt(tensor), root_rank, name, None, process_set, **_IO)
 
 
 @_eager_only
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     out = _into(tensor)
-    h = _c.broadcast_async(_dt(tensor), root_rank, name, out, process_set, **_IO)
+    h = _array_ops.broadcast_async(_dt(tensor), root_rank, name, out, process_set, **_IO)
     return _track(h, tensor, out)
 
 
@@ -404,7 +408,7 @@ class _Broadcast(torch.autograd.Function):
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root, ctx.process_set = root_rank, process_set
         return synchronize(
-            _c.broadcast_async(_dt(tensor), root_rank, name, None, process_set, **_IO)
+            _array_ops.broadcast_async(_dt(tensor), root_rank, name, None, process_set, **_IO)
         )
 
     @staticmethod
@@ -430,7 +434,7 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     if isinstance(splits, torch.Tensor):
         splits = splits.tolist()
-    return _c.alltoall_async(_dt(tensor), splits, name, process_set, **_IO)
+    return _array_ops.alltoall_async(_dt(tensor), splits, name, process_set, **_IO)
 
 
 class _Alltoall(torch.autograd.Function):
@@ -466,7 +470,7 @@ def reducescatter_async(
     prescale_factor=1.0,
     postscale_factor=1.0,
 ):
-    return _c.reducescatter_async(
+    return _array_ops.reducescatter_async(
         _dt(tensor), op, name, prescale_factor, postscale_factor, process_set, **_IO
     )
 
@@ -475,7 +479,9 @@ class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale, postscale):
         out = synchronize(
-            _c.reducescatter_async(_dt(tensor), op, name, prescale, postscale, process_set, **_IO)
+            _array_ops.reducescatter_async(
+                _dt(tensor), op, name, prescale, postscale, process_set, **_IO
+            )
         )
         # After the op: a tensor it refuses (a scalar) gets the engine's error, not ours.
         ctx.args, ctx.rows = (op, process_set, prescale, postscale), tensor.shape[0]
@@ -518,7 +524,7 @@ def grouped_reducescatter_async(
     prescale_factor=1.0,
     postscale_factor=1.0,
 ):
-    return _c.grouped_reducescatter_async(
+    return _array_ops.grouped_reducescatter_async(
         _dts(tensors), op, name, prescale_factor, postscale_factor, process_set, **_IO
     )
 
@@ -575,4 +581,4 @@ def join(device=-1):
 @_eager_only
 def barrier(process_set=global_process_set):
     """Returns once every rank (of the set) has called it."""
-    _c.allreduce(np.zeros(1, np.int32), Sum, "horovod.barrier", process_set=process_set)
+    _array_ops.allreduce(np.zeros(1, np.int32), Sum, "horovod.barrier", process_set=process_set)

@@ -70,6 +70,111 @@ def _pass_counted(delay, key):
     return delay[key] == 0
 
 
+class _GradientReduction:
+    """One optimizer's gradient reductions in a step: a gradient is submitted once it is due
+    (alone, or with its group once the whole group is), then step() waits for them all and
+    writes the results into the gradients. Apart from the optimizer class, whose own dict
+    DistributedOptimizer copies into a subclass of the user's optimizer class."""
+
+    def __init__(
+        self, names, trained, groups, compression, sparse_as_dense, scaled_op, process_set
+    ):
+        self.names = names  # {id(parameter): the name its gradient is reduced under}
+        self.compression = compression
+        self.sparse_as_dense = sparse_as_dense
+        self.densified = set()  # ids of parameters whose sparse gradient was sent dense
+        self.op, self.prescale, self.postscale = scaled_op
+        self.process_set = process_set
+        self.groups = (
+            [[trained[i] for i in idx] for idx in _gradients.groups_of(trained, groups)]
+            if groups
+            else []
+        )
+        self.group_of = {id(p): gi for gi, g in enumerate(self.groups) for p in g}
+        # Named after their members, as single gradients are, so that two optimizers' groups
+        # (an encoder's and a decoder's, in one backward) do not share a name.
+        self.group_names = [_group_name([names[id(p)] for p in g]) for g in self.groups]
+        self.ready = [set() for _ in self.groups]  # per group: ids of its due members
+        self.handles = {}  # id(param) or ("group", gi) -> (handle, params, compression ctxs)
+
+    def grad_of(self, p):
+        if p.grad is None:  # a parameter this rank's backward did not reach: zeros, so every
+            p.grad = torch.zeros_like(p)  # rank submits the same ops
+        if p.grad.is_sparse and self.sparse_as_dense:
+            p.grad = p.grad.to_dense()
+            self.densified.add(id(p))  # made sparse again once reduced, as upstream
+        return p.grad
+
+    def submit_one(self, p):
+        grad = self.grad_of(p)
+        name = self.names[id(p)]
+        if grad.is_sparse:
+            h = mpi_ops.sparse_allreduce_async(grad, name, self.op, self.process_set)
+            self.handles[id(p)] = (h, [p], [None])
+            return
+        sent, ctx = self.compression.compress(grad)
+        h = mpi_ops.allreduce_async_(
+            sent,
+            name=name,
+            op=self.op,
+            prescale_factor=self.prescale,
+            postscale_factor=self.postscale,
+            process_set=self.process_set,
+        )
+        self.handles[id(p)] = (h, [p], [(sent, ctx)])
+
+    def submit_group(self, gi):
+        params = self.groups[gi]
+        sent = [self.compression.compress(self.grad_of(p)) for p in params]
+        h = mpi_ops.grouped_allreduce_async_(
+            [s for s, _ in sent],
+            name=self.group_names[gi],
+            op=self.op,
+            prescale_factor=self.prescale,
+            postscale_factor=self.postscale,
+            process_set=self.process_set,
+        )
+        self.handles[("group", gi)] = (h, params, sent)
+        self.ready[gi].clear()
+
+    def due(self, p):
+        """`p`'s gradient is due: submitted alone, or its group once every member is due."""
+        key = id(p)
+        gi = self.group_of.get(key)
+        if gi is None:
+            self.submit_one(p)
+            return
+        self.ready[gi].add(key)
+        if len(self.ready[gi]) == len(self.groups[gi]):
+            self.submit_group(gi)
+
+    def submit_the_rest(self, trained):
+        """Submits what backward did not: every rank submits the same ops."""
+        for p in trained:
+            gi = self.group_of.get(id(p))
+            if gi is None and id(p) not in self.handles:
+                self.submit_one(p)
+        for gi in range(len(self.groups)):
+            if ("group", gi) not in self.handles:
+                self.submit_group(gi)
+
+    def wait_and_write(self):
+        """Waits for every submitted reduction and writes its results into the gradients."""
+        for h, params, sent in self.handles.values():
+            out = mpi_ops.synchronize(h)
+            outs = out if isinstance(out, list) else [out]
+            for p, o, s in zip(params, outs, sent):
+                if s is None:  # sparse: the reduced sparse tensor
+                    p.grad = o
+                    continue
+                g = self.compression.decompress(o, s[1])
+                if g is not p.grad:
+                    p.grad.copy_(g)
+                if id(p) in self.densified:  # the optimizer (SparseAdam) expects it sparse
+                    p.grad = p.grad.to_sparse()
+        self.densified.clear()
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(
         self,
@@ -84,34 +189,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         process_set,
     ):
         super(self.__class__, self).__init__(params)
-        self._compression = compression
-        self._sparse_as_dense = sparse_as_dense
-        self._densified = set()  # ids of parameters whose sparse gradient was sent dense
-        self._process_set = process_set
         size = _ps.set_size(process_set)
-        self._op, self._prescale, self._postscale = _gradients.scale_factors(
-            op, gradient_predivide_factor, size
-        )
+        scaled_op = _gradients.scale_factors(op, gradient_predivide_factor, size)
         # Only a set's members reduce (as upstream): a rank outside it steps on its own
         # gradients, so every rank can wrap its optimizer alike.
         self._reduces = size > 1 and _in_set(process_set)
         all_params = [p for group in self.param_groups for p in group["params"]]
         self._names = _gradient_names(named_parameters, all_params)
         trained = [p for p in all_params if p.requires_grad]
-        self._groups = (
-            [[trained[i] for i in idx] for idx in _gradients.groups_of(trained, groups)]
-            if groups
-            else []
+        self._reduction = _GradientReduction(
+            self._names, trained, groups, compression, sparse_as_dense, scaled_op, process_set
         )
-        self._group_of = {id(p): gi for gi, g in enumerate(self._groups) for p in g}
-        # Named after their members, as single gradients are, so that two optimizers' groups
-        # (an encoder's and a decoder's, in one backward) do not share a name.
-        self._group_names = [_group_name([self._names[id(p)] for p in g]) for g in self._groups]
-        self._ready = [set() for _ in self._groups]
+        # The reduction's own containers, which _reset_step (shared with the Adasum optimizer)
+        # clears and upstream's tests read (_handles).
+        self._handles = self._reduction.handles
+        self._ready = self._reduction.ready
         self.backward_passes_per_step = backward_passes_per_step
         self._delay = {id(p): backward_passes_per_step for p in trained}
         self._trained = trained
-        self._handles = {}  # id(param) or ("group", gi) -> (handle, params, compression ctxs)
         self._synchronized = False
         self._should_synchronize = True
         self._hooks = []
@@ -130,83 +225,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for k in self._delay:
             self._delay[k] = passes
 
-    # ---- submission ----------------------------------------------------------------------
-    def _grad_of(self, p):
-        if p.grad is None:  # a parameter this rank's backward did not reach: zeros, so every
-            p.grad = torch.zeros_like(p)  # rank submits the same ops
-        if p.grad.is_sparse and self._sparse_as_dense:
-            p.grad = p.grad.to_dense()
-            self._densified.add(id(p))  # made sparse again once reduced, as upstream
-        return p.grad
-
-    def _submit_one(self, p):
-        grad = self._grad_of(p)
-        name = self._names[id(p)]
-        if grad.is_sparse:
-            h = mpi_ops.sparse_allreduce_async(grad, name, self._op, self._process_set)
-            self._handles[id(p)] = (h, [p], [None])
-            return
-        sent, ctx = self._compression.compress(grad)
-        h = mpi_ops.allreduce_async_(
-            sent,
-            name=name,
-            op=self._op,
-            prescale_factor=self._prescale,
-            postscale_factor=self._postscale,
-            process_set=self._process_set,
-        )
-        self._handles[id(p)] = (h, [p], [(sent, ctx)])
-
-    def _submit_group(self, gi):
-        params = self._groups[gi]
-        sent = [self._compression.compress(self._grad_of(p)) for p in params]
-        h = mpi_ops.grouped_allreduce_async_(
-            [s for s, _ in sent],
-            name=self._group_names[gi],
-            op=self._op,
-            prescale_factor=self._prescale,
-            postscale_factor=self._postscale,
-            process_set=self._process_set,
-        )
-        self._handles[("group", gi)] = (h, params, sent)
-        self._ready[gi].clear()
-
     def _on_grad(self, p):
-        key = id(p)
-        if not _pass_counted(self._delay, key):
-            return
-        gi = self._group_of.get(key)
-        if gi is None:
-            self._submit_one(p)
-            return
-        self._ready[gi].add(key)
-        if len(self._ready[gi]) == len(self._groups[gi]):
-            self._submit_group(gi)
+        if _pass_counted(self._delay, id(p)):
+            self._reduction.due(p)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (submitting those backward did not reach) and
         writes the results into the gradients."""
         if self._reduces:
-            for p in self._trained:
-                gi = self._group_of.get(id(p))
-                if gi is None and id(p) not in self._handles:
-                    self._submit_one(p)
-            for gi in range(len(self._groups)):
-                if ("group", gi) not in self._handles:
-                    self._submit_group(gi)
-        for h, params, sent in self._handles.values():
-            out = mpi_ops.synchronize(h)
-            outs = out if isinstance(out, list) else [out]
-            for p, o, s in zip(params, outs, sent):
-                if s is None:  # sparse: the reduced sparse tensor
-                    p.grad = o
-                    continue
-                g = self._compression.decompress(o, s[1])
-                if g is not p.grad:
-                    p.grad.copy_(g)
-                if id(p) in self._densified:  # the optimizer (SparseAdam) expects it sparse
-                    p.grad = p.grad.to_sparse()
-        self._densified.clear()
+            self._reduction.submit_the_rest(self._trained)
+        self._reduction.wait_and_write()
         self._reset_step()
         self._synchronized = True
 

@@ -8,9 +8,9 @@ import functools
 
 import numpy as np
 
-from horovod.common import collectives
+from horovod.common import array_ops
 from horovod.common.api import *  # noqa: F403  (init, rank, ProcessSet, Sum, ...)
-from horovod.common.collectives import allgather_object, broadcast_object  # noqa: F401
+from horovod.common.array_ops import allgather_object, broadcast_object  # noqa: F401
 from horovod.common.handles import poll, synchronize  # noqa: F401
 
 
@@ -33,4 +33,4 @@ for _op in (
     "reducescatter",
 ):
     for _name in (_op, _op + "_async"):
-        globals()[_name] = functools.partial(getattr(collectives, _name), host=_host, wrap=_wrap)
+        globals()[_name] = functools.partial(getattr(array_ops, _name), host=_host, wrap=_wrap)

@@ -32,7 +32,7 @@ import keras  # noqa: F401  (hvd.keras, as before the split)
 import tensorflow as tf
 
 from horovod.common.api import *  # noqa: F403  (init, rank, ProcessSet, Sum, ...; re-exported)
-from horovod.tensorflow import collectives as _collectives
+from horovod.tensorflow import tensor_ops as _tensor_ops
 from horovod.tensorflow.compression import Compression  # noqa: F401
 from horovod.tensorflow.functions import (  # noqa: F401
     allgather_object,
@@ -67,7 +67,7 @@ def allreduce(
     process_set=None,
 ):
     """Reduces `value` across ranks (Average by default)."""
-    return _collectives.allreduce(
+    return _tensor_ops.allreduce(
         tf.convert_to_tensor(value),
         average=average,
         op=op,
@@ -81,19 +81,19 @@ def allreduce(
 
 def allgather(value, name=None, process_set=None):
     """Concatenates every rank's `value` along the first dimension."""
-    return _collectives.allgather(tf.convert_to_tensor(value), name=name, process_set=process_set)
+    return _tensor_ops.allgather(tf.convert_to_tensor(value), name=name, process_set=process_set)
 
 
 def broadcast(value, root_rank, name=None, process_set=None):
     """Returns root_rank's `value` on every rank."""
-    return _collectives.broadcast(
+    return _tensor_ops.broadcast(
         tf.convert_to_tensor(value), root_rank, name=name, process_set=process_set
     )
 
 
 def reducescatter(value, name=None, op=Average, process_set=None):
     """Reduces `value` across ranks and returns this rank's block of rows."""
-    return _collectives.reducescatter(
+    return _tensor_ops.reducescatter(
         tf.convert_to_tensor(value), op=op, name=name, process_set=process_set
     )
 

@@ -2,7 +2,8 @@
 grouped_allgather, broadcast, broadcast_, alltoall, reducescatter, grouped_reducescatter):
 argument handling and compression around the ops of mpi_ops. horovod.tensorflow re-exports
 them; the Keras helpers and gradient reduction call them from here, so neither needs the
-package's __init__.
+package's __init__. Named for what they take, tf.Tensor and tf.IndexedSlices, as
+horovod/common/array_ops.py is for arrays; mpi_ops.py is the compiled ops underneath.
 """
 
 import tensorflow as tf
