@@ -39,12 +39,12 @@ test/torch: build ## horovod.torch under real MPI ranks (np 2 and 3), with build
 	PYTHONPATH=$(CURDIR) $(TORCH_PYTHON) -m pytest -q tests/torch
 
 bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shared memory and TCP)
-	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) scripts/bench_allreduce.py
-	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) scripts/bench_allreduce.py
+	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) benchmarks/allreduce.py
+	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core --mca btl tcp,self $(PYTHON) benchmarks/allreduce.py
 
 plots: ## charts of the recorded benchmark outputs: docs/bench/*.txt -> docs/plots/*.png (matplotlib, pinned)
 	$(PYTHON) -c "import matplotlib" 2>/dev/null || $(PYTHON) -m pip install -q matplotlib==$(MATPLOTLIB_VERSION)
-	$(PYTHON) scripts/plot_benchmarks.py
+	$(PYTHON) benchmarks/plot.py
 
 # The GPU engine (HOROVOD_GPU_OPERATIONS=NCCL) compiled against PyPI's CUDA runtime and NCCL
 # wheels (scripts/install-prereqs.sh installs them): needs no GPU, so CI builds it every time.

@@ -49,10 +49,10 @@ def cluster_ps(c):
 
 
 def iperf_mbits(src, dst, port=5301):
-    """Mbit/s that dst received from src over 5 s (scripts/iperf_lib.sh)."""
+    """Mbit/s that dst received from src over 5 s (benchmarks/cluster_lib.sh)."""
     assert shutil.which("iperf3"), "iperf3 on the host (scripts/install-prereqs.sh)"
     script = (
-        f"source scripts/iperf_lib.sh; trap 'iperf_stop {dst} {port}' EXIT; "
+        f"source benchmarks/cluster_lib.sh; trap 'iperf_stop {dst} {port}' EXIT; "
         f"iperf_serve {dst} {port} && iperf_mbits {src} {dst} {port}"
     )
     p = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -113,7 +113,7 @@ def test_jobs_run_but_hold_no_net_admin(shaped):
 def test_ranks_leave_the_core_while_the_link_carries_their_data(shaped):
     # 2 ranks, 64 MiB allreduces over 400 Mbit/s: about 1.4 s each on the link. A rank that
     # spun in MPI_Waitall used a core all along (0.86 here before); the engine's waits nap.
-    # The output is allocated once (out=), as bench_allreduce.py does and as the frameworks'
+    # The output is allocated once (out=), as benchmarks/allreduce.py does and as the frameworks'
     # caching allocators do: a fresh 64 MiB numpy array per op faults its pages in while the
     # ranks receive: 0.07 of a core per rank and about 1 % of the time on a fast VM, more on
     # slow ones (where this test took 1.53-1.68 s with fresh arrays, the bench, which reuses its

@@ -1,4 +1,4 @@
-"""scripts/plot_benchmarks.py reads the recorded outputs as the benchmark scripts print them,
+"""benchmarks/plot.py reads the recorded outputs as the benchmark scripts print them,
 and every recorded output in docs/bench has a sweep to draw."""
 
 import importlib.util
@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("plot", ROOT / "scripts" / "plot_benchmarks.py")
+spec = importlib.util.spec_from_file_location("plot", ROOT / "benchmarks" / "plot.py")
 plot = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(plot)
 

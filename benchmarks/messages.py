@@ -7,14 +7,14 @@ buffer), four ways, median microseconds of rank 0:
   packed  copy into one buffer, one message, copy out (a fusion buffer)
   dtype   one message described by an MPI hindexed datatype on both ends
   one     one message of the same bytes from one buffer (what a single tensor costs)
-Usage: mpirun -np 2 python bench_messages.py [--pieces K] [--kib P]
+Usage: mpirun -np 2 python benchmarks/messages.py [--pieces K] [--kib P]
 """
 
 import argparse
 
 import numpy as np
-from bench_timing import per_op_us
 from mpi4py import MPI
+from runner import per_op_us
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--pieces", type=int, default=50)

@@ -2,8 +2,8 @@
 float32, out= given) on a CuPy array and on a NumPy array through the same engine, and of a
 CuPy device copy + synchronize (the work NCCL does at one rank), in one run.
 
-    mpirun -np 1 python scripts/bench_gpu_latency.py    (HOROVOD_TIMELINE=... for the spans:
-    python scripts/timeline_spans.py <timeline> gpu4k cpu4k)
+    mpirun -np 1 python benchmarks/gpu_latency.py    (HOROVOD_TIMELINE=... for the spans:
+    python benchmarks/timeline_spans.py <timeline> gpu4k cpu4k)
 
 With --pieces, also the pieces the device path adds, each alone (median and 90th percentile):
 an allreduce without `out`, a CUDA event made, recorded and destroyed, an idle stream's sync,
@@ -22,7 +22,7 @@ import horovod.numpy as hvd
 from horovod.common import device as device_arrays
 
 hvd.init()
-from bench_timing import per_op_us  # noqa: E402  (after hvd.init: it imports mpi4py)
+from runner import per_op_us  # noqa: E402  (after hvd.init: it imports mpi4py)
 
 xg = cp.ones(1024, cp.float32)
 yg = cp.empty_like(xg)

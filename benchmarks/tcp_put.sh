@@ -2,13 +2,13 @@
 # Open MPI's TCP transport on a shaped link, without containers or images (issue 43): two
 # network namespaces joined by a veth pair whose both ends send through `tc tbf` at RATE, one
 # rank in each (mpirun starts an orted in each namespace through a one-line rsh agent), and
-# scripts/bench_tcp_exchange.py under each btl_tcp setting compared in docs/shaped-links.md:
+# benchmarks/tcp_exchange.py under each btl_tcp setting compared in docs/shaped-links.md:
 #   default            the TCP transport as Open MPI ships it (emulated RDMA put)
 #   no put             btl_tcp_flags without put: what images/mpi sets
 #   put in 128 KiB     put kept, its fragments cut to max_send_size
 # (btl_tcp_links 4, four connections per pair, hung in connection setup here: not in the list.)
 # Needs root (ip netns, tc), iperf3 and the host's Open MPI + build/venv (install-prereqs.sh).
-#   scripts/bench_tcp_put.sh [RATE]      (default 400mbit; "none": unshaped veth)
+#   benchmarks/tcp_put.sh [RATE]      (default 400mbit; "none": unshaped veth)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rate=${1:-400mbit}
@@ -57,7 +57,7 @@ for pattern in "32 1024 2 both" "32 16384 4 both" "32 32768 1 both" "32 1024 2 o
     out=$(timeout 60 mpirun --allow-run-as-root -np 2 --host hvdlab1:1,hvdlab2:1 --mca plm_rsh_agent "$lab/agent" \
       --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self --mca btl_tcp_if_include 10.231.0.0/24 \
       --mca oob_tcp_if_include 10.232.0.0/16 $args \
-      "$python" "$PWD/scripts/bench_tcp_exchange.py" $pattern 2>&1 | tail -1) ||
+      "$python" "$PWD/benchmarks/tcp_exchange.py" $pattern 2>&1 | tail -1) ||
       out="$pattern: did not finish within 60 s (Open MPI's connection setup hung at times here)"
     printf '%-15s %s\n' "$label" "$out"
   done

@@ -1,6 +1,6 @@
 """Allreduce benchmark: our engine end to end vs our bare ring vs MPI_Allreduce, in one run.
 
-    mpirun -np 2 --bind-to core python scripts/bench_allreduce.py [--quick]
+    mpirun -np 2 --bind-to core python benchmarks/allreduce.py [--quick] [--record NAME]
 
 For float32 buffers from 4 KiB to 256 MiB it prints time per op and bus bandwidth
 (busbw = bytes * 2(n-1)/n / time, the nccl-tests definition) for
@@ -15,7 +15,6 @@ Each figure is the median of 5 trials that interleave the methods; a trial runs 
 back to back.
 """
 
-import argparse
 import statistics
 import time
 
@@ -24,10 +23,21 @@ import numpy as np
 import horovod.numpy as hvd
 
 hvd.init()
-from bench_timing import COMM, RANK, N, median_times, say  # noqa: E402
 from mpi4py import MPI  # noqa: E402  (after hvd.init: Horovod initializes MPI)
-
-KIB, MIB = 1 << 10, 1 << 20
+from runner import (  # noqa: E402
+    COMM,
+    KIB,
+    MIB,
+    RANK,
+    N,
+    arguments,
+    median_times,
+    parse_args,
+    parse_sizes,
+    ratio,
+    say,
+    size_label,
+)
 
 
 def busbw(nbytes, seconds):
@@ -74,12 +84,11 @@ def sweep(sizes, trials=5):
             cpu,
         )
         assert y[0] == N * (N + 1) / 2 and y2[0] == y[0], "results"
-        label = f"{nbytes // MIB} MiB" if nbytes >= MIB else f"{nbytes // KIB} KiB"
         say(
-            f"{label:>8} | {t_engine * 1e6:10.1f} {busbw(nbytes, t_engine):6.2f} | "
+            f"{size_label(nbytes):>8} | {t_engine * 1e6:10.1f} {busbw(nbytes, t_engine):6.2f} | "
             f"{t_ring * 1e6:10.1f} {busbw(nbytes, t_ring):6.2f} | "
             f"{t_mpi * 1e6:10.1f} {busbw(nbytes, t_mpi):6.2f} | "
-            f"{t_mpi / t_engine:10.2f} {t_mpi / t_ring:8.2f} | "
+            f"{ratio(t_engine, t_mpi):10.2f} {ratio(t_ring, t_mpi):8.2f} | "
             f"{cpu[0]:15.2f} {cpu[1]:4.2f} {cpu[2]:4.2f}"
         )
         rows.append((nbytes, t_engine, t_ring, t_mpi))
@@ -190,16 +199,10 @@ def cpu_share(nbytes=16 * MIB, iters=100):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = arguments(__doc__, sizes="", trials=5)
     ap.add_argument("--quick", action="store_true", help="4 KiB .. 16 MiB only")
     ap.add_argument(
-        "--sizes", help="comma-separated sizes in KiB/MiB, e.g. 16M,256M (default: 4K..256M)"
-    )
-    ap.add_argument(
         "--sweep-only", action="store_true", help="the size sweep only (no latency, no fusion)"
-    )
-    ap.add_argument(
-        "--trials", type=int, default=5, help="interleaved trials per size (the median counts)"
     )
     ap.add_argument(
         "--cpu",
@@ -216,7 +219,7 @@ def main():
         action="store_true",
         help="only: 100 x 40 KiB grouped and async against one 4000 KiB tensor",
     )
-    args = ap.parse_args()
+    args = parse_args(ap)
     if args.fusion:
         fusion_line()
         hvd.shutdown()
@@ -233,8 +236,7 @@ def main():
     if args.quick:
         sizes = sizes[:6]
     if args.sizes:
-        unit = {"K": KIB, "M": MIB}
-        sizes = [int(x[:-1]) * unit[x[-1].upper()] for x in args.sizes.split(",")]
+        sizes = parse_sizes(args.sizes)
     info = hvd.build_info()
     mpi_version = MPI.Get_library_version().replace(chr(0), "").splitlines()[0]
     say(f"# {N} ranks, float32 sum; {mpi_version}; engine cpu_operations={info['cpu_operations']}")

@@ -1,6 +1,6 @@
 """Median duration of each span in a Horovod timeline, per tensor row.
 
-    python scripts/timeline_spans.py timeline.json [tensor ...]
+    python benchmarks/timeline_spans.py timeline.json [tensor ...]
 
 The timeline (HOROVOD_TIMELINE) has one row per tensor; each op leaves spans such as
 NEGOTIATE_ALLREDUCE, ALLREDUCE and, inside it, MEMCPY_IN_FUSION_BUFFER, RING_ALLREDUCE,

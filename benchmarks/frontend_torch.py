@@ -1,6 +1,6 @@
 """horovod.torch against torch.distributed (gloo) on the same ranks, in one run.
 
-    mpirun -np 2 --bind-to core python scripts/bench_torch.py \
+    mpirun -np 2 --bind-to core python benchmarks/frontend_torch.py \
         [--bandwidth] [--training [--steps N]] [--compiled [--backend aot_eager]]
 
   bandwidth  float32 allreduce (sum) of 4 KiB .. 256 MiB: hvd.allreduce_ (in place) against

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per tensor of a grouped allreduce (issue 20, part 2), counted by callgrind, so the
 # figure repeats on a busy machine where wall-clock time does not:
-#   scripts/bench_per_tensor_ir.sh [TREE]      (TREE: a checkout with a built engine; default .)
+#   benchmarks/per_tensor_ir.sh [TREE]      (TREE: a checkout with a built engine; default .)
 # One rank (no transfers: only the per-tensor work of frontend, binding and engine) runs
 # hvd.grouped_allreduce over N (default 300) one-element float32 tensors, 20 times and then 60
 # times; the difference of each thread's instruction count, over 40 x N, is printed for the

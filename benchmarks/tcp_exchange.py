@@ -1,9 +1,9 @@
 """Two ranks send each other (or one sends the other) BYTES in messages of MSG bytes, WINDOW in
 flight each way, over whatever transport mpirun gives them; prints the rate per direction,
-best of 3. What a 2-rank ring step does, without the engine: scripts/bench_tcp_put.sh runs it
+best of 3. What a 2-rank ring step does, without the engine: benchmarks/tcp_put.sh runs it
 over a shaped link with Open MPI's TCP settings side by side.
 
-    mpirun -np 2 python scripts/bench_tcp_exchange.py MiB MSG_KiB WINDOW both|one
+    mpirun -np 2 python benchmarks/tcp_exchange.py MiB MSG_KiB WINDOW both|one
 """
 
 import sys

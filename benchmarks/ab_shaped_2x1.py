@@ -1,7 +1,7 @@
 """A/B of test_ranks_leave_the_core_while_the_link_carries_their_data's job by hand, on the same
 shaped cluster (3 workers at 400mbit, worker 3 at 200mbit), 2 x 1, launches alternating:
 
-    IMAGE_TAG=0.1.0-cpu python docs/bench/engine-ab/ab_shaped_2x1.py MSG:STAGGER:OUT[,...] ROUNDS
+    IMAGE_TAG=0.1.0-cpu python benchmarks/ab_shaped_2x1.py MSG:STAGGER:OUT[,...] ROUNDS
 
 Each variant: one 64 MiB allreduce, then 3 timed; the slower rank's time per op is kept and
 each variant's median printed. OUT=1 reuses the output (out=y), 0 allocates a fresh one per op.
@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.compose import make_cluster  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
 

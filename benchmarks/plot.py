@@ -2,17 +2,17 @@
 docs/plots/<same name>.png, shown beside the tables in docs/benchmarks.md.
 
 A recorded output is what a benchmark script printed, verbatim. Understood here:
-  - scripts/bench_hierarchical.sh: the iperf3 line, then one bench_allreduce.py sweep per mode
+  - benchmarks/cluster.sh hierarchical: the iperf3 line, then one allreduce.py sweep per mode
     ("== hierarchical ..." and "== flat ..."): bus bandwidth against message size for the engine
     in both modes, the bare flat ring, MPI_Allreduce, and iperf3 as horizontal lines;
-  - scripts/bench_allreduce.py alone: engine, bare ring and MPI_Allreduce;
-  - scripts/bench_torch.py --bandwidth: horovod.torch against torch.distributed (gloo);
-  - scripts/bench_shaped_allreduce.sh: the same sweeps on links shaped to a rate, drawn as a
+  - benchmarks/allreduce.py alone: engine, bare ring and MPI_Allreduce;
+  - benchmarks/frontend_torch.py --bandwidth: horovod.torch against torch.distributed (gloo);
+  - benchmarks/shaped.sh allreduce: the same sweeps on links shaped to a rate, drawn as a
     line beside iperf3 through the same shaper;
-  - scripts/bench_shaped_scaling.sh: scaling efficiency against the link rate, per number of
+  - benchmarks/shaped.sh scaling: scaling efficiency against the link rate, per number of
     workers, beside what the link predicts with and without overlap.
 
-    python scripts/plot_benchmarks.py [--out docs/plots] [FILE.txt ...]   (default docs/bench/*.txt)
+    python benchmarks/plot.py [--out docs/plots] [FILE.txt ...]   (default docs/bench/*.txt)
 """
 
 import argparse
@@ -36,7 +36,7 @@ SCALING_PREDICTED = re.compile(
     r"measured ([0-9.]+) %$"
 )
 SCALING_ALONE = re.compile(r"^== against one worker alone \([0-9.]+ img/s\): ([0-9.]+)% per rank")
-# bench_torch.py --bandwidth: size | horovod us GB/s | gloo us GB/s | ratio
+# frontend_torch.py --bandwidth: size | horovod us GB/s | gloo us GB/s | ratio
 TORCH_ROW = re.compile(
     r"^ *(\d+) (KiB|MiB) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+ +([0-9.]+) \| +[0-9.]+$", re.M
 )
@@ -46,7 +46,7 @@ IPERF = re.compile(r"one way ([0-9.]+) GB/s; both ways at once ([0-9.]+) GB/s pe
 def parse(text):
     """{"title", "iperf": (one way, both ways) or None, "sweeps": {mode: [(bytes, engine, ring,
     mpi)]}}, GB/s of bus bandwidth. A sweep's mode is the "== <mode>" line above it ("engine" if
-    none); bench_torch.py's rows make the mode "torch", as (bytes, horovod.torch, gloo)."""
+    none); frontend_torch.py's rows make the mode "torch", as (bytes, horovod.torch, gloo)."""
     first = text.strip().splitlines()[0] if text.strip() else ""
     m = IPERF.search(text)
     shaped = SHAPED.search(text)
@@ -142,7 +142,7 @@ def render(data, path):
     ticks = sorted(sizes)
     ax.set_xticks(ticks, [label(s) for s in ticks])
     ax.set_xlabel("message size (float32)")
-    ax.set_ylabel("bus bandwidth, GB/s" if not torch_rows else "GB/s (bench_torch.py)")
+    ax.set_ylabel("bus bandwidth, GB/s" if not torch_rows else "GB/s (frontend_torch.py)")
     ax.set_ylim(bottom=0)
     where = f", links at {data['shaped'][0]}" if data["shaped"] else ""
     ax.set_title(data["title"].split(";")[0] + where + ": allreduce bus bandwidth", fontsize=10)

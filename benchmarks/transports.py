@@ -1,6 +1,6 @@
 """Allreduce through the engine over its two transports, and over another build, in one run.
 
-    python scripts/bench_transports.py [--np 2] [--hosts w1:2,w2:2] [--sizes 4K,16M,64M]
+    python benchmarks/transports.py [--np 2] [--hosts w1:2,w2:2] [--sizes 4K,16M,64M]
         [--trials 5] [--old-tree PATH] [--env VAR=value ...]
 
 Each trial launches the same worker (this file, --worker) once per variant, in turn, so that a

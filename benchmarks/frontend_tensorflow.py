@@ -1,6 +1,6 @@
 """TensorFlow op overhead against the NumPy frontend on the same engine, in one run.
 
-    mpirun -np 2 --bind-to core python scripts/bench_tensorflow.py
+    mpirun -np 2 --bind-to core python benchmarks/frontend_tensorflow.py
 
   latency  4 KiB float32 allreduce, median of single timed ops: hvd.allreduce on an eager
            tf.Tensor vs horovod.numpy.allreduce (same name, so both take the cached fast path)
@@ -8,13 +8,13 @@
   fusion   100 gradients of 40 KiB reduced in a tf.function through DistributedGradientTape's
            grouped allreduce, vs one 4000 KiB tensor in a tf.function, vs 100 separate
            hvd.allreduce ops in a tf.function (each its own op: what grouping saves)
-    mpirun -np 2 --bind-to core python scripts/bench_tensorflow.py --model MobileNetV2
+    mpirun -np 2 --bind-to core python benchmarks/frontend_tensorflow.py --model MobileNetV2
 
   model    a model's gradients (the float32 shapes of its trainable variables, as
-           bench_grouped.py --model takes them) made fresh in a tf.function and reduced through
+           grouped.py --model takes them) made fresh in a tf.function and reduced through
            DistributedGradientTape, against the same function without Horovod and one
            tensor of their total through horovod.numpy (out=): what the step's allreduce adds
-    mpirun -np 2 --bind-to core python scripts/bench_tensorflow.py --allgather
+    mpirun -np 2 --bind-to core python benchmarks/frontend_tensorflow.py --allgather
 
   allgather 1, 4, 16 and 64 MiB float32 from each rank gathered in a tf.function (its output
            dies every call, as a step's would), against horovod.numpy's allgather of the same
@@ -36,7 +36,7 @@ import horovod.numpy as hnp  # noqa: E402
 import horovod.tensorflow as hvd  # noqa: E402
 
 hvd.init()
-from bench_timing import COMM, N, median_times, say  # noqa: E402  (after hvd.init)
+from runner import COMM, N, median_times, say  # noqa: E402  (after hvd.init)
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -136,7 +136,7 @@ def main():
 
 
 def model(name):
-    from bench_grouped import model_sizes  # noqa: E402  (its hvd.init is horovod.numpy's)
+    from grouped import model_sizes  # noqa: E402  (its hvd.init is horovod.numpy's)
 
     sizes = model_sizes(name)
     variables = [tf.Variable(tf.ones([s])) for s in sizes]

@@ -1,22 +1,22 @@
 """Per-tensor costs of grouped allreduces (issue 20, part 2), float32 sum, medians of rank 0:
-mpirun -np N python bench_grouped.py            # one line:
+mpirun -np N python benchmarks/grouped.py            # one line:
   grouped: 100 x 40 KiB through grouped_allreduce; whole(out): one 4000 KiB tensor into an
   `out`; whole(alloc): the same without `out`; ratio grouped / whole(out); tiny100: 100
   one-element tensors grouped (the per-tensor work, nothing to move)
-mpirun -np N python bench_grouped.py --outputs  # the same group through the binding, with
+mpirun -np N python benchmarks/grouped.py --outputs  # the same group through the binding, with
   the same output arrays every call ('same'), new NumPy arrays every call ('fresh'), and
   one 4000 KiB tensor ('whole'), interleaved: what fresh outputs cost
-mpirun -np N python bench_grouped.py --layouts  # 100 x 40 KiB grouped from separate arrays
+mpirun -np N python benchmarks/grouped.py --layouts  # 100 x 40 KiB grouped from separate arrays
   ('sep') and from views of one array ('views'), and one 4000 KiB tensor ('whole'): what
   inputs that do not lie back to back cost the ring (its chunks are packed through scratch)
-mpirun -np N python bench_grouped.py --model MobileNetV2   # a model's gradients: the float32
+mpirun -np N python benchmarks/grouped.py --model MobileNetV2   # a model's gradients: the float32
   shapes of a keras.applications model's trainable variables (32x32 images, 1000 classes, as
   the synthetic benchmark builds it) grouped, against one tensor of the same total
-mpirun -np N python bench_grouped.py --model MobileNetV2 --layouts   # --layouts over the
+mpirun -np N python benchmarks/grouped.py --model MobileNetV2 --layouts   # --layouts over the
   model's shapes, plus only its tensors of 16 KiB and up (the ring's own pieces) grouped:
   from separate arrays ('large'), from views of one array ('large_views'), and in place in
   those views ('large_inplace'); medians of 5 interleaved rounds
-mpirun -np N python bench_grouped.py --model MobileNetV2 --pages   # what 4 KiB pages cost
+mpirun -np N python benchmarks/grouped.py --model MobileNetV2 --pages   # what 4 KiB pages cost
   against 2 MiB (transparent huge) pages: one tensor of the model's size into an `out`, and its
   tensors of 16 KiB and up grouped from pieces of one array with gaps between them (so they do
   not lie back to back), the array on huge pages or not; medians of 5 interleaved rounds
@@ -33,7 +33,7 @@ import horovod.numpy as hvd
 from horovod.common import basics as _b
 
 hvd.init()
-from bench_timing import per_op_us  # noqa: E402  (after hvd.init: it imports mpi4py)
+from runner import per_op_us  # noqa: E402  (after hvd.init: it imports mpi4py)
 
 ELEMS_4K = 1024  # float32 elements in 4 KiB
 

@@ -2,12 +2,12 @@
 # Issue 20's host-array benchmarks (parts 2 and 5) on a machine with many cores, such as a lent
 # GPU machine's 16, for one or more source trees at once, interleaved so that a noisy moment hits
 # each alike:
-#   scripts/bench_host_rounds.sh [NAME=TREE ...]     (default: now=. ; ROUNDS, default 2)
+#   benchmarks/host_rounds.sh [NAME=TREE ...]     (default: now=. ; ROUNDS, default 2)
 # Each TREE (a checkout, e.g. `git worktree add .dev/before <rev>`) is built with scripts/
 # gpu_check.sh's build (BUILD_ONLY=1: NCCL where the machine has it, no TensorFlow, /usr/bin/c++),
 # then every round runs, per tree (its horovod package and engine; the benchmarks are this
-# tree's, from scripts/): `bench_allreduce.py --latency` and `--fusion`
-# at np 2 and 4, `bench_grouped.py` and `bench_grouped.py --model MobileNetV2` at np 2, all with
+# tree's, from benchmarks/): `allreduce.py --latency` and `--fusion`
+# at np 2 and 4, `grouped.py` and `grouped.py --model MobileNetV2` at np 2, all with
 # `--bind-to none` as horovodrun runs. Lines are prefixed with the tree's name; OUT_FILE (if set)
 # gets a copy of everything.
 set -uo pipefail
@@ -38,12 +38,12 @@ for round in $(seq "$ROUNDS"); do
   for name in "${NAMES[@]}"; do
     echo "== $name round $round"
     export PYTHONPATH="${SITE[$name]}"
-    cd "$ROOT/scripts" || exit 1
+    cd "$ROOT/benchmarks" || exit 1
     for np in 2 4; do
-      timeout 300 "${MPI[@]}" -np $np "$PYTHON" bench_allreduce.py --latency | sed "s/^/np $np /"
-      timeout 300 "${MPI[@]}" -np $np "$PYTHON" bench_allreduce.py --fusion | sed "s/^/np $np /"
+      timeout 300 "${MPI[@]}" -np $np "$PYTHON" allreduce.py --latency | sed "s/^/np $np /"
+      timeout 300 "${MPI[@]}" -np $np "$PYTHON" allreduce.py --fusion | sed "s/^/np $np /"
     done
-    timeout 300 "${MPI[@]}" -np 2 "$PYTHON" bench_grouped.py | sed "s/^/np 2 /"
-    timeout 300 "${MPI[@]}" -np 2 "$PYTHON" bench_grouped.py --model MobileNetV2 | sed "s/^/np 2 /"
+    timeout 300 "${MPI[@]}" -np 2 "$PYTHON" grouped.py | sed "s/^/np 2 /"
+    timeout 300 "${MPI[@]}" -np 2 "$PYTHON" grouped.py --model MobileNetV2 | sed "s/^/np 2 /"
   done
 done

@@ -1,4 +1,4 @@
-"""Process sets running at once: `mpirun -np 4 python scripts/bench_process_sets.py` splits
+"""Process sets running at once: `mpirun -np 4 python benchmarks/process_sets.py` splits
 the ranks into two sets of 2 and prints, for each set, its 16 MiB float32 allreduce bus
 bandwidth while the other set is idle and while both run (docs/benchmarks.md), through the
 engine (`hvd.allreduce(..., process_set=...)`) and, as the peer, through `MPI_Allreduce` (mpi4py)
