@@ -99,7 +99,7 @@ def scenario_join_tape():
 
 
 def scenario_join_fit_metric_average_stalls():
-    """Issue 54, class 13, as README.md ("Uneven data") states it: model.fit with shards of
+    """Issue 54, class 13, as docs/usage.md ("Uneven data") states it: model.fit with shards of
     different sizes and MetricAverageCallback never reaches join(). Rank 0 runs 4 steps, the
     others 2; at their epoch's end the others' metric exchange (an allgather) waits for rank 0,
     whose third step's gradient allreduce waits for them. Launched alone under a small
@@ -126,5 +126,5 @@ def scenario_join_fit_metric_average_stalls():
         return
     raise AssertionError(
         "model.fit returned: uneven shards with MetricAverageCallback no longer stall; "
-        "update README.md ('Uneven data'), the callback's docstring and this scenario"
+        "update docs/usage.md ('Uneven data'), the callback's docstring and this scenario"
     )

@@ -146,7 +146,7 @@ def test_join_with_uneven_data(keras_run):
 
 
 def test_join_fit_with_metric_average_stalls_as_documented():
-    """Issue 54, class 13 (README "Uneven data", MetricAverageCallback's docstring): with
+    """Issue 54, class 13 (docs/usage.md "Uneven data", MetricAverageCallback's docstring): with
     shards of different sizes, model.fit with MetricAverageCallback stalls before join(): the
     shorter rank's epoch-end allgather meets the longer rank's gradient allreduce. The stall
     inspector names both after HOROVOD_STALL_CHECK_TIME_SECONDS, and the stall shutdown fails

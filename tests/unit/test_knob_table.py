@@ -1,5 +1,5 @@
 """The engine's knob table (csrc/common/config.h, read through horovod._core) against what is
-written and done elsewhere: README.md's table lists every knob with its default, range and
+written and done elsewhere: docs/knobs.md's table lists every knob with its default, range and
 "equal" mark, and no stale row; no Python code in horovod/ reads an engine knob from the
 environment (with a default and parser of its own); the engine's one-knob check is init()'s.
 
@@ -23,18 +23,18 @@ UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 NUMBER = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)(?:\s*(KiB|MiB|GiB))?"
 
 
-def readme_rows():
-    """{variable: (default, range, equal)} of the README table under '### Environment knobs'."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Environment knobs", 1)[1].split("\n## ", 1)[0]
+def documented_rows():
+    """{variable: (default, range, equal)} of docs/knobs.md's table under '## The table'."""
+    text = (ROOT / "docs" / "knobs.md").read_text()
+    section = text.split("## The table", 1)[1].split("\n## ", 1)[0]
     lines = [line for line in section.splitlines() if line.startswith("|")]
     assert lines[0] == "| variable | default | range | equal | meaning |", lines[0]
     rows = {}
     for line in lines[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
         m = re.fullmatch(r"`(HOROVOD_[A-Z0-9_]+)`", cells[0])
-        assert m, f"README knob row without a `HOROVOD_*` name: {line}"
-        assert m.group(1) not in rows, f"README lists {m.group(1)} twice"
+        assert m, f"docs/knobs.md row without a `HOROVOD_*` name: {line}"
+        assert m.group(1) not in rows, f"docs/knobs.md lists {m.group(1)} twice"
         rows[m.group(1)] = tuple(cells[1:4])
     return rows
 
@@ -52,37 +52,37 @@ def _range_of(text):
     return _number(*first.groups()), _number(*last.groups())
 
 
-def test_readme_lists_every_knob_and_no_other():
-    rows = readme_rows()
+def test_knob_page_lists_every_knob_and_no_other():
+    rows = documented_rows()
     missing = sorted(set(KNOBS) - set(rows))
     stale = sorted(set(rows) - set(KNOBS))
     assert not missing and not stale, (
-        f"README.md's knob table lacks {missing} and lists {stale}, which the engine does not read"
+        f"docs/knobs.md's table lacks {missing} and lists {stale}, which the engine does not read"
     )
 
 
 @pytest.mark.parametrize("env", sorted(KNOBS))
-def test_readme_row_matches_the_engine(env):
-    rows = readme_rows()
+def test_knob_page_row_matches_the_engine(env):
+    rows = documented_rows()
     if env not in rows:
-        pytest.skip("reported by test_readme_lists_every_knob_and_no_other")
+        pytest.skip("reported by test_knob_page_lists_every_knob_and_no_other")
     knob = KNOBS[env]
     default, range_, equal = rows[env]
     assert default == (knob.default or "(off)"), (
-        f"{env}: README default {default!r}, engine {knob.default!r}"
+        f"{env}: documented default {default!r}, engine {knob.default!r}"
     )
     if knob.type in ("int", "float"):
         assert _range_of(range_) == (knob.min, knob.max), (
-            f"{env}: README range {range_!r}, engine [{knob.min}, {knob.max}]"
+            f"{env}: documented range {range_!r}, engine [{knob.min}, {knob.max}]"
         )
     elif knob.type == "bool":
-        assert range_ == "boolean", f"{env}: README range {range_!r} for a boolean"
+        assert range_ == "boolean", f"{env}: documented range {range_!r} for a boolean"
     elif knob.choices:
         assert range_ == ", ".join(knob.choices), (
-            f"{env}: README range {range_!r}, engine {knob.choices}"
+            f"{env}: documented range {range_!r}, engine {knob.choices}"
         )
     assert equal == ("yes" if knob.equal else ""), (
-        f"{env}: README equal {equal!r}, engine {'must' if knob.equal else 'need not'} agree"
+        f"{env}: documented equal {equal!r}, engine {'must' if knob.equal else 'need not'} agree"
     )
 
 

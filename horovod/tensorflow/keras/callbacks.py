@@ -60,7 +60,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
     on every rank), then one allreduce.
 
     Every rank must run the same number of steps per epoch. With shards of different sizes
-    (README, "Uneven data") `fit` stalls, as upstream's does: a shorter rank's epoch-end
+    (docs/usage.md, "Uneven data") `fit` stalls, as upstream's does: a shorter rank's epoch-end
     exchange waits for the longer ranks, whose next gradient allreduce waits for it. Rank 0's
     stall inspector names both after HOROVOD_STALL_CHECK_TIME_SECONDS (60 s), as
     `tensor 'allgather_object.MetricAverageCallback.metrics.sizes' (ALLGATHER) has waited 60 s
