@@ -30,7 +30,7 @@
 #   OUT_DIR=$OUT/gpu-lent-2 STAGES="torch upstream" REUSE_BUILD=1 scripts/gpu_lent.sh
 # then copy both folders from files_at into docs/bench/.
 # Exit status: 0 when every stage that ran passed (upstream's test counts are reported, not
-# judged: the README's differences table lists the failures expected there).
+# judged: docs/torch.md's differences table lists the failures expected there).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}

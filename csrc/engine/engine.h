@@ -143,7 +143,7 @@ Status StartRendezvousServer(const std::string& addr, int port, int size, const 
                              double timeout_s, int64_t* handle, int* bound_port);
 void StopRendezvousServer(int64_t handle);  // idempotent; unknown handles are ignored
 
-// Benchmark hook (scripts/bench_allreduce.py's "ring alone" line): the bare ring allreduce, a
+// Benchmark hook (benchmarks/allreduce.py's "ring alone" line): the bare ring allreduce, a
 // float32 sum of `count` elements in place, on a communicator beside the engine's, bypassing
 // the queue and negotiation. Runs on the calling thread; every rank must call it.
 Status RingAllreduceRaw(float* data, size_t count);

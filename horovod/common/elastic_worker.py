@@ -60,7 +60,7 @@ def save(state, commit):
             break
         except FileNotFoundError:
             # Another job's driver removed the empty store folder between makedirs' two mkdirs
-            # (its cleanup, elastic_driver.py); once this job's folder is in it, it stays.
+            # (elastic_hosts.remove_commits); once this job's folder is in it, it stays.
             if attempt == 2:
                 raise
     path = os.path.join(directory, f"slot-{basics.local_rank()}.commit")

@@ -182,7 +182,7 @@ def test_queries_do_not_initialize_mpi():
 
 
 def _is_environment(node):
-    """os.environ, environ, or a variable named env (launch.py's parse_args(env=...))."""
+    """os.environ, environ, or a variable named env (flags.py's parse_args(env=...))."""
     return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
         isinstance(node, ast.Name) and node.id in ("environ", "env")
     )
