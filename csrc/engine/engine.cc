@@ -24,7 +24,7 @@
 #include "engine/timeline.h"
 #include "engine/transports.h"
 #include "engine/watchdog.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 #include "transport/mpi/mpi_transport.h"
 #include "transport/transport.h"
 

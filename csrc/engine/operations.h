@@ -11,7 +11,7 @@
 #include "engine/tensor_queue.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 #include "transport/transport.h"
 
 namespace hvd {
