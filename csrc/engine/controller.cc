@@ -142,21 +142,8 @@ std::map<int, std::vector<const void*>> Controller::EagerRound(std::vector<uint6
 }
 
 ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposal) {
-  int64_t now = NowMicros();
-  for (auto& r : queue_->PopNewRequests()) {
-    if (IsControlOp(r.type)) {  // never cached: rank 0 must see every join and set change
-      to_send_.push_back(std::move(r));
-      continue;
-    }
-    int slot = -1;
-    auto found = cache_.Find(r, &slot);
-    if (found == ResponseCache::Lookup::HIT) {
-      pending_hits_[slot] = {std::move(r), now};
-    } else {
-      if (found == ResponseCache::Lookup::INVALID) invalid_slots_.insert(slot);
-      to_send_.push_back(std::move(r));
-    }
-  }
+  const int64_t now = NowMicros();
+  SortNewRequests(now);
   // A cached tensor that waits long is demoted to the slow path, so that rank 0 sees it and the
   // stall inspector can name the ranks that never submitted it.
   const bool stall_check = !config_.stall_check_disable;
@@ -170,21 +157,7 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   if (want_shutdown || !stall_shutdown_reason_.empty()) flags |= kWantsShutdown;
   if (!invalid_slots_.empty()) flags |= kHasInvalid;
   if (proposal) flags |= kNewParams;
-  std::vector<uint64_t> bits(words_, 0);
-  bits[0] = ~flags;
-  // A joined rank takes part in every cached allreduce the others are ready for (with zeros).
-  // It knows it has joined only from rank 0's broadcast, as the others do, so all ranks switch
-  // in the same round.
-  const bool joined = Joined(net_->rank);
-  if (joined) {
-    for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot)
-      if (cache_.Used(slot) && cache_.Get(slot).type == OpType::ALLREDUCE &&
-          !invalid_slots_.count(slot))
-        SetBit(&bits, 1, slot);
-  } else {
-    for (auto& kv : pending_hits_)
-      if (!invalid_slots_.count(kv.first)) SetBit(&bits, 1, kv.first);
-  }
+  std::vector<uint64_t> bits = ReadyBits(flags);
   const bool has_work = !pending_hits_.empty() || !to_send_.empty() || want_shutdown;
   // Every rank's background thread joins a round at least once a cycle, so a round that stays
   // blocked means a peer process is stopped, dead or stuck: the watchdog reports it.
@@ -200,10 +173,56 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
     net_->BitAndAllreduce(&bits, has_work);
   flags = ~bits[0];
 
+  ResponseList out;
+  out.responses = FastPathResponses(bits, &eager);
+  if (flags & kHasInvalid) EraseInvalidSlots();
+  invalid_slots_.clear();
+  if (flags & (kHasUncached | kWantsShutdown | kNewParams)) SlowPath(want_shutdown, proposal, &out);
+  if (net_->rank == 0 && stall_check) InspectStalls(NowMicros());
+  return out;
+}
+
+void Controller::SortNewRequests(int64_t now) {
+  for (auto& r : queue_->PopNewRequests()) {
+    if (IsControlOp(r.type)) {  // never cached: rank 0 must see every join and set change
+      to_send_.push_back(std::move(r));
+      continue;
+    }
+    int slot = -1;
+    auto found = cache_.Find(r, &slot);
+    if (found == ResponseCache::Lookup::HIT) {
+      pending_hits_[slot] = {std::move(r), now};
+    } else {
+      if (found == ResponseCache::Lookup::INVALID) invalid_slots_.insert(slot);
+      to_send_.push_back(std::move(r));
+    }
+  }
+}
+
+std::vector<uint64_t> Controller::ReadyBits(uint64_t flags) const {
+  std::vector<uint64_t> bits(words_, 0);
+  bits[0] = ~flags;
+  // A joined rank takes part in every cached allreduce the others are ready for (with zeros).
+  // It knows it has joined only from rank 0's broadcast, as the others do, so all ranks switch
+  // in the same round.
+  if (Joined(net_->rank)) {
+    for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot)
+      if (cache_.Used(slot) && cache_.Get(slot).type == OpType::ALLREDUCE &&
+          !invalid_slots_.count(slot))
+        SetBit(&bits, 1, slot);
+  } else {
+    for (auto& kv : pending_hits_)
+      if (!invalid_slots_.count(kv.first)) SetBit(&bits, 1, kv.first);
+  }
+  return bits;
+}
+
+std::vector<Response> Controller::FastPathResponses(
+    const std::vector<uint64_t>& bits, std::map<int, std::vector<const void*>>* eager) {
   // The cached responses ready everywhere, read in place: fusion copies what it needs.
   std::vector<const Response*> fast;
-  std::vector<Response> eager_responses;
-  if (joined) {
+  std::vector<Response> responses;  // the eager ones first
+  if (Joined(net_->rank)) {
     // The same slots, in the same (slot) order, as the ranks that have them pending.
     for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
       if (!cache_.Used(slot) || !TestBit(bits, 1, slot) || invalid_slots_.count(slot)) continue;
@@ -217,11 +236,11 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
       ++it;
       continue;
     }
-    auto parts = eager.find(it->first);
-    if (parts != eager.end()) {
+    auto parts = eager->find(it->first);
+    if (parts != eager->end()) {
       // Reduced alone, before the fused ones: its data is here already.
-      eager_responses.push_back(cache_.Get(it->first));
-      eager_responses.back().eager_parts = std::move(parts->second);
+      responses.push_back(cache_.Get(it->first));
+      responses.back().eager_parts = std::move(parts->second);
     } else {
       fast.push_back(&cache_.Get(it->first));
     }
@@ -239,88 +258,88 @@ ResponseList Controller::RunRound(bool want_shutdown, const TunedParams* proposa
   std::vector<Response> fused =
       FuseCachedResponses(fast, fusion_threshold_,
                           joined_.empty() ? -1 : net_->size - static_cast<int32_t>(joined_.size()));
-  if (flags & kHasInvalid) {
-    std::vector<uint64_t> inv(words_, 0);
-    for (int slot : invalid_slots_) SetBit(&inv, 1, slot);
-    net_->BitOrAllreduce(&inv);
-    for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
-      if (!TestBit(inv, 1, slot)) continue;
-      auto it = pending_hits_.find(slot);
+  for (auto& r : fused) responses.push_back(std::move(r));
+  return responses;
+}
+
+void Controller::EraseInvalidSlots() {
+  std::vector<uint64_t> inv(words_, 0);
+  for (int slot : invalid_slots_) SetBit(&inv, 1, slot);
+  net_->BitOrAllreduce(&inv);
+  for (int slot = 0; slot < static_cast<int>(cache_.capacity()); ++slot) {
+    if (!TestBit(inv, 1, slot)) continue;
+    auto it = pending_hits_.find(slot);
+    if (it != pending_hits_.end()) {
+      to_send_.push_back(std::move(it->second.request));
+      pending_hits_.erase(it);
+    }
+    cache_.Erase(slot);
+  }
+}
+
+void Controller::SlowPath(bool want_shutdown, const TunedParams* proposal, ResponseList* out) {
+  RequestList mine;
+  mine.requests.swap(to_send_);
+  mine.shutdown = want_shutdown;
+  auto blobs = net_->GatherToRoot(Encode(mine));
+  std::string blob;
+  if (net_->rank == 0) {
+    ResponseList root = Coordinate(blobs);
+    if (proposal) {
+      root.has_params = true;
+      root.params = *proposal;
+    }
+    blob = Encode(root);
+  }
+  net_->BroadcastFromRoot(&blob);
+  ResponseList slow;
+  const bool decoded = Decode(blob.data(), blob.size(), &slow);
+  if (!decoded) {
+    slow.shutdown = true;
+    slow.shutdown_reason = "internal error: undecodable response list from rank 0";
+  }
+  joined_ = slow.joined;
+  if (slow.has_params) {
+    // Rank 0 fused this round's responses with the old threshold, as every rank fused the
+    // fast path's: the new one applies from the next round on, everywhere alike.
+    fusion_threshold_ = slow.params.fusion_threshold;
+    out->has_params = true;
+    out->params = slow.params;
+  }
+  // Cached identically everywhere, before it runs.
+  CacheNegotiated(slow.responses);
+  std::vector<Response> group_failures;
+  FailGroupsLocally(slow.responses, &group_failures);
+  for (auto& r : slow.responses) out->responses.push_back(std::move(r));
+  for (auto& r : group_failures) out->responses.push_back(std::move(r));
+  out->shutdown = slow.shutdown;
+  out->shutdown_reason = std::move(slow.shutdown_reason);
+  out->shutdown_on_every_rank = slow.shutdown && decoded;
+}
+
+void Controller::CacheNegotiated(const std::vector<Response>& responses) {
+  for (const auto& resp : responses) {
+    if (!resp.error.empty() || IsControlOp(resp.type) || resp.contributors != 0) continue;
+    // One tensor's response, built from the spec: copying the fused response per name
+    // would copy all its names each time (quadratic in the group size).
+    Response single;
+    single.spec() = resp.spec();
+    single.first_dims = resp.first_dims;  // only single-tensor responses carry them
+    single.names.resize(1);
+    single.num_elements.resize(1);
+    for (size_t i = 0; i < resp.names.size(); ++i) {
+      const TensorEntry* e = queue_->Peek(resp.names[i]);
+      if (!e) continue;
+      single.names[0] = resp.names[i];
+      single.num_elements[0] = resp.num_elements[i];
+      int evicted = cache_.Put(single, e->request);
+      auto it = evicted >= 0 ? pending_hits_.find(evicted) : pending_hits_.end();
       if (it != pending_hits_.end()) {
         to_send_.push_back(std::move(it->second.request));
         pending_hits_.erase(it);
       }
-      cache_.Erase(slot);
     }
   }
-  invalid_slots_.clear();
-
-  ResponseList out;
-  out.responses = std::move(eager_responses);
-  for (auto& r : fused) out.responses.push_back(std::move(r));
-  if (flags & (kHasUncached | kWantsShutdown | kNewParams)) {
-    RequestList mine;
-    mine.requests.swap(to_send_);
-    mine.shutdown = want_shutdown;
-    auto blobs = net_->GatherToRoot(Encode(mine));
-    std::string blob;
-    if (net_->rank == 0) {
-      ResponseList root = Coordinate(blobs);
-      if (proposal) {
-        root.has_params = true;
-        root.params = *proposal;
-      }
-      blob = Encode(root);
-    }
-    net_->BroadcastFromRoot(&blob);
-    ResponseList slow;
-    const bool decoded = Decode(blob.data(), blob.size(), &slow);
-    if (!decoded) {
-      slow.shutdown = true;
-      slow.shutdown_reason = "internal error: undecodable response list from rank 0";
-    }
-    joined_ = slow.joined;
-    if (slow.has_params) {
-      // Rank 0 fused this round's responses with the old threshold, as every rank fused the
-      // fast path's: the new one applies from the next round on, everywhere alike.
-      fusion_threshold_ = slow.params.fusion_threshold;
-      out.has_params = true;
-      out.params = slow.params;
-    }
-    // Cache what was negotiated, identically everywhere, before it runs. Not what ran while
-    // ranks had joined: those lack the entry, and every rank's cache must stay the same.
-    for (const auto& resp : slow.responses) {
-      if (!resp.error.empty() || IsControlOp(resp.type) || resp.contributors != 0) continue;
-      // One tensor's response, built from the spec: copying the fused response per name
-      // would copy all its names each time (quadratic in the group size).
-      Response single;
-      single.spec() = resp.spec();
-      single.first_dims = resp.first_dims;  // only single-tensor responses carry them
-      single.names.resize(1);
-      single.num_elements.resize(1);
-      for (size_t i = 0; i < resp.names.size(); ++i) {
-        const TensorEntry* e = queue_->Peek(resp.names[i]);
-        if (!e) continue;
-        single.names[0] = resp.names[i];
-        single.num_elements[0] = resp.num_elements[i];
-        int evicted = cache_.Put(single, e->request);
-        auto it = evicted >= 0 ? pending_hits_.find(evicted) : pending_hits_.end();
-        if (it != pending_hits_.end()) {
-          to_send_.push_back(std::move(it->second.request));
-          pending_hits_.erase(it);
-        }
-      }
-    }
-    std::vector<Response> group_failures;
-    FailGroupsLocally(slow.responses, &group_failures);
-    for (auto& r : slow.responses) out.responses.push_back(std::move(r));
-    for (auto& r : group_failures) out.responses.push_back(std::move(r));
-    out.shutdown = slow.shutdown;
-    out.shutdown_reason = std::move(slow.shutdown_reason);
-    out.shutdown_on_every_rank = slow.shutdown && decoded;
-  }
-  if (net_->rank == 0 && stall_check) InspectStalls(NowMicros());
-  return out;
 }
 
 ResponseList Controller::Coordinate(const std::vector<std::string>& blobs) {

@@ -29,7 +29,7 @@
 namespace hvd {
 
 // How the stall inspector's shutdown reason starts: the engine ends the job with MPI_Abort
-// after such a shutdown instead of finalizing (engine.cc, EndAfterStall).
+// after such a shutdown instead of finalizing (background_loop.cc, EndAfterStall).
 inline constexpr char kStallShutdownPrefix[] = "Horovod stall shutdown";
 
 class Controller {
@@ -52,6 +52,27 @@ class Controller {
     bool ready = false;  // listed for a response this round
     int64_t first_us = 0, last_warn_us = 0;
   };
+
+  // RunRound's steps, in its order.
+  // The queue's new requests: a cache hit waits in pending_hits_ (the fast path), anything else
+  // in to_send_ (the slow path); a request that invalidates its cached slot marks the slot.
+  void SortNewRequests(int64_t now);
+  // This rank's bit vector for the round: word 0 the inverted status `flags`, then one bit per
+  // cache slot it is ready to run (a joined rank: every cached allreduce).
+  std::vector<uint64_t> ReadyBits(uint64_t flags) const;
+  // The cached responses every rank is ready for (`bits`, ANDed over the ranks): the eager ones
+  // (their data in `eager`, moved out) each alone, then the rest fused, in slot order.
+  std::vector<Response> FastPathResponses(const std::vector<uint64_t>& bits,
+                                          std::map<int, std::vector<const void*>>* eager);
+  // Some rank invalidated cache slots: every rank erases the union of them, and its requests
+  // waiting on those slots go the slow path.
+  void EraseInvalidSlots();
+  // Requests gathered at rank 0, which coordinates and broadcasts the response list (with the
+  // autotuner's `proposal`); appends its responses, settings and shutdown to `out`.
+  void SlowPath(bool want_shutdown, const TunedParams* proposal, ResponseList* out);
+  // Caches each tensor of the negotiated `responses`, except what ran while ranks had joined:
+  // those lack the entry, and every rank's cache must stay the same.
+  void CacheNegotiated(const std::vector<Response>& responses);
 
   ResponseList Coordinate(const std::vector<std::string>& blobs);
   // Submitted by every rank that has not joined (hvd.join): joined ranks add zeros.

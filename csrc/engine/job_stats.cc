@@ -124,6 +124,114 @@ std::string LinkLine(const std::vector<JobStats>& ranks, double busbw, double li
   return line;
 }
 
+// What the summary's lines read of every rank, in rank order.
+struct RankFigures {
+  std::vector<std::string> hosts;
+  std::vector<double> collective_pct, negotiation_pct, waited_pct;
+  std::vector<double> busbw;  // of the ranks that spent time in allreduce only
+  int64_t wall_us = 0, min_reduced = 0, max_reduced = 0;
+};
+
+RankFigures Figures(const std::vector<JobStats>& ranks) {
+  const int n = static_cast<int>(ranks.size());
+  RankFigures f;
+  f.min_reduced = f.max_reduced = ranks[0].bytes_reduced;
+  for (const JobStats& s : ranks) {
+    f.hosts.emplace_back(s.host, strnlen(s.host, sizeof(s.host)));  // untrusted: may lack a NUL
+    f.collective_pct.push_back(Percent(s.collective_us, s));
+    f.negotiation_pct.push_back(Percent(s.negotiation_us, s));
+    f.waited_pct.push_back(Waited(s));
+    if (BusBandwidth(s, n) >= 0) f.busbw.push_back(BusBandwidth(s, n));
+    f.wall_us = std::max(f.wall_us, WallMicros(s));
+    f.min_reduced = std::min(f.min_reduced, s.bytes_reduced);
+    f.max_reduced = std::max(f.max_reduced, s.bytes_reduced);
+  }
+  return f;
+}
+
+// The job at a glance: ranks, hosts, transport, wall time, collectives and bytes reduced.
+std::string JobLine(const std::vector<JobStats>& ranks, const RankFigures& f, int64_t host_count,
+                    const std::string& transport) {
+  const int n = static_cast<int>(ranks.size());
+  const JobStats& root = ranks[0];
+  // Every rank runs the same responses, so rank 0's counts are the job's; reduced bytes are
+  // compared anyway, since a difference means ranks did not run the same allreduces.
+  const std::string reduced =
+      f.min_reduced == f.max_reduced
+          ? Format("%lld bytes reduced per rank (%s)", static_cast<long long>(f.min_reduced),
+                   HumanBytes(f.min_reduced).c_str())
+          : Format("between %lld (%s) and %lld (%s) bytes reduced per rank (ranks differ)",
+                   static_cast<long long>(f.min_reduced), HumanBytes(f.min_reduced).c_str(),
+                   static_cast<long long>(f.max_reduced), HumanBytes(f.max_reduced).c_str());
+  const std::string over = transport.empty() ? "" : " over " + transport;
+  return Format("%s on %s%s, %.1f s: %s (%s); %s", Plural(n, "rank").c_str(),
+                Plural(host_count, "host").c_str(), over.c_str(), f.wall_us * 1e-6,
+                Plural(root.collectives, "collective").c_str(),
+                Plural(root.tensors, "tensor").c_str(), reduced.c_str());
+}
+
+// Time in collectives and negotiation, and the allreduce bus bandwidth (medians over ranks).
+std::string TimeLine(const JobStats& root, const RankFigures& f, int n) {
+  const std::string bandwidth =
+      n == 1 ? "n/a (1 rank)"
+      : f.busbw.empty()
+          ? (root.bytes_eager > 0 ? "n/a (every allreduce was eager: its data moved in "
+                                    "the negotiation rounds)"
+                                  : "n/a (no allreduce)")
+          : GBps(Median(f.busbw));
+  return Format(
+      "time in collectives %.1f %% of wall time (plus negotiation %.1f %%), "
+      "median over ranks; allreduce bus bandwidth %s",
+      Median(f.collective_pct), Median(f.negotiation_pct), bandwidth.c_str());
+}
+
+// Which algorithms ran (rank 0's counts: every rank runs the same responses), and why the
+// hierarchical ones were on or off.
+std::string AlgorithmsLine(const JobStats& root) {
+  static const char* const kAllreduce[JobStats::kAllreduceAlgorithms] = {
+      "MPI_Allreduce", "direct", "ring", "Adasum", "hierarchical", "eager"};
+  static const char* const kAllgather[2] = {"ring", "hierarchical"};
+  std::string algos;
+  for (int a = 0; a < JobStats::kAllreduceAlgorithms; ++a)
+    if (root.allreduce_runs[a] > 0)
+      algos += Format("%s%s %lld", algos.empty() ? "allreduce " : ", ", kAllreduce[a],
+                      static_cast<long long>(root.allreduce_runs[a]));
+  std::string gathers;
+  for (int a = 0; a < 2; ++a)
+    if (root.allgather_runs[a] > 0)
+      gathers += Format("%s%s %lld", gathers.empty() ? "allgather " : ", ", kAllgather[a],
+                        static_cast<long long>(root.allgather_runs[a]));
+  if (!gathers.empty()) algos += (algos.empty() ? "" : "; ") + gathers;
+  return "algorithms: " + (algos.empty() ? std::string("none ran") : algos) + "; " +
+         std::string(root.hierarchy, strnlen(root.hierarchy, sizeof(root.hierarchy)));
+}
+
+// The rank that waited least; *slow_rank: that rank if the others wait for it, else -1.
+std::string SlowestRankLine(const RankFigures& f, int* slow_rank) {
+  const std::vector<double>& waited = f.waited_pct;
+  const int slowest =
+      static_cast<int>(std::min_element(waited.begin(), waited.end()) - waited.begin());
+  const double median = Median(waited);
+  *slow_rank = median - waited[slowest] >= kStragglerPoints ? slowest : -1;
+  return Format(
+      "slowest rank: %d on %s (waited %.1f %% of its time in collectives and negotiation, "
+      "median %.1f %%): %s",
+      slowest, f.hosts[slowest].c_str(), waited[slowest], median,
+      *slow_rank >= 0 ? "the others wait for it"
+                      : "ranks are balanced, none waits notably for another");
+}
+
+// Level 2: one rank's own figures.
+std::string RankLine(const JobStats& s, const RankFigures& f, int r, int n) {
+  const double bw = BusBandwidth(s, n);
+  return Format(
+      "rank %d on %s: %s, %lld bytes reduced, collectives %.1f %% "
+      "(plus negotiation %.1f %%), allreduce busbw %s",
+      r, f.hosts[r].c_str(), Plural(s.collectives, "collective").c_str(),
+      static_cast<long long>(s.bytes_reduced), f.collective_pct[r], f.negotiation_pct[r],
+      bw >= 0 ? GBps(bw).c_str() : "n/a");
+}
+
 }  // namespace
 
 void JobStats::RecordCollective(const Response& r, bool ok, int64_t payload_bytes, int64_t us) {
@@ -154,92 +262,19 @@ std::vector<std::string> SummaryLines(const std::vector<JobStats>& ranks, int le
   const int n = static_cast<int>(ranks.size());
   std::vector<std::string> lines;
   if (n == 0) return lines;
-  std::vector<std::string> hosts;
-  std::vector<double> collective_pct, negotiation_pct, waited_pct, busbw;
-  int64_t wall_us = 0, min_reduced = ranks[0].bytes_reduced, max_reduced = min_reduced;
-  for (const JobStats& s : ranks) {
-    hosts.emplace_back(s.host, strnlen(s.host, sizeof(s.host)));  // untrusted: may lack a NUL
-    collective_pct.push_back(Percent(s.collective_us, s));
-    negotiation_pct.push_back(Percent(s.negotiation_us, s));
-    waited_pct.push_back(Waited(s));
-    if (BusBandwidth(s, n) >= 0) busbw.push_back(BusBandwidth(s, n));
-    wall_us = std::max(wall_us, WallMicros(s));
-    min_reduced = std::min(min_reduced, s.bytes_reduced);
-    max_reduced = std::max(max_reduced, s.bytes_reduced);
-  }
-  const JobStats& root = ranks[0];
-  // Every rank runs the same responses, so rank 0's counts are the job's; reduced bytes are
-  // compared anyway, since a difference means ranks did not run the same allreduces.
-  const std::string reduced =
-      min_reduced == max_reduced
-          ? Format("%lld bytes reduced per rank (%s)", static_cast<long long>(min_reduced),
-                   HumanBytes(min_reduced).c_str())
-          : Format("between %lld (%s) and %lld (%s) bytes reduced per rank (ranks differ)",
-                   static_cast<long long>(min_reduced), HumanBytes(min_reduced).c_str(),
-                   static_cast<long long>(max_reduced), HumanBytes(max_reduced).c_str());
+  const RankFigures f = Figures(ranks);
   std::map<std::string, int> ranks_per_host;
-  for (const std::string& h : hosts) ++ranks_per_host[h];
-  const int64_t host_count = static_cast<int64_t>(ranks_per_host.size());
-  const std::string over = transport.empty() ? "" : " over " + transport;
-  lines.push_back(Format("%s on %s%s, %.1f s: %s (%s); %s", Plural(n, "rank").c_str(),
-                         Plural(host_count, "host").c_str(), over.c_str(), wall_us * 1e-6,
-                         Plural(root.collectives, "collective").c_str(),
-                         Plural(root.tensors, "tensor").c_str(), reduced.c_str()));
-  const std::string bandwidth =
-      n == 1          ? "n/a (1 rank)"
-      : busbw.empty() ? (root.bytes_eager > 0 ? "n/a (every allreduce was eager: its data moved in "
-                                                "the negotiation rounds)"
-                                              : "n/a (no allreduce)")
-                      : GBps(Median(busbw));
-  lines.push_back(
-      Format("time in collectives %.1f %% of wall time (plus negotiation %.1f %%), "
-             "median over ranks; allreduce bus bandwidth %s",
-             Median(collective_pct), Median(negotiation_pct), bandwidth.c_str()));
-  // Which algorithms ran (rank 0's counts: every rank runs the same responses).
-  static const char* const kAllreduce[JobStats::kAllreduceAlgorithms] = {
-      "MPI_Allreduce", "direct", "ring", "Adasum", "hierarchical", "eager"};
-  static const char* const kAllgather[2] = {"ring", "hierarchical"};
-  std::string algos;
-  for (int a = 0; a < JobStats::kAllreduceAlgorithms; ++a)
-    if (root.allreduce_runs[a] > 0)
-      algos += Format("%s%s %lld", algos.empty() ? "allreduce " : ", ", kAllreduce[a],
-                      static_cast<long long>(root.allreduce_runs[a]));
-  std::string gathers;
-  for (int a = 0; a < 2; ++a)
-    if (root.allgather_runs[a] > 0)
-      gathers += Format("%s%s %lld", gathers.empty() ? "allgather " : ", ", kAllgather[a],
-                        static_cast<long long>(root.allgather_runs[a]));
-  if (!gathers.empty()) algos += (algos.empty() ? "" : "; ") + gathers;
-  if (n > 1)
-    lines.push_back("algorithms: " + (algos.empty() ? std::string("none ran") : algos) + "; " +
-                    std::string(root.hierarchy, strnlen(root.hierarchy, sizeof(root.hierarchy))));
+  for (const std::string& h : f.hosts) ++ranks_per_host[h];
+  lines.push_back(JobLine(ranks, f, static_cast<int64_t>(ranks_per_host.size()), transport));
+  lines.push_back(TimeLine(ranks[0], f, n));
+  if (n > 1) lines.push_back(AlgorithmsLine(ranks[0]));
   int slow_rank = -1;  // a rank the others wait for, if one stands out
-  if (n > 1) {
-    const int slowest = static_cast<int>(std::min_element(waited_pct.begin(), waited_pct.end()) -
-                                         waited_pct.begin());
-    const double median = Median(waited_pct);
-    if (median - waited_pct[slowest] >= kStragglerPoints) slow_rank = slowest;
-    lines.push_back(
-        Format("slowest rank: %d on %s (waited %.1f %% of its time in collectives and negotiation, "
-               "median %.1f %%): %s",
-               slowest, hosts[slowest].c_str(), waited_pct[slowest], median,
-               slow_rank >= 0 ? "the others wait for it"
-                              : "ranks are balanced, none waits notably for another"));
-  }
+  if (n > 1) lines.push_back(SlowestRankLine(f, &slow_rank));
   if (link_gbps > 0 && n > 1)
-    lines.push_back(LinkLine(ranks, busbw.empty() ? -1 : Median(busbw), link_gbps,
+    lines.push_back(LinkLine(ranks, f.busbw.empty() ? -1 : Median(f.busbw), link_gbps,
                              link_at_once_gbps, ranks_per_host, slow_rank));
-  if (level >= 2) {
-    for (int r = 0; r < n; ++r) {
-      const double bw = BusBandwidth(ranks[r], n);
-      lines.push_back(
-          Format("rank %d on %s: %s, %lld bytes reduced, collectives %.1f %% "
-                 "(plus negotiation %.1f %%), allreduce busbw %s",
-                 r, hosts[r].c_str(), Plural(ranks[r].collectives, "collective").c_str(),
-                 static_cast<long long>(ranks[r].bytes_reduced), collective_pct[r],
-                 negotiation_pct[r], bw >= 0 ? GBps(bw).c_str() : "n/a"));
-    }
-  }
+  if (level >= 2)
+    for (int r = 0; r < n; ++r) lines.push_back(RankLine(ranks[r], f, r, n));
   return lines;
 }
 

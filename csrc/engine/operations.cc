@@ -126,59 +126,82 @@ void Operations::EndActivity(const std::vector<TensorEntry>& es) {
 
 Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
   *payload_bytes = 0;
+  if (r.type == OpType::JOIN && r.error.empty()) return CompleteJoin(r);
+  if (!r.error.empty()) return FailResponse(r);
   std::vector<TensorEntry> entries(r.names.size());
-  if (r.type == OpType::JOIN && r.error.empty()) {
-    // Every rank has joined: join() returns the last rank to join, written to its output.
-    if (queue_->Take(r.names[0], &entries[0])) {
-      if (entries[0].output) std::memcpy(entries[0].output, &r.root, sizeof(int32_t));
-      entries[0].done(Status());
-    }
-    return Status();
-  }
-  if (!r.error.empty()) {
-    // A failed group's members reach every rank, also those that never submitted some of them
-    // (controller.cc, FailGroupsAtRoot): only the ones present here fail here.
-    const Status s =
-        r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
-    for (const auto& name : r.names)
-      if (queue_->Take(name, &entries[0])) entries[0].done(s);
-    return s;
-  }
   std::vector<std::vector<char>> zeros;  // a joined rank's part of an allreduce
-  if (r.contributors > 0) zeros.reserve(r.names.size());
-  for (size_t i = 0; i < r.names.size(); ++i) {
-    if (r.contributors > 0 && !queue_->Peek(r.names[i])) {
-      // This rank has joined (hvd.join) and adds zeros; its result is dropped.
-      TensorEntry& z = entries[i];
-      z.request.name = r.names[i];
-      z.request.type = r.type;
-      z.request.dtype = r.dtype;
-      z.request.shape = {r.num_elements[i]};
-      zeros.emplace_back(static_cast<size_t>(r.num_elements[i]) * DataTypeSize(r.dtype), 0);
-      z.input = zeros.back().data();
-      z.output = zeros.back().data();
-      z.done = [](const Status&) {};
-      continue;
-    }
-    if (!queue_->Take(r.names[i], &entries[i])) {
-      // Only possible if the engine is failing everything (shutdown raced this response): the
-      // entries taken so far must still complete.
-      HVD_LOG(DEBUG, "response for '" << r.names[i] << "' has no local entry");
-      const Status gone =
-          Status::ShutDown("Horovod is shutting down; '" + r.names[i] + "' was no longer pending");
-      for (size_t j = 0; j < i; ++j) entries[j].done(gone);
-      return gone;
-    }
-  }
+  Status s = TakeEntries(r, &entries, &zeros);
+  if (!s.ok()) return s;
   // Shapes were checked at Enqueue, so these products fit in int64.
   for (const auto& e : entries)
     *payload_bytes +=
         NumElements(e.request.shape) * static_cast<int64_t>(DataTypeSize(e.request.dtype));
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpStart(e.request.name, r.type);
-  Status s;
   std::string broken;  // a TransportError's text: the network failed under this op
   int broken_peer = -1;
+  s = RunCollective(r, entries, &broken, &broken_peer);
+  if (timeline_->enabled())
+    for (const auto& e : entries) timeline_->OpEnd(e.request.name);
+  for (auto& e : entries) e.done(s);
+  if (!broken.empty()) throw TransportError(broken, broken_peer);
+  return s;
+}
+
+Status Operations::CompleteJoin(const Response& r) {
+  // Every rank has joined: join() returns the last rank to join, written to its output.
+  TensorEntry entry;
+  if (queue_->Take(r.names[0], &entry)) {
+    if (entry.output) std::memcpy(entry.output, &r.root, sizeof(int32_t));
+    entry.done(Status());
+  }
+  return Status();
+}
+
+Status Operations::FailResponse(const Response& r) {
+  // A failed group's members reach every rank, also those that never submitted some of them
+  // (controller.cc, FailGroupsAtRoot): only the ones present here fail here.
+  const Status s =
+      r.error_is_invalid_argument ? Status::InvalidArgument(r.error) : Status::Mismatch(r.error);
+  TensorEntry entry;
+  for (const auto& name : r.names)
+    if (queue_->Take(name, &entry)) entry.done(s);
+  return s;
+}
+
+Status Operations::TakeEntries(const Response& r, std::vector<TensorEntry>* entries,
+                               std::vector<std::vector<char>>* zeros) {
+  if (r.contributors > 0) zeros->reserve(r.names.size());
+  for (size_t i = 0; i < r.names.size(); ++i) {
+    if (r.contributors > 0 && !queue_->Peek(r.names[i])) {
+      // This rank has joined (hvd.join) and adds zeros; its result is dropped.
+      TensorEntry& z = (*entries)[i];
+      z.request.name = r.names[i];
+      z.request.type = r.type;
+      z.request.dtype = r.dtype;
+      z.request.shape = {r.num_elements[i]};
+      zeros->emplace_back(static_cast<size_t>(r.num_elements[i]) * DataTypeSize(r.dtype), 0);
+      z.input = zeros->back().data();
+      z.output = zeros->back().data();
+      z.done = [](const Status&) {};
+      continue;
+    }
+    if (!queue_->Take(r.names[i], &(*entries)[i])) {
+      // Only possible if the engine is failing everything (shutdown raced this response): the
+      // entries taken so far must still complete.
+      HVD_LOG(DEBUG, "response for '" << r.names[i] << "' has no local entry");
+      const Status gone =
+          Status::ShutDown("Horovod is shutting down; '" + r.names[i] + "' was no longer pending");
+      for (size_t j = 0; j < i; ++j) (*entries)[j].done(gone);
+      return gone;
+    }
+  }
+  return Status();
+}
+
+Status Operations::RunCollective(const Response& r, std::vector<TensorEntry>& entries,
+                                 std::string* broken, int* broken_peer) {
+  Status s;
   try {
     if (r.gpu) {
       if (!gpu_) gpu_ = MakeGpuOperations(net_, timeline_);
@@ -193,26 +216,22 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
         case OpType::ALLTOALL: s = Alltoall(r, entries[0]); break;
         case OpType::REDUCESCATTER: s = Reducescatter(r, entries[0]); break;
         case OpType::JOIN:             // handled above
-        case OpType::ADD_PROCESS_SET:  // by the engine's loop (engine.cc)
+        case OpType::ADD_PROCESS_SET:  // by the engine's loop (background_loop.cc)
         case OpType::REMOVE_PROCESS_SET:
           s = Status::Internal(std::string(OpTypeName(r.type)) + " reached the collectives");
           break;
       }
   } catch (const TransportError& err) {
     // The op's entries are in hand: they fail here, once, with the cause; the engine then stops
-    // (engine.cc), failing everything else.
-    broken = err.what();
-    broken_peer = err.peer();
+    // (background_loop.cc), failing everything else.
+    *broken = err.what();
+    *broken_peer = err.peer();
     s = Status::Internal(std::string(OpTypeName(r.type)) + " of '" + r.names[0] + "'" +
                          (r.names.size() > 1
                               ? " and " + std::to_string(r.names.size() - 1) + " more tensor(s)"
                               : "") +
-                         " failed: " + broken);
+                         " failed: " + *broken);
   }
-  if (timeline_->enabled())
-    for (const auto& e : entries) timeline_->OpEnd(e.request.name);
-  for (auto& e : entries) e.done(s);
-  if (!broken.empty()) throw TransportError(broken, broken_peer);
   return s;
 }
 
@@ -333,61 +352,9 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
     return Status();
   }
   const bool ring = algo == AllreduceAlgorithm::RING || algo == AllreduceAlgorithm::HIERARCHICAL;
-  if (ring && r.prescale == 1.0) {
-    // The ring runs over the tensors themselves: no copies into the fusion buffer and back,
-    // except for the tensors under kMinPieceBytes, packed there as one piece (the first). Every
-    // rank has the same response, so every rank cuts the same pieces. (Prescaling would write
-    // the inputs, which belong to the caller; the other algorithms take one contiguous buffer.)
-    TensorPieces pieces;
-    std::vector<size_t> small;  // the packed tensors, in order
-    size_t small_count = 0;
-    for (size_t i = 0; i < es.size(); ++i) {
-      const size_t n = static_cast<size_t>(r.num_elements[i]);
-      if (n * esize < kMinPieceBytes) {
-        small.push_back(i);
-        small_count += n;
-        continue;
-      }
-      pieces.src.push_back(es[i].input);
-      pieces.dst.push_back(es[i].output);
-      pieces.count.push_back(n);
-    }
-    char* const packed =
-        small.empty() ? nullptr : static_cast<char*>(FusionBuffer(small_count * esize));
-    if (packed) {
-      Activity(es, "MEMCPY_IN_FUSION_BUFFER");
-      char* p = packed;
-      for (size_t i : small) {
-        const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-        std::memcpy(p, es[i].input, bytes);
-        p += bytes;
-      }
-      EndActivity(es);
-      pieces.src.insert(pieces.src.begin(), packed);
-      pieces.dst.insert(pieces.dst.begin(), packed);
-      pieces.count.insert(pieces.count.begin(), small_count);
-    }
-    const SegmentFn finish = [&](void* seg, size_t n) { Average(seg, n, r); };
-    Activity(es, activity);
-    if (algo == AllreduceAlgorithm::RING)
-      RingAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                          net_->comm(), finish);
-    else
-      HierarchicalAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
-                                  net_->local(), net_->cross(), finish);
-    EndActivity(es);
-    if (packed) {
-      Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
-      const char* p = packed;
-      for (size_t i : small) {
-        const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
-        std::memcpy(es[i].output, p, bytes);
-        p += bytes;
-      }
-      EndActivity(es);
-    }
-    return Status();
-  }
+  // Not when prescaled: that would write the inputs, which belong to the caller. The other
+  // algorithms take one contiguous buffer.
+  if (ring && r.prescale == 1.0) return AllreduceTensorPieces(r, es, algo, activity);
   void* buf = FusionBuffer(total * esize);
   Activity(es, "MEMCPY_IN_FUSION_BUFFER");
   PackFusionBuffer(es, r.num_elements, r.dtype, /*widen=*/false, buf);
@@ -398,6 +365,63 @@ Status Operations::Allreduce(const Response& r, std::vector<TensorEntry>& es) {
   Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
   UnpackFusionBuffer(buf, r.num_elements, r.dtype, /*widen=*/false, es);
   EndActivity(es);
+  return Status();
+}
+
+Status Operations::AllreduceTensorPieces(const Response& r, std::vector<TensorEntry>& es,
+                                         AllreduceAlgorithm algo, const char* activity) {
+  // The ring runs over the tensors themselves: no copies into the fusion buffer and back,
+  // except for the tensors under kMinPieceBytes, packed there as one piece (the first). Every
+  // rank has the same response, so every rank cuts the same pieces.
+  const size_t esize = DataTypeSize(r.dtype);
+  TensorPieces pieces;
+  std::vector<size_t> small;  // the packed tensors, in order
+  size_t small_count = 0;
+  for (size_t i = 0; i < es.size(); ++i) {
+    const size_t n = static_cast<size_t>(r.num_elements[i]);
+    if (n * esize < kMinPieceBytes) {
+      small.push_back(i);
+      small_count += n;
+      continue;
+    }
+    pieces.src.push_back(es[i].input);
+    pieces.dst.push_back(es[i].output);
+    pieces.count.push_back(n);
+  }
+  char* const packed =
+      small.empty() ? nullptr : static_cast<char*>(FusionBuffer(small_count * esize));
+  if (packed) {
+    Activity(es, "MEMCPY_IN_FUSION_BUFFER");
+    char* p = packed;
+    for (size_t i : small) {
+      const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
+      std::memcpy(p, es[i].input, bytes);
+      p += bytes;
+    }
+    EndActivity(es);
+    pieces.src.insert(pieces.src.begin(), packed);
+    pieces.dst.insert(pieces.dst.begin(), packed);
+    pieces.count.insert(pieces.count.begin(), small_count);
+  }
+  const SegmentFn finish = [&](void* seg, size_t n) { Average(seg, n, r); };
+  Activity(es, activity);
+  if (algo == AllreduceAlgorithm::RING)
+    RingAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                        net_->comm(), finish);
+  else
+    HierarchicalAllreducePieces(pieces, r.dtype, r.reduce_op, config_.ring_chunk_bytes, &scratch_,
+                                net_->local(), net_->cross(), finish);
+  EndActivity(es);
+  if (packed) {
+    Activity(es, "MEMCPY_OUT_FUSION_BUFFER");
+    const char* p = packed;
+    for (size_t i : small) {
+      const size_t bytes = static_cast<size_t>(r.num_elements[i]) * esize;
+      std::memcpy(es[i].output, p, bytes);
+      p += bytes;
+    }
+    EndActivity(es);
+  }
   return Status();
 }
 

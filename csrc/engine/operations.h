@@ -11,7 +11,7 @@
 #include "engine/tensor_queue.h"
 #include "engine/timeline.h"
 #include "engine/watchdog.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 #include "transport/transport.h"
 
 namespace hvd {
@@ -37,7 +37,24 @@ class Operations {
   std::string hierarchy_note;
 
  private:
+  // Execute's steps. A completed join: join()'s answer to this rank's entry.
+  Status CompleteJoin(const Response& r);
+  // A response that failed negotiation: its entries present here fail with its error.
+  Status FailResponse(const Response& r);
+  // Takes the response's entries off the queue into `entries`; a joined rank's missing
+  // allreduce tensors become zeros (in `zeros`, which must outlive the collective). A missing
+  // entry otherwise (a shutdown raced the response) completes those taken and fails.
+  Status TakeEntries(const Response& r, std::vector<TensorEntry>* entries,
+                     std::vector<std::vector<char>>* zeros);
+  // The collective itself. A TransportError under it becomes the returned error, and its text
+  // and peer go to *broken and *broken_peer, for Execute to throw again once the entries are done.
+  Status RunCollective(const Response& r, std::vector<TensorEntry>& entries, std::string* broken,
+                       int* broken_peer);
+
   Status Allreduce(const Response& r, std::vector<TensorEntry>& entries);
+  // A fused ring or hierarchical allreduce over the tensors in place, the small ones packed.
+  Status AllreduceTensorPieces(const Response& r, std::vector<TensorEntry>& entries,
+                               AllreduceAlgorithm algo, const char* activity);
   Status AllreduceEager(const Response& r, std::vector<TensorEntry>& entries);
   Status AllreduceWidened(const Response& r, std::vector<TensorEntry>& entries);  // integer Average
   Status Allgather(const Response& r, TensorEntry& e);

@@ -29,8 +29,8 @@ std::vector<std::shared_ptr<ProcessSet>> ProcessSetTable::Memberships() const {
 
 Status ProcessSetTable::Add(const std::vector<int>& ranks, Transport* global, const Config& config,
                             Timeline* timeline, int32_t* id) {
-  // The frontend checked the ranks (engine.cc, AddProcessSet); the negotiation that every rank
-  // names the same ones. What is left depends on the table, the same on every rank.
+  // The frontend checked the ranks (runtime_changes.cc, AddProcessSet); the negotiation that every
+  // rank names the same ones. What is left depends on the table, the same on every rank.
   if (static_cast<int>(ranks.size()) == global->size)
     return Status::InvalidArgument("process set " + RankList(ranks) +
                                    " holds every rank: that is the global process set (id 0)");

@@ -11,8 +11,8 @@
 //
 // Adding and removing a set is itself negotiated on the global set (OpType ADD_PROCESS_SET,
 // REMOVE_PROCESS_SET), so every rank changes its table at the same point of the same round:
-// the engine's loop applies the change (engine.cc), and every rank reaches the same verdict from
-// the same table.
+// the engine's loop applies the change (runtime_changes.cc), and every rank reaches the same
+// verdict from the same table.
 #pragma once
 
 #include <map>

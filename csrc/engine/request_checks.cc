@@ -104,6 +104,81 @@ std::string CheckReceivedBytes(const Transport& net, const std::string& name,
   return "";
 }
 
+// Every rank's own reason its request is unusable, "on rank <r>: <reason>" joined by "; ", or "".
+std::string InvalidOnRanks(const Transport& net, const std::vector<Request>& reqs) {
+  std::string invalid;
+  for (size_t r = 0; r < reqs.size(); ++r)
+    if (!reqs[r].invalid.empty())
+      invalid += (invalid.empty() ? "" : "; ") + std::string("on rank ") +
+                 std::to_string(net.WorldRank(static_cast<int>(r))) + ": " + reqs[r].invalid;
+  return invalid;
+}
+
+// Every rank must name the same set; whether it can be added or removed is decided where it
+// runs (runtime_changes.cc), identically everywhere, from the sets every rank holds.
+std::string ProcessSetChangeDisagreement(const Transport& net, const std::string& name,
+                                         const std::vector<Request>& reqs) {
+  std::string err = Disagreement(net, name, "operations", reqs,
+                                 [](const Request& r) { return std::string(OpTypeName(r.type)); });
+  if (err.empty())
+    err = reqs[0].type == OpType::ADD_PROCESS_SET
+              ? Disagreement(net, name, "process set ranks", reqs,
+                             [](const Request& r) { return "ranks " + ShapeString(r.splits); })
+              : Disagreement(net, name, "process set ids", reqs,
+                             [](const Request& r) { return "id " + std::to_string(r.root); });
+  return err;
+}
+
+// The first of the group size, op, device, dtype, reduce op and scale factors that the ranks
+// disagree on, or "". A group's size first: members at one index of groups of different sizes
+// are different tensors, so their other differences would only mislead.
+std::string SpecDisagreement(const Transport& net, const std::string& name,
+                             const std::vector<Request>& reqs) {
+  std::string err = Disagreement(net, name, "group sizes", reqs, [](const Request& r) {
+    return r.group.empty() ? std::string("it outside a group")
+                           : std::to_string(r.group_size) + " tensor" +
+                                 (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
+  });
+  if (err.empty())
+    err = Disagreement(net, name, "operations", reqs,
+                       [](const Request& r) { return std::string(OpTypeName(r.type)); });
+  if (err.empty())
+    err = Disagreement(net, name, "devices (host or GPU memory)", reqs,
+                       [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
+  if (err.empty())
+    err = Disagreement(net, name, "data types", reqs,
+                       [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
+  const OpType t = reqs[0].type;
+  const bool reduces = t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER;
+  if (err.empty() && reduces)
+    err = Disagreement(net, name, "reduction operations", reqs,
+                       [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
+  if (err.empty() && reduces)
+    err = Disagreement(net, name, "prescale/postscale factors", reqs, [](const Request& r) {
+      return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
+    });
+  return err;
+}
+
+// The first of the shape (the dimensions after the first, for allgather and alltoall) and the
+// broadcast root that the ranks disagree on, or "".
+std::string LayoutDisagreement(const Transport& net, const std::string& name,
+                               const std::vector<Request>& reqs) {
+  const OpType t = reqs[0].type;
+  std::string err;
+  if (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER)
+    err = Disagreement(net, name, "shapes", reqs,
+                       [](const Request& r) { return "shape " + ShapeString(r.shape); });
+  if (err.empty() && t == OpType::BROADCAST)
+    err = Disagreement(net, name, "broadcast root ranks", reqs, [&net](const Request& r) {
+      return "root " + std::to_string(net.WorldRank(r.root));
+    });
+  if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
+    err = Disagreement(net, name, "shapes (all dimensions but the first must agree)", reqs,
+                       TrailingDims);
+  return err;
+}
+
 }  // namespace
 
 std::string InvalidArguments(const Request& r, int n) {
@@ -145,61 +220,20 @@ Response ResponseFromRequests(const Transport& net, const std::string& name,
   }
 
   // A rank's own bad arguments come first: nothing else about its request can be trusted.
-  std::string invalid;
-  for (size_t r = 0; r < reqs.size(); ++r)
-    if (!reqs[r].invalid.empty())
-      invalid += (invalid.empty() ? "" : "; ") + std::string("on rank ") +
-                 std::to_string(net.WorldRank(static_cast<int>(r))) + ": " + reqs[r].invalid;
+  const std::string invalid = InvalidOnRanks(net, reqs);
   if (!invalid.empty()) {
     resp.error =
         "Invalid arguments for tensor '" + name + "' " + invalid + " (the op fails on every rank)";
     resp.error_is_invalid_argument = true;
     return resp;
   }
-  // A group's size first: members at one index of groups of different sizes are different
-  // tensors, so their other differences would only mislead.
   if (first.type == OpType::ADD_PROCESS_SET || first.type == OpType::REMOVE_PROCESS_SET) {
-    // Every rank must name the same set; whether it can be added or removed is decided where
-    // it runs (engine.cc), identically everywhere, from the sets every rank holds.
-    std::string err = Disagreement(net, name, "operations", reqs, [](const Request& r) {
-      return std::string(OpTypeName(r.type));
-    });
-    if (err.empty())
-      err = first.type == OpType::ADD_PROCESS_SET
-                ? Disagreement(net, name, "process set ranks", reqs,
-                               [](const Request& r) { return "ranks " + ShapeString(r.splits); })
-                : Disagreement(net, name, "process set ids", reqs,
-                               [](const Request& r) { return "id " + std::to_string(r.root); });
-    if (err.empty()) resp.first_dims = first.splits;
-    resp.error = err;
+    resp.error = ProcessSetChangeDisagreement(net, name, reqs);
+    if (resp.error.empty()) resp.first_dims = first.splits;
     return resp;
   }
   const bool agree = AllAgree(reqs);
-  std::string err;
-  if (!agree)
-    err = Disagreement(net, name, "group sizes", reqs, [](const Request& r) {
-      return r.group.empty() ? std::string("it outside a group")
-                             : std::to_string(r.group_size) + " tensor" +
-                                   (r.group_size == 1 ? "" : "s") + " in group '" + r.group + "'";
-    });
-  if (!agree && err.empty())
-    err = Disagreement(net, name, "operations", reqs,
-                       [](const Request& r) { return std::string(OpTypeName(r.type)); });
-  if (!agree && err.empty())
-    err = Disagreement(net, name, "devices (host or GPU memory)", reqs,
-                       [](const Request& r) { return std::string(r.gpu ? "GPU" : "host"); });
-  if (!agree && err.empty())
-    err = Disagreement(net, name, "data types", reqs,
-                       [](const Request& r) { return std::string(DataTypeName(r.dtype)); });
-  const OpType t = first.type;
-  const bool reduces = t == OpType::ALLREDUCE || t == OpType::REDUCESCATTER;
-  if (!agree && err.empty() && reduces)
-    err = Disagreement(net, name, "reduction operations", reqs,
-                       [](const Request& r) { return std::string(ReduceOpName(r.reduce_op)); });
-  if (!agree && err.empty() && reduces)
-    err = Disagreement(net, name, "prescale/postscale factors", reqs, [](const Request& r) {
-      return "prescale " + FormatDouble(r.prescale) + ", postscale " + FormatDouble(r.postscale);
-    });
+  std::string err = agree ? "" : SpecDisagreement(net, name, reqs);
   // The ranks agree on the op, dtype and factors: whether the engine can run that at all is
   // decided here, once, so that every rank fails alike (a bool reduction, integer scaling).
   if (err.empty()) {
@@ -210,17 +244,8 @@ Response ResponseFromRequests(const Transport& net, const std::string& name,
       return resp;
     }
   }
-  if (!agree && err.empty() &&
-      (t == OpType::ALLREDUCE || t == OpType::BROADCAST || t == OpType::REDUCESCATTER))
-    err = Disagreement(net, name, "shapes", reqs,
-                       [](const Request& r) { return "shape " + ShapeString(r.shape); });
-  if (!agree && err.empty() && t == OpType::BROADCAST)
-    err = Disagreement(net, name, "broadcast root ranks", reqs, [&net](const Request& r) {
-      return "root " + std::to_string(net.WorldRank(r.root));
-    });
-  if (!agree && err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL))
-    err = Disagreement(net, name, "shapes (all dimensions but the first must agree)", reqs,
-                       TrailingDims);
+  if (!agree && err.empty()) err = LayoutDisagreement(net, name, reqs);
+  const OpType t = first.type;
   if (err.empty() && (t == OpType::ALLGATHER || t == OpType::ALLTOALL)) {
     err = CheckReceivedBytes(net, name, reqs);
     resp.error_is_invalid_argument = !err.empty();  // the inputs, not a disagreement

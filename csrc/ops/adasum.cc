@@ -33,7 +33,7 @@
 
 #include "common/reduce_kernels.h"
 #include "common/watch_progress.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 namespace {

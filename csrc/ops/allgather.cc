@@ -2,7 +2,7 @@
 // of the output, and the segments travel around the ring (the allgather half of the ring
 // allreduce). n-1 steps; each rank receives the B - B_r bytes it lacks and sends as many.
 #include "common/watch_progress.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 

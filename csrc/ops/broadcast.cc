@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "common/watch_progress.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "common/watch_progress.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 #include "ops/ring_steps.h"
 
 namespace hvd {

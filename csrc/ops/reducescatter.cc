@@ -3,7 +3,7 @@
 // n-1 steps; each rank sends and receives (n-1)/n * B bytes, then keeps its own segment.
 #include <cstring>
 
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 

@@ -36,7 +36,7 @@
 
 #include "common/reduce_kernels.h"
 #include "common/watch_progress.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 #include "ops/ring_steps.h"
 #include "ops/tensor_layout.h"
 

@@ -11,7 +11,7 @@
 #include <exception>
 
 #include "common/watch_progress.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 

@@ -30,8 +30,8 @@ def clean_tree(root):
     write(root, "transport/transport.h", '#include "common/common.h"\n')
     seam = '#include "transport/transport.h"\n'
     write(root, "transport/mpi/mpi_transport.h", "#include <mpi.h>\n" + seam)
-    write(root, "ops/collectives.h", '#include "common/common.h"\n' + seam)
-    write(root, "engine/engine.h", '#include "ops/collectives.h"\n')
+    write(root, "ops/cpu_collectives.h", '#include "common/common.h"\n' + seam)
+    write(root, "engine/engine.h", '#include "ops/cpu_collectives.h"\n')
     write(root, "engine/watchdog.h", '#include "engine/engine.h"\n')
     write(root, "python/module.cc", '#include "common/common.h"\n#include "engine/engine.h"\n')
     # TensorFlow's own headers share the directory name of our frontend: not ours, not checked.
@@ -58,7 +58,9 @@ def test_planted_violations_are_named_with_file_and_line(tmp_path):
     write(tmp_path, "common/config.cc", '#include "transport/transport.h"\n')
     write(tmp_path, "engine/loop.cc", "#include <mpi.h>\n")
     write(
-        tmp_path, "python/extra.cc", '#include "engine/watchdog.h"\n#include "ops/collectives.h"\n'
+        tmp_path,
+        "python/extra.cc",
+        '#include "engine/watchdog.h"\n#include "ops/cpu_collectives.h"\n',
     )
     write(tmp_path, "tensorflow/other.cc", '#include "python/module.cc"\n')
     write(tmp_path, "misc/loose.cc", '#include "common/common.h"\n')
@@ -71,7 +73,7 @@ def test_planted_violations_are_named_with_file_and_line(tmp_path):
         f"{tmp_path}/misc/loose.cc:1:",
         f'{tmp_path}/ops/broadcast.cc:3: #include "engine/watchdog.h"',
         f'{tmp_path}/python/extra.cc:1: #include "engine/watchdog.h"',
-        f'{tmp_path}/python/extra.cc:2: #include "ops/collectives.h"',
+        f'{tmp_path}/python/extra.cc:2: #include "ops/cpu_collectives.h"',
         f'{tmp_path}/tensorflow/other.cc:1: #include "python/module.cc"',
     ]
     assert len(lines) == len(expected), r.stdout

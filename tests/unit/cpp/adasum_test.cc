@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/reduce_kernels.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 namespace {

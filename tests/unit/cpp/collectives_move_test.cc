@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "inproc_harness.h"
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "ops/collectives.h"
+#include "ops/cpu_collectives.h"
 
 namespace hvd {
 namespace {
