@@ -32,7 +32,8 @@ enum class DataType : uint8_t {
 enum class ReduceOp : uint8_t { SUM = 0, AVERAGE, MIN, MAX, PRODUCT, ADASUM };
 // JOIN: a rank that ran out of data (hvd.join()); see Controller. ADD_PROCESS_SET and
 // REMOVE_PROCESS_SET: hvd.add_process_set/remove_process_set, negotiated on the global set so that
-// every rank changes its sets at the same point (engine.cc). Appended: values are on the wire.
+// every rank changes its sets at the same point (engine/runtime_changes.cc). Appended: values are
+// on the wire.
 enum class OpType : uint8_t {
   ALLREDUCE = 0,
   ALLGATHER,
