@@ -1,7 +1,12 @@
-// The frontend's handle table and completion (handles.h).
+// The frontend's handle table, completion and waiting (handles.h).
 #include "python/handles.h"
 
 #include <pybind11/stl.h>
+
+#include <chrono>
+
+#include "python/dlpack.h"
+#include "python/output_blocks.h"
 
 namespace hvd_py {
 
@@ -114,5 +119,120 @@ int64_t Submit(const std::shared_ptr<Handle>& h, std::vector<TensorEntry> entrie
   }
   return id;
 }
+
+namespace {
+
+std::shared_ptr<Handle> FindHandle(int64_t h) {
+  ReapAbandoned();
+  std::lock_guard<std::mutex> lk(g_handles_mu);
+  auto it = g_handles.find(h);
+  if (it == g_handles.end())
+    throw py::value_error("unknown or already synchronized handle " + std::to_string(h));
+  return it->second;
+}
+
+std::string Describe(const Handle& h) {
+  if (h.slots.empty()) return "an empty group";
+  return "tensor '" + h.slots[0].name + "'" + (h.slots.size() > 1 ? " and its group" : "");
+}
+
+// A finished handle's outputs as Wait returns them, [(output, received_splits)] per tensor;
+// engine-allocated outputs are handed over to Python (device memory as DLPack).
+py::list Results(Handle& h) {
+  py::list results;
+  if (h.empty_group) return results;  // its marker's output is nobody's
+  for (auto& slot : h.slots) {
+    py::object out = slot.output;
+    if (slot.owned && slot.device >= 0) {  // device memory: handed over as DLPack
+      out = hvd_dlpack::Make(slot.owned, slot.device, slot.engine_dtype, slot.owned_shape);
+      slot.owned = nullptr;
+    } else if (slot.owned) {
+      const hvd::HostBlock b{slot.owned, slot.owned_bytes};
+      slot.owned = nullptr;
+      out = py::array(slot.dtype, slot.owned_shape, b.data, OwnHostBlock(b));
+    }
+    py::object splits = py::none();
+    if (!slot.received_splits.empty()) splits = py::cast(slot.received_splits);
+    results.append(py::make_tuple(out, splits));
+  }
+  return results;
+}
+
+}  // namespace
+
+bool Poll(int64_t id) {
+  auto h = FindHandle(id);
+  std::lock_guard<std::mutex> lk(h->mu);
+  return h->pending == 0;
+}
+
+py::list Wait(int64_t id, double timeout_s) {
+  auto h = FindHandle(id);
+  if (h->waiting)
+    throw py::value_error("handle of " + Describe(*h) +
+                          " is already being synchronized by another thread");
+  struct Waiting {  // cleared however Wait ends, so a timed-out handle can be waited on again
+    Handle* h;
+    ~Waiting() { h->waiting = false; }
+  } waiting{h.get()};
+  h->waiting = true;
+  if (const int64_t spin_us = hvd::WaitSpinMicros()) {  // a small op's result comes in microseconds
+    py::gil_scoped_release nogil;
+    const int64_t until = hvd::NowMicros() + spin_us;
+    while (!h->finished.load(std::memory_order_acquire) && hvd::NowMicros() < until)
+      hvd::CpuRelax();
+  }
+  auto start = std::chrono::steady_clock::now();
+  // Done within the spin (a small op's usual case): no second release of the GIL, no lock.
+  // finished is stored after the last done() wrote status, and read here with acquire.
+  while (!h->finished.load(std::memory_order_acquire)) {
+    bool done;
+    {
+      py::gil_scoped_release nogil;
+      std::unique_lock<std::mutex> lk(h->mu);
+      done = h->cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return h->pending == 0; });
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_s >= 0 && waited > timeout_s) {
+      PyErr_SetString(PyExc_TimeoutError,
+                      (Describe(*h) + " did not complete within " + std::to_string(timeout_s) +
+                       " s: other ranks have not submitted it yet or the op is still running")
+                          .c_str());
+      throw py::error_already_set();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    g_handles.erase(id);
+  }
+  if (!h->status.ok()) {
+    const bool own = h->status.code() == Status::INVALID_ARGUMENT && !h->refused.empty();
+    Raise(own ? Status::InvalidArgument(h->refused) : h->status);
+  }
+  return Results(*h);
+}
+
+void Release(int64_t id) {
+  ReapAbandoned();
+  std::shared_ptr<Handle> h;
+  {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    auto it = g_handles.find(id);
+    if (it == g_handles.end()) return;
+    h = it->second;
+  }
+  bool finished;
+  {
+    std::lock_guard<std::mutex> lk(h->mu);
+    finished = h->pending == 0;
+    h->abandoned = !finished;
+  }
+  if (finished) {
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    g_handles.erase(id);
+  }
+}  // `h` released here, with the GIL
 
 }  // namespace hvd_py

@@ -1,6 +1,7 @@
 // The frontend's handles (one per call: a tensor or a group), shared by the NumPy bindings
-// (module.cc) and the device-array bindings (device.cc). Python objects in a Slot are touched
-// only with the GIL held; done() runs on the engine's background thread and touches none.
+// (module.cc) and the device-array bindings (device.cc), and the waiting on them (handles.cc).
+// Python objects in a Slot are touched only with the GIL held; done() runs on the engine's
+// background thread and touches none.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -80,6 +81,16 @@ void ReapAbandoned();
 DoneCallback MakeDone(Handle* hp);
 // Registers the handle and queues its entries; returns its id or raises Enqueue's error.
 int64_t Submit(const std::shared_ptr<Handle>& h, std::vector<TensorEntry> entries, int process_set);
+
+// True once every op of handle `id` has finished (raises ValueError for an unknown id).
+bool Poll(int64_t id);
+// Waits for every op of the handle (timeout_s < 0: no limit), checking for Ctrl-C every
+// 100 ms. Returns [(output, received_splits)] per tensor; raises the first error. The handle
+// is released either way, except on timeout.
+py::list Wait(int64_t id, double timeout_s);
+// Python collected a handle it never synchronized: free it now if its ops are done, else once
+// done() queues it. Unknown ids (already synchronized or released) are ignored.
+void Release(int64_t id);
 
 // The arguments of a call of n tensors as enqueue, enqueue_wait and enqueue_device take them.
 // `names`: the op's name (a str: its tensors are named by hvd::MemberName; `group`, if given,

@@ -1,12 +1,11 @@
-// pybind11 bindings: converts NumPy buffers to engine entries and completion to handles
-// (handles.cc; device arrays: device.cc).
+// pybind11 bindings: converts NumPy buffers to engine entries, and binds the engine's calls
+// (handles and waiting on them: handles.cc; device arrays: device.cc).
 // Nothing else lives here; the engine owns all logic. The GIL is released while waiting.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cctype>
-#include <condition_variable>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -24,15 +23,6 @@ using namespace hvd;
 using namespace hvd_py;
 
 namespace {
-
-std::shared_ptr<Handle> FindHandle(int64_t h) {
-  ReapAbandoned();
-  std::lock_guard<std::mutex> lk(g_handles_mu);
-  auto it = g_handles.find(h);
-  if (it == g_handles.end())
-    throw py::value_error("unknown or already synchronized handle " + std::to_string(h));
-  return it->second;
-}
 
 // dtype.isnative without a Python attribute lookup (read once per tensor of a group). NumPy
 // writes a native order as '=' ('|' where order does not apply); an explicit native '<' or '>'
@@ -106,6 +96,160 @@ DataType DataTypeOf(const py::dtype& dt, const std::string& name, const char* wh
   return t;
 }
 
+// One output slot per input, read once (making it per tensor was O(n^2)); empty when the
+// engine allocates every output (outputs None, or the empty group's marker).
+std::vector<py::object> OutputSlots(const py::object& outputs, size_t n, bool empty_group) {
+  std::vector<py::object> outs;
+  if (!outputs.is_none() && !empty_group) {
+    for (py::handle o : outputs) outs.push_back(py::reinterpret_borrow<py::object>(o));
+    if (outs.size() != n) throw py::value_error("one output slot per input is needed");
+  }
+  return outs;
+}
+
+// The inputs as C-contiguous arrays.
+std::vector<py::array> ContiguousInputs(const py::list& members, const OpArgs& op) {
+  const size_t n = members.size();
+  const int count = static_cast<int>(n);
+  // Filled in place: a default py::array is a new empty NumPy array, made and freed for
+  // nothing (a quarter of a small tensor's cost in the binding, measured with callgrind).
+  std::vector<py::array> ins;
+  ins.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    py::handle in = members[i];
+    // An array that is already C-contiguous is used as it is (ensure() would go through
+    // NumPy's conversion machinery).
+    if (py::isinstance<py::array>(in) &&
+        (py::reinterpret_borrow<py::array>(in).flags() & py::array::c_style)) {
+      ins.push_back(py::reinterpret_borrow<py::array>(in));
+      continue;
+    }
+    ins.push_back(py::array::ensure(in, py::array::c_style));
+    if (!ins.back())
+      throw py::value_error("tensor '" + MemberName(op, static_cast<int>(i), count) +
+                            "': input is not array-like");
+  }
+  return ins;
+}
+
+// Same-shape outputs not given (outputs None, or None in a tensor's slot): views of one block
+// for the whole call (output_blocks.h). `data` is null when no tensor takes its output here.
+struct SharedOutputs {
+  std::vector<bool> from_block;  // per tensor
+  std::vector<size_t> offset;    // per tensor, into the block
+  py::capsule block;
+  char* data = nullptr;
+};
+
+SharedOutputs TakeSharedOutputs(int op_type, const std::vector<py::array>& ins,
+                                const std::vector<py::object>& outs) {
+  const bool same_shape = op_type == static_cast<int>(OpType::ALLREDUCE) ||
+                          op_type == static_cast<int>(OpType::BROADCAST);
+  SharedOutputs shared;
+  std::vector<size_t> bytes;  // per tensor; 0 where not from the block
+  bool any_from_block = false;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const bool from_block = same_shape && (outs.empty() || outs[i].is_none());
+    shared.from_block.push_back(from_block);
+    bytes.push_back(from_block ? static_cast<size_t>(ins[i].nbytes()) : 0);
+    any_from_block = any_from_block || from_block;
+  }
+  if (any_from_block) {
+    size_t total = 0;
+    shared.offset = OutputBlockOffsets(bytes, &total);
+    void* data = nullptr;
+    shared.block = TakeOutputBlock(total, &data);
+    shared.data = static_cast<char*>(data);
+  }
+  return shared;
+}
+
+// A given output `out`, checked: a bad one is negotiated like a bad dtype (r->invalid), so that
+// the other ranks fail too instead of waiting, and this rank raises its own message.
+void CheckOutput(const py::object& out, const py::array& input, Request* r, Handle* h) {
+  auto arr = py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out) : py::array();
+  DataType out_dtype = DataType::UINT8;
+  std::string why_out;
+  if (arr && !ToDataType(arr.dtype(), "out", &out_dtype, &why_out))
+    r->invalid = why_out;  // e.g. its byte order
+  else if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
+           arr.nbytes() != input.nbytes() || out_dtype != r->dtype)
+    r->invalid = "out must be a writable C-contiguous NumPy array of the input's dtype and size";
+  if (!r->invalid.empty() && h->refused.empty())
+    h->refused = "tensor '" + r->name + "': " + r->invalid;
+}
+
+// The engine writes into the checked output `out`.
+void UseOutput(const py::object& out, const Request& r, py::array* input, TensorEntry* e,
+               Slot* slot) {
+  auto arr = py::reinterpret_borrow<py::array>(out);
+  const char* in = static_cast<const char*>(input->data());
+  char* o = static_cast<char*>(arr.mutable_data());
+  const size_t nb = static_cast<size_t>(input->nbytes());
+  // The engine supports only exact aliasing: with a shifted overlap it would read input
+  // it has already overwritten. Reduce from a private copy instead.
+  if (o != in && o < in + nb && in < o + nb)
+    *input = py::array(input->dtype(), r.shape, in);  // copies: no base object given
+  e->output = o;
+  slot->output = arr;
+}
+
+// Outputs sized by the engine (allgather, alltoall, reducescatter) go into a kept host block.
+hvd::OutputAllocator HostOutputAllocator(Slot* sp, size_t itemsize) {
+  return [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
+    size_t bytes = static_cast<size_t>(NumElements(shape)) * itemsize;
+    const hvd::HostBlock b = hvd::TakeHostBlock(bytes);
+    sp->owned = b.data;
+    sp->owned_bytes = b.bytes;
+    if (!sp->owned)
+      return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
+    sp->owned_shape = shape;
+    *data = sp->owned;
+    return Status();
+  };
+}
+
+// Tensor i of the call: its request, its input and output, and its slot in the handle.
+void FillEntry(const OpArgs& op, size_t i, py::array input, const py::object& out,
+               const SharedOutputs& shared, int device, Handle* h, TensorEntry* e) {
+  const int count = static_cast<int>(h->slots.size());
+  Slot& slot = h->slots[i];
+  // A byte-swapped input means a caller skipped the frontend's conversion: raised here.
+  const py::dtype dtype = input.dtype();
+  if (!IsNative(dtype)) DataTypeOf(dtype, MemberName(op, static_cast<int>(i), count), "input");
+  DataType engine_dtype = DataType::UINT8;
+  std::string why;
+  // A dtype the engine lacks (complex, object, ...) is not raised here: raised on this rank
+  // only, it would leave the other ranks waiting for the op. It is negotiated as invalid
+  // (dtype not sent: UINT8 stands in), so every rank fails; this rank with its own message
+  // (Handle::refused).
+  const bool usable = ToDataType(dtype, "input", &engine_dtype, &why);
+  e->request = MakeRequest(op, static_cast<int>(i), count, usable ? engine_dtype : DataType::UINT8,
+                           std::vector<int64_t>(input.shape(), input.shape() + input.ndim()));
+  Request& r = e->request;
+  if (h->empty_group) r.group_size = 0;  // the marker (engine.h, EmptyGroupMarker)
+  if (!usable) {
+    r.invalid = why;  // an unusable dtype is named first
+    if (h->refused.empty()) h->refused = "tensor '" + r.name + "': " + why;
+  }
+  if (device >= 0) e->device = device;
+  if (!out.is_none() && r.invalid.empty()) CheckOutput(out, input, &r, h);
+  if (!out.is_none() && r.invalid.empty()) UseOutput(out, r, &input, e, &slot);
+  if (shared.data && shared.from_block[i]) {
+    e->output = shared.data + shared.offset[i];
+    slot.output =
+        py::array(dtype, std::vector<py::ssize_t>(input.shape(), input.shape() + input.ndim()),
+                  e->output, shared.block);
+  }
+  e->input = input.data();
+  slot.input = input;
+  slot.dtype = dtype;
+  slot.name = r.name;
+  e->allocate_output = HostOutputAllocator(&slot, static_cast<size_t>(input.itemsize()));
+  e->received_splits = &slot.received_splits;
+  e->done = MakeDone(h);
+}
+
 // Queues one op per input[, output] atomically and returns one handle for all of them.
 // names: the op's name, or one name per input (ReadOpArgs, handles.h). outputs: None (the
 // engine allocates) or a list with an array or None per input. invalid: why the frontend found
@@ -131,233 +275,18 @@ int64_t EnqueueGroup(int op_type, const py::object& names, const py::list& input
   // device >= 0 claims the buffers are on that GPU: only the engine's refusal paths can be
   // reached from NumPy (a GPU build checks the claim with CUDA and refuses host memory).
   op.gpu = device >= 0;
-  const int count = static_cast<int>(n);
-  // One list of the outputs, read by index below (making it per tensor was O(n^2)).
-  std::vector<py::object> outs;
-  if (!outputs.is_none() && !h->empty_group) {
-    for (py::handle o : outputs) outs.push_back(py::reinterpret_borrow<py::object>(o));
-    if (outs.size() != n) throw py::value_error("one output slot per input is needed");
-  }
-  // Filled in place: a default py::array is a new empty NumPy array, made and freed for
-  // nothing (a quarter of a small tensor's cost in the binding, measured with callgrind).
-  std::vector<py::array> ins;
-  ins.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    py::handle in = members[i];
-    // An array that is already C-contiguous is used as it is (ensure() would go through
-    // NumPy's conversion machinery).
-    if (py::isinstance<py::array>(in) &&
-        (py::reinterpret_borrow<py::array>(in).flags() & py::array::c_style)) {
-      ins.push_back(py::reinterpret_borrow<py::array>(in));
-      continue;
-    }
-    ins.push_back(py::array::ensure(in, py::array::c_style));
-    if (!ins.back())
-      throw py::value_error("tensor '" + MemberName(op, static_cast<int>(i), count) +
-                            "': input is not array-like");
-  }
-  // Same-shape outputs not given (outputs None, or None in a tensor's slot): views of one block
-  // for the whole call (output_blocks.h).
-  const bool same_shape = op_type == static_cast<int>(OpType::ALLREDUCE) ||
-                          op_type == static_cast<int>(OpType::BROADCAST);
-  auto from_block = [&](size_t i) { return same_shape && (outs.empty() || outs[i].is_none()); };
-  py::capsule block;
-  char* block_data = nullptr;
-  std::vector<size_t> block_bytes, block_offset;  // per tensor; 0 bytes where not from the block
-  bool any_from_block = false;
-  for (size_t i = 0; i < n; ++i) {
-    block_bytes.push_back(from_block(i) ? static_cast<size_t>(ins[i].nbytes()) : 0);
-    any_from_block = any_from_block || from_block(i);
-  }
-  if (any_from_block) {
-    size_t block_total = 0;
-    block_offset = OutputBlockOffsets(block_bytes, &block_total);
-    void* data = nullptr;
-    block = TakeOutputBlock(block_total, &data);
-    block_data = static_cast<char*>(data);
-  }
+  const std::vector<py::object> outs = OutputSlots(outputs, n, h->empty_group);
+  std::vector<py::array> ins = ContiguousInputs(members, op);
+  const SharedOutputs shared = TakeSharedOutputs(op_type, ins, outs);
   h->slots.resize(n);
   std::vector<TensorEntry> entries(n);
   for (size_t i = 0; i < n; ++i) {
-    py::array input = std::move(ins[i]);
-    Slot& slot = h->slots[i];
-    TensorEntry& e = entries[i];
-    // A byte-swapped input means a caller skipped the frontend's conversion: raised here.
-    const py::dtype dtype = input.dtype();
-    if (!IsNative(dtype)) DataTypeOf(dtype, MemberName(op, static_cast<int>(i), count), "input");
-    DataType engine_dtype = DataType::UINT8;
-    std::string why;
-    // A dtype the engine lacks (complex, object, ...) is not raised here: raised on this rank
-    // only, it would leave the other ranks waiting for the op. It is negotiated as invalid
-    // (dtype not sent: UINT8 stands in), so every rank fails; this rank with its own message
-    // (Handle::refused).
-    const bool usable = ToDataType(dtype, "input", &engine_dtype, &why);
-    e.request = MakeRequest(op, static_cast<int>(i), count, usable ? engine_dtype : DataType::UINT8,
-                            std::vector<int64_t>(input.shape(), input.shape() + input.ndim()));
-    Request& r = e.request;
-    if (h->empty_group) r.group_size = 0;  // the marker (engine.h, EmptyGroupMarker)
-    if (!usable) {
-      r.invalid = why;  // an unusable dtype is named first
-      if (h->refused.empty()) h->refused = "tensor '" + r.name + "': " + why;
-    }
-    if (device >= 0) e.device = device;
-    py::object out = outs.empty() ? py::object(py::none()) : outs[i];
-    if (!out.is_none() && r.invalid.empty()) {
-      auto arr =
-          py::isinstance<py::array>(out) ? py::reinterpret_borrow<py::array>(out) : py::array();
-      DataType out_dtype = DataType::UINT8;
-      std::string why_out;
-      // Negotiated like a bad dtype, so that the other ranks fail too instead of waiting.
-      if (arr && !ToDataType(arr.dtype(), "out", &out_dtype, &why_out))
-        r.invalid = why_out;  // e.g. its byte order
-      else if (!arr || !(arr.flags() & py::array::c_style) || !arr.writeable() ||
-               arr.nbytes() != input.nbytes() || out_dtype != r.dtype)
-        r.invalid = "out must be a writable C-contiguous NumPy array of the input's dtype and size";
-      if (!r.invalid.empty() && h->refused.empty())
-        h->refused = "tensor '" + r.name + "': " + r.invalid;
-    }
-    if (!out.is_none() && r.invalid.empty()) {
-      auto arr = py::reinterpret_borrow<py::array>(out);
-      const char* in = static_cast<const char*>(input.data());
-      char* o = static_cast<char*>(arr.mutable_data());
-      const size_t nb = static_cast<size_t>(input.nbytes());
-      // The engine supports only exact aliasing: with a shifted overlap it would read input
-      // it has already overwritten. Reduce from a private copy instead.
-      if (o != in && o < in + nb && in < o + nb)
-        input = py::array(input.dtype(), r.shape, in);  // copies: no base object given
-      e.output = o;
-      slot.output = arr;
-    }
-    if (block_data && from_block(i)) {
-      e.output = block_data + block_offset[i];
-      slot.output =
-          py::array(dtype, std::vector<py::ssize_t>(input.shape(), input.shape() + input.ndim()),
-                    e.output, block);
-    }
-    e.input = input.data();
-    slot.input = input;
-    slot.dtype = dtype;
-    slot.name = r.name;
-    Slot* sp = &slot;
-    const size_t itemsize = static_cast<size_t>(input.itemsize());
-    e.allocate_output = [sp, itemsize](const std::vector<int64_t>& shape, void** data) {
-      size_t bytes = static_cast<size_t>(NumElements(shape)) * itemsize;
-      const hvd::HostBlock b = hvd::TakeHostBlock(bytes);
-      sp->owned = b.data;
-      sp->owned_bytes = b.bytes;
-      if (!sp->owned)
-        return Status::Internal("out of memory allocating " + std::to_string(bytes) + " bytes");
-      sp->owned_shape = shape;
-      *data = sp->owned;
-      return Status();
-    };
-    e.received_splits = &slot.received_splits;
-    e.done = MakeDone(h.get());
+    const py::object out = outs.empty() ? py::object(py::none()) : outs[i];
+    FillEntry(op, i, std::move(ins[i]), out, shared, device, h.get(), &entries[i]);
   }
   h->pending = n;
   return Submit(h, std::move(entries), process_set);
 }
-
-std::string Describe(const Handle& h) {
-  if (h.slots.empty()) return "an empty group";
-  return "tensor '" + h.slots[0].name + "'" + (h.slots.size() > 1 ? " and its group" : "");
-}
-
-bool Poll(int64_t id) {
-  auto h = FindHandle(id);
-  std::lock_guard<std::mutex> lk(h->mu);
-  return h->pending == 0;
-}
-
-// Waits for every op of the handle (timeout_s < 0: no limit), checking for Ctrl-C every
-// 100 ms. Returns [(output, received_splits)] per tensor; raises the first error. The handle
-// is released either way, except on timeout.
-py::list Wait(int64_t id, double timeout_s) {
-  auto h = FindHandle(id);
-  if (h->waiting)
-    throw py::value_error("handle of " + Describe(*h) +
-                          " is already being synchronized by another thread");
-  struct Waiting {  // cleared however Wait ends, so a timed-out handle can be waited on again
-    Handle* h;
-    ~Waiting() { h->waiting = false; }
-  } waiting{h.get()};
-  h->waiting = true;
-  if (const int64_t spin_us = hvd::WaitSpinMicros()) {  // a small op's result comes in microseconds
-    py::gil_scoped_release nogil;
-    const int64_t until = hvd::NowMicros() + spin_us;
-    while (!h->finished.load(std::memory_order_acquire) && hvd::NowMicros() < until)
-      hvd::CpuRelax();
-  }
-  auto start = std::chrono::steady_clock::now();
-  // Done within the spin (a small op's usual case): no second release of the GIL, no lock.
-  // finished is stored after the last done() wrote status, and read here with acquire.
-  while (!h->finished.load(std::memory_order_acquire)) {
-    bool done;
-    {
-      py::gil_scoped_release nogil;
-      std::unique_lock<std::mutex> lk(h->mu);
-      done = h->cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return h->pending == 0; });
-    }
-    if (done) break;
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (timeout_s >= 0 && waited > timeout_s) {
-      PyErr_SetString(PyExc_TimeoutError,
-                      (Describe(*h) + " did not complete within " + std::to_string(timeout_s) +
-                       " s: other ranks have not submitted it yet or the op is still running")
-                          .c_str());
-      throw py::error_already_set();
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    g_handles.erase(id);
-  }
-  if (!h->status.ok()) {
-    const bool own = h->status.code() == Status::INVALID_ARGUMENT && !h->refused.empty();
-    Raise(own ? Status::InvalidArgument(h->refused) : h->status);
-  }
-  py::list results;
-  if (h->empty_group) return results;  // its marker's output is nobody's
-  for (auto& slot : h->slots) {
-    py::object out = slot.output;
-    if (slot.owned && slot.device >= 0) {  // device memory: handed over as DLPack
-      out = hvd_dlpack::Make(slot.owned, slot.device, slot.engine_dtype, slot.owned_shape);
-      slot.owned = nullptr;
-    } else if (slot.owned) {
-      const hvd::HostBlock b{slot.owned, slot.owned_bytes};
-      slot.owned = nullptr;
-      out = py::array(slot.dtype, slot.owned_shape, b.data, OwnHostBlock(b));
-    }
-    py::object splits = py::none();
-    if (!slot.received_splits.empty()) splits = py::cast(slot.received_splits);
-    results.append(py::make_tuple(out, splits));
-  }
-  return results;
-}
-
-// Python collected a handle it never synchronized: free it now if its ops are done, else once
-// done() queues it. Unknown ids (already synchronized or released) are ignored.
-void Release(int64_t id) {
-  ReapAbandoned();
-  std::shared_ptr<Handle> h;
-  {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    auto it = g_handles.find(id);
-    if (it == g_handles.end()) return;
-    h = it->second;
-  }
-  bool finished;
-  {
-    std::lock_guard<std::mutex> lk(h->mu);
-    finished = h->pending == 0;
-    h->abandoned = !finished;
-  }
-  if (finished) {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    g_handles.erase(id);
-  }
-}  // `h` released here, with the GIL
 
 py::dict BuildInfo() {
   py::dict d;
@@ -374,10 +303,10 @@ py::dict BuildInfo() {
   return d;
 }
 
-}  // namespace
+// The bindings by subject; PYBIND11_MODULE below calls each once.
 
-PYBIND11_MODULE(_core, m) {
-  m.doc() = "Horovod engine bindings (internal; use horovod.numpy or horovod.tensorflow)";
+// Start and end, and what this process is: init, shutdown, the topology, the build.
+void BindLifecycle(py::module_& m) {
   m.def(
       "init",
       [](uintptr_t comm, const std::string& initial_sets) {
@@ -398,6 +327,32 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("is_initialized", &IsInitialized);
   m.def("transport_choice", &TransportChoice);
+  m.def("topology", [] {
+    Topology t = GetTopology();
+    py::dict d;
+    d["rank"] = t.rank;
+    d["size"] = t.size;
+    d["local_rank"] = t.local_rank;
+    d["local_size"] = t.local_size;
+    d["cross_rank"] = t.cross_rank;
+    d["cross_size"] = t.cross_size;
+    d["mpi_threads_multiple"] = t.mpi_threads_multiple;
+    d["homogeneous"] = t.homogeneous;
+    d["transport"] = t.transport;
+    return d;
+  });
+  m.def("build_info", &BuildInfo);
+  m.def("gpu_device_count", [] {  // raises "no GPU visible ..." (or "no GPU support") if none
+    int n = 0;
+    Status s = GpuDeviceCount(&n);
+    if (!s.ok()) Raise(s);
+    return n;
+  });
+}
+
+// The TCP transport's rendezvous server, run by rank 0 or by a driver (engine.h,
+// StartRendezvousServer).
+void BindRendezvous(py::module_& m) {
   m.def(
       "start_rendezvous",
       [](const std::string& addr, int port, int size, const std::string& secret, double timeout_s) {
@@ -419,20 +374,10 @@ PYBIND11_MODULE(_core, m) {
         StopRendezvousServer(handle);
       },
       py::arg("handle"));
-  m.def("topology", [] {
-    Topology t = GetTopology();
-    py::dict d;
-    d["rank"] = t.rank;
-    d["size"] = t.size;
-    d["local_rank"] = t.local_rank;
-    d["local_size"] = t.local_size;
-    d["cross_rank"] = t.cross_rank;
-    d["cross_size"] = t.cross_size;
-    d["mpi_threads_multiple"] = t.mpi_threads_multiple;
-    d["homogeneous"] = t.homogeneous;
-    d["transport"] = t.transport;
-    return d;
-  });
+}
+
+// The timeline file, started and stopped at run time.
+void BindTimeline(py::module_& m) {
   m.def(
       "start_timeline",
       [](const std::string& path, bool mark_cycles) {
@@ -452,13 +397,10 @@ PYBIND11_MODULE(_core, m) {
     }
     if (!s.ok()) Raise(s);
   });
-  m.def("build_info", &BuildInfo);
-  m.def("gpu_device_count", [] {  // raises "no GPU visible ..." (or "no GPU support") if none
-    int n = 0;
-    Status s = GpuDeviceCount(&n);
-    if (!s.ok()) Raise(s);
-    return n;
-  });
+}
+
+// The engine's names for op types, reduce ops, dtypes and tensors.
+void BindTypeTables(py::module_& m) {
   // The engine's type tables (common.h), so that Python declares none: op types and reduce
   // ops by name, dtypes in value order as (name, value, reducible).
   m.def("op_types", [] {
@@ -495,6 +437,10 @@ PYBIND11_MODULE(_core, m) {
   // "uint8, int8, ... or float64 (or bool, for allgather, broadcast and alltoall)": the dtypes
   // a frontend's "dtype ... is not supported; use ..." message lists.
   m.def("supported_data_types", &SupportedDataTypes);
+}
+
+// The configuration knobs (HOROVOD_*): their table, one value checked, the parsed values.
+void BindKnobs(py::module_& m) {
   m.def("config_knobs", [] {
     py::list out;
     for (const auto& k : Config::Describe()) {
@@ -525,11 +471,56 @@ PYBIND11_MODULE(_core, m) {
 #undef HVD_VALUE
     return d;
   });
+}
+
+// Submitting ops and synchronizing their handles; the bare ring of the benchmark.
+void BindSubmission(py::module_& m) {
   m.def("enqueue", &EnqueueGroup, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
         py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
         py::arg("postscale"), py::arg("splits"), py::arg("device") = -1, py::arg("invalid") = "",
         py::arg("group") = "", py::arg("process_set") = 0);
-  // Process sets: collective calls, made by every rank in the same order (engine.h).
+  m.def("enqueue_device", &EnqueueDevice, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
+        py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
+        py::arg("postscale"), py::arg("splits"), py::arg("invalid") = "", py::arg("group") = "",
+        py::arg("process_set") = 0);
+  m.def("dlpack_describe", &hvd_dlpack::Describe);  // a producer's capsule, read, not consumed
+  m.def("poll", &Poll);
+  m.def("release", &Release);
+  m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
+  // enqueue, then wait without a limit: a blocking call's one crossing into the binding (the
+  // frontend's allreduce of a plain array; no handle object, no second call).
+  m.def("enqueue_wait", [](int op_type, const py::object& names, const py::list& inputs,
+                           const py::object& outputs, int reduce_op, int root, double prescale,
+                           double postscale, const std::vector<int64_t>& splits, int device,
+                           const std::string& invalid, const std::string& group, int process_set) {
+    return Wait(EnqueueGroup(op_type, names, inputs, outputs, reduce_op, root, prescale, postscale,
+                             splits, device, invalid, group, process_set),
+                -1.0);
+  });
+  m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet
+    ReapAbandoned();
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    return g_handles.size();
+  });
+  m.def("kept_host_bytes", &hvd::KeptHostBytes);  // for tests: blocks kept for a later output
+  m.def("ring_allreduce_raw", [](py::array buf) {
+    // The bare ring on a separate communicator, bypassing queue and negotiation: the benchmark's
+    // "ring alone" line. float32 sum, in place.
+    if (!(buf.flags() & py::array::c_style) || buf.dtype().kind() != 'f' || buf.itemsize() != 4)
+      throw py::value_error("ring_allreduce_raw takes a C-contiguous float32 array");
+    float* data = static_cast<float*>(buf.mutable_data());
+    size_t n = static_cast<size_t>(buf.size());
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = RingAllreduceRaw(data, n);
+    }
+    if (!s.ok()) Raise(s);
+  });
+}
+
+// Process sets: collective calls, made by every rank in the same order (engine.h).
+void BindProcessSets(py::module_& m) {
   m.def(
       "add_process_set",
       [](std::vector<int64_t> ranks, std::string invalid) {
@@ -556,42 +547,17 @@ PYBIND11_MODULE(_core, m) {
     for (const auto& ps : ProcessSets()) d[py::int_(ps.id)] = py::make_tuple(ps.ranks, ps.rank);
     return d;
   });
-  m.def("enqueue_device", &EnqueueDevice, py::arg("op_type"), py::arg("names"), py::arg("inputs"),
-        py::arg("outputs"), py::arg("reduce_op"), py::arg("root"), py::arg("prescale"),
-        py::arg("postscale"), py::arg("splits"), py::arg("invalid") = "", py::arg("group") = "",
-        py::arg("process_set") = 0);
-  m.def("dlpack_describe", &hvd_dlpack::Describe);  // a producer's capsule, read, not consumed
-  m.def("poll", &Poll);
-  m.def("release", &Release);
-  m.def("live_handles", [] {  // for tests: handles neither synchronized nor freed yet
-    ReapAbandoned();
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    return g_handles.size();
-  });
-  m.def("kept_host_bytes", &hvd::KeptHostBytes);  // for tests: blocks kept for a later output
-  m.def("wait", &Wait, py::arg("handle"), py::arg("timeout_s") = -1.0);
-  // enqueue, then wait without a limit: a blocking call's one crossing into the binding (the
-  // frontend's allreduce of a plain array; no handle object, no second call).
-  m.def("enqueue_wait", [](int op_type, const py::object& names, const py::list& inputs,
-                           const py::object& outputs, int reduce_op, int root, double prescale,
-                           double postscale, const std::vector<int64_t>& splits, int device,
-                           const std::string& invalid, const std::string& group, int process_set) {
-    return Wait(EnqueueGroup(op_type, names, inputs, outputs, reduce_op, root, prescale, postscale,
-                             splits, device, invalid, group, process_set),
-                -1.0);
-  });
-  m.def("ring_allreduce_raw", [](py::array buf) {
-    // The bare ring on a separate communicator, bypassing queue and negotiation: the benchmark's
-    // "ring alone" line. float32 sum, in place.
-    if (!(buf.flags() & py::array::c_style) || buf.dtype().kind() != 'f' || buf.itemsize() != 4)
-      throw py::value_error("ring_allreduce_raw takes a C-contiguous float32 array");
-    float* data = static_cast<float*>(buf.mutable_data());
-    size_t n = static_cast<size_t>(buf.size());
-    Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = RingAllreduceRaw(data, n);
-    }
-    if (!s.ok()) Raise(s);
-  });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "Horovod engine bindings (internal; use horovod.numpy or horovod.tensorflow)";
+  BindLifecycle(m);
+  BindRendezvous(m);
+  BindTimeline(m);
+  BindTypeTables(m);
+  BindKnobs(m);
+  BindSubmission(m);
+  BindProcessSets(m);
 }

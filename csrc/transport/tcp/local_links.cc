@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/logging.h"
@@ -70,113 +72,164 @@ struct Offer {
   Token token{};
 };
 
-}  // namespace
+// One MoveLocalLinksToUnixSockets call: the state its steps share, in the order they run.
+class LocalLinkMover {
+ public:
+  LocalLinkMover(TcpMesh* mesh, bool offer, int64_t timeout_us)
+      : mesh_(mesh),
+        me_(mesh->rank()),
+        size_(mesh->size()),
+        timeout_us_(timeout_us),
+        deadline_(NowMicros() + timeout_us),
+        machine_(MachineId()),
+        name_(offer ? ListenUnix(size_, &listener_) : ""),
+        mine_(size_),
+        theirs_(size_),
+        local_(size_, false),
+        unix_fd_(size_) {}
 
-Status MoveLocalLinksToUnixSockets(TcpMesh* mesh, bool offer, int64_t timeout_us, int* moved) {
-  *moved = 0;
-  const int me = mesh->rank(), size = mesh->size();
-  if (size == 1) return Status();
-  const int64_t deadline = NowMicros() + timeout_us;
-  const std::string machine = MachineId();
-  UniqueFd listener;
-  const std::string name = offer ? ListenUnix(size, &listener) : "";
-  auto failed = [&](int q, const std::string& what, const Status& s) {
-    return Status::Internal("rank " + std::to_string(me) + " lost its connection to rank " +
-                            std::to_string(q) + " (" + mesh->PeerAddr(q) + ") while " + what +
+  Status Run(int* moved) {
+    Status s = SendOffers();
+    if (s.ok()) s = ReadOffers();
+    if (s.ok()) s = DialLowerRanks();
+    int expected = 0;
+    if (s.ok()) s = ReadVerdicts(&expected);
+    if (s.ok()) s = AcceptHigherRanks(expected);
+    if (!s.ok()) return s;
+    for (int q = 0; q < size_; ++q) {
+      if (!unix_fd_[q].valid()) continue;
+      TuneDataSocket(unix_fd_[q].get());  // the buffers; TCP_NODELAY does not apply
+      mesh_->SetPeer(q, std::move(unix_fd_[q]), mesh_->PeerAddr(q) + ", over a Unix socket");
+      ++*moved;
+    }
+    return Status();
+  }
+
+ private:
+  Status Failed(int q, const std::string& what, const Status& s) const {
+    return Status::Internal("rank " + std::to_string(me_) + " lost its connection to rank " +
+                            std::to_string(q) + " (" + mesh_->PeerAddr(q) + ") while " + what +
                             ": " + s.message());
-  };
+  }
 
   // Every offer out first: a few dozen bytes each, which the kernel's buffers take at once.
-  std::vector<Token> mine(size);
-  for (int q = 0; q < size; ++q) {
-    if (q == me) continue;
-    RandomBytes(mine[q].data(), mine[q].size());
-    WireWriter w;
-    w.U32(kLocalMagic);
-    w.Str(machine);
-    w.Str(name);
-    w.Bytes(mine[q].data(), mine[q].size());
-    Status s = WriteFrameBy(mesh->PeerFd(q), w.data(), deadline);
-    if (!s.ok()) return failed(q, "offering a local link", s);
+  Status SendOffers() {
+    for (int q = 0; q < size_; ++q) {
+      if (q == me_) continue;
+      RandomBytes(mine_[q].data(), mine_[q].size());
+      WireWriter w;
+      w.U32(kLocalMagic);
+      w.Str(machine_);
+      w.Str(name_);
+      w.Bytes(mine_[q].data(), mine_[q].size());
+      Status s = WriteFrameBy(mesh_->PeerFd(q), w.data(), deadline_);
+      if (!s.ok()) return Failed(q, "offering a local link", s);
+    }
+    return Status();
   }
-  std::vector<Offer> theirs(size);
-  std::vector<bool> local(size, false);
-  for (int q = 0; q < size; ++q) {
-    if (q == me) continue;
-    std::string frame;
-    Status s = ReadFrameBy(mesh->PeerFd(q), 1024, deadline, &frame);
-    if (!s.ok()) return failed(q, "reading its local-link offer", s);
-    WireReader r(frame);
-    Offer& o = theirs[q];
-    const uint32_t magic = r.U32();
-    o.machine = r.Str();
-    o.listener = r.Str();
-    r.Bytes(o.token.data(), o.token.size());
-    if (magic != kLocalMagic || !r.done())
-      return Status::Internal("rank " + std::to_string(q) + " sent a malformed local-link offer");
-    local[q] = o.machine == machine && !o.listener.empty() && !name.empty();
+
+  // Every peer's offer; a pair moves where both are on this machine with a listener.
+  Status ReadOffers() {
+    for (int q = 0; q < size_; ++q) {
+      if (q == me_) continue;
+      std::string frame;
+      Status s = ReadFrameBy(mesh_->PeerFd(q), 1024, deadline_, &frame);
+      if (!s.ok()) return Failed(q, "reading its local-link offer", s);
+      WireReader r(frame);
+      Offer& o = theirs_[q];
+      const uint32_t magic = r.U32();
+      o.machine = r.Str();
+      o.listener = r.Str();
+      r.Bytes(o.token.data(), o.token.size());
+      if (magic != kLocalMagic || !r.done())
+        return Status::Internal("rank " + std::to_string(q) + " sent a malformed local-link offer");
+      local_[q] = o.machine == machine_ && !o.listener.empty() && !name_.empty();
+    }
+    return Status();
   }
 
   // Dial the lower ranks: the connects complete in their listeners' backlogs, so no rank waits
   // here on another's progress.
-  std::vector<UniqueFd> unix_fd(size);
-  for (int q = 0; q < me; ++q) {
-    if (!local[q]) continue;
-    UniqueFd fd = ConnectUnix(theirs[q].listener);
-    if (fd.valid() &&
-        !WriteAllBy(fd.get(), theirs[q].token.data(), theirs[q].token.size(), deadline).ok())
-      fd.reset();
-    const uint8_t verdict = fd.valid() ? 1 : 0;
-    Status s = WriteAllBy(mesh->PeerFd(q), &verdict, 1, deadline);
-    if (!s.ok()) return failed(q, "moving to a local link", s);
-    if (!fd.valid())
-      HVD_LOG(DEBUG, "rank " << me << " cannot reach rank " << q
-                             << "'s Unix socket (another network namespace?): keeps TCP");
-    unix_fd[q] = std::move(fd);
-  }
-  // Accept the higher ranks that connected, matching each connection by the token it sends.
-  int expected = 0;
-  for (int q = me + 1; q < size; ++q) {
-    if (!local[q]) continue;
-    uint8_t verdict = 0;
-    Status s = ReadExactBy(mesh->PeerFd(q), &verdict, 1, deadline);
-    if (!s.ok()) return failed(q, "moving to a local link", s);
-    if (verdict == 1)
-      ++expected;
-    else
-      local[q] = false;
-  }
-  while (expected > 0) {
-    const int64_t left = deadline - NowMicros();
-    if (left <= 0)
-      return Status::Internal("rank " + std::to_string(me) +
-                              ": peers on this machine connected to its Unix socket but did not "
-                              "arrive within " +
-                              SecondsString(timeout_us));
-    pollfd pfd{listener.get(), POLLIN, 0};
-    poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left / 1000 + 1, 100)));
-    int raw;
-    while ((raw = AcceptNonBlocking(listener.get(), nullptr)) >= 0) {
-      UniqueFd fd(raw);
-      Token got{};
-      // The dialer wrote its token before its verdict: it is here.
-      if (!ReadExactBy(fd.get(), got.data(), got.size(), deadline).ok()) continue;
-      for (int q = me + 1; q < size; ++q)
-        if (local[q] && !unix_fd[q].valid() && got == mine[q]) {
-          unix_fd[q] = std::move(fd);
-          --expected;
-          break;
-        }
-      if (fd.valid()) HVD_LOG(WARNING, "rank " << me << " refused a stray on its Unix socket");
+  Status DialLowerRanks() {
+    for (int q = 0; q < me_; ++q) {
+      if (!local_[q]) continue;
+      UniqueFd fd = ConnectUnix(theirs_[q].listener);
+      if (fd.valid() &&
+          !WriteAllBy(fd.get(), theirs_[q].token.data(), theirs_[q].token.size(), deadline_).ok())
+        fd.reset();
+      const uint8_t verdict = fd.valid() ? 1 : 0;
+      Status s = WriteAllBy(mesh_->PeerFd(q), &verdict, 1, deadline_);
+      if (!s.ok()) return Failed(q, "moving to a local link", s);
+      if (!fd.valid())
+        HVD_LOG(DEBUG, "rank " << me_ << " cannot reach rank " << q
+                               << "'s Unix socket (another network namespace?): keeps TCP");
+      unix_fd_[q] = std::move(fd);
     }
+    return Status();
   }
-  for (int q = 0; q < size; ++q) {
-    if (!unix_fd[q].valid()) continue;
-    TuneDataSocket(unix_fd[q].get());  // the buffers; TCP_NODELAY does not apply
-    mesh->SetPeer(q, std::move(unix_fd[q]), mesh->PeerAddr(q) + ", over a Unix socket");
-    ++*moved;
+
+  // Each higher local rank's verdict: *expected counts those that connected.
+  Status ReadVerdicts(int* expected) {
+    for (int q = me_ + 1; q < size_; ++q) {
+      if (!local_[q]) continue;
+      uint8_t verdict = 0;
+      Status s = ReadExactBy(mesh_->PeerFd(q), &verdict, 1, deadline_);
+      if (!s.ok()) return Failed(q, "moving to a local link", s);
+      if (verdict == 1)
+        ++*expected;
+      else
+        local_[q] = false;
+    }
+    return Status();
   }
-  return Status();
+
+  // Accept the higher ranks that connected, matching each connection by the token it sends.
+  Status AcceptHigherRanks(int expected) {
+    while (expected > 0) {
+      const int64_t left = deadline_ - NowMicros();
+      if (left <= 0)
+        return Status::Internal("rank " + std::to_string(me_) +
+                                ": peers on this machine connected to its Unix socket but did "
+                                "not arrive within " +
+                                SecondsString(timeout_us_));
+      pollfd pfd{listener_.get(), POLLIN, 0};
+      poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left / 1000 + 1, 100)));
+      int raw;
+      while ((raw = AcceptNonBlocking(listener_.get(), nullptr)) >= 0) {
+        UniqueFd fd(raw);
+        Token got{};
+        // The dialer wrote its token before its verdict: it is here.
+        if (!ReadExactBy(fd.get(), got.data(), got.size(), deadline_).ok()) continue;
+        for (int q = me_ + 1; q < size_; ++q)
+          if (local_[q] && !unix_fd_[q].valid() && got == mine_[q]) {
+            unix_fd_[q] = std::move(fd);
+            --expected;
+            break;
+          }
+        if (fd.valid()) HVD_LOG(WARNING, "rank " << me_ << " refused a stray on its Unix socket");
+      }
+    }
+    return Status();
+  }
+
+  TcpMesh* const mesh_;
+  const int me_, size_;
+  const int64_t timeout_us_, deadline_;
+  const std::string machine_;
+  UniqueFd listener_;  // declared before name_, which ListenUnix fills it with
+  const std::string name_;
+  std::vector<Token> mine_;    // the token sent to each peer
+  std::vector<Offer> theirs_;  // each peer's offer
+  std::vector<bool> local_;    // the pair may move
+  std::vector<UniqueFd> unix_fd_;
+};
+
+}  // namespace
+
+Status MoveLocalLinksToUnixSockets(TcpMesh* mesh, bool offer, int64_t timeout_us, int* moved) {
+  *moved = 0;
+  if (mesh->size() == 1) return Status();
+  return LocalLinkMover(mesh, offer, timeout_us).Run(moved);
 }
 
 }  // namespace hvd

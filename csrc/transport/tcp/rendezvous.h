@@ -74,6 +74,7 @@ class RendezvousServer {
  private:
   struct Pending;
   struct Slot;
+  class Session;  // one run of Serve()'s loop (rendezvous.cc)
   void Serve();
   void Answer(int fd, const std::string& frame);
 
