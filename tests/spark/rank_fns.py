@@ -75,3 +75,41 @@ def lock_result():
     import threading
 
     return threading.Lock()
+
+
+def keras_digits(epochs):
+    """Keras 3 model.fit with horovod.tensorflow.keras on scikit-learn's digits (each rank its
+    shard; a few epochs); returns (rank, test accuracy, digest of the weights)."""
+    import hashlib
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.datasets import load_digits
+
+    import horovod.tensorflow.keras as hvd
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    hvd.init()
+    keras.utils.set_random_seed(1234 + hvd.rank())  # different starts: the broadcast aligns them
+    digits = load_digits()
+    x, y = (digits.data / 16.0).astype("float32"), digits.target.astype("int32")
+    x_train, y_train, x_test, y_test = x[:1400], y[:1400], x[1400:], y[1400:]
+    per_rank = len(x_train) // hvd.size()
+    shard = slice(hvd.rank() * per_rank, (hvd.rank() + 1) * per_rank)
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32, activation="relu"),
+                              keras.layers.Dense(10)])  # fmt: skip
+    model.compile(
+        optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05 * hvd.size(), momentum=0.9)),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    model.fit(
+        x_train[shard], y_train[shard], batch_size=32, epochs=epochs, verbose=0,
+        callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)],
+    )  # fmt: skip
+    _, accuracy = model.evaluate(x_test, y_test, verbose=0)
+    digest = hashlib.sha256(b"".join(np.asarray(w).tobytes() for w in model.get_weights()))
+    return hvd.rank(), float(accuracy), digest.hexdigest()

@@ -1,7 +1,7 @@
 """horovod.spark.run on a real Spark local-cluster (tests/spark/conftest.py): results in rank
-order with each rank's view of the job, an allreduce across the ranks, the ranks' output on the
-driver, a rank that raises or exits, and the errors raised before anything is launched. Every
-run is bounded (run_bounded) so that a hang fails the test."""
+order with each rank's view of the job, an allreduce across the ranks, Keras training, the
+ranks' output on the driver, a rank that raises or exits, and the errors raised before anything
+is launched. Every run is bounded (run_bounded) so that a hang fails the test."""
 
 import io
 import os
@@ -14,6 +14,7 @@ import horovod.spark
 from horovod.spark import RankFailedError, SparkSetupError
 from tests.spark import rank_fns
 from tests.spark.conftest import SLOTS
+from tests.support import procs
 
 # One run: the tasks start (Python workers fork), the ranks meet, fn runs; minutes under load.
 RUN_LIMIT_SECONDS = 300
@@ -56,6 +57,14 @@ def test_results_in_rank_order_with_each_ranks_view_and_an_allreduce(spark, np_)
     assert all(os.getpid() != r["pid"] for r in got)
 
 
+def test_keras_training_in_spark_tasks_keeps_the_ranks_weights_identical(spark):
+    pytest.importorskip("sklearn", reason="the digits data set ships in scikit-learn")
+    got = run_bounded(spark, rank_fns.keras_digits, args=(3,), num_proc=2)
+    assert [r[0] for r in got] == [0, 1]
+    assert len({r[2] for r in got}) == 1, "the ranks' weights differ"
+    assert all(r[1] > 0.8 for r in got), got  # it learned: about 0.9 after 3 epochs
+
+
 def test_every_ranks_output_reaches_the_driver_prefixed_with_its_rank(spark, capfd):
     out = io.StringIO()
     got = run_bounded(spark, rank_fns.chatty, args=(3,), num_proc=2, stdout=out)
@@ -86,6 +95,7 @@ def test_a_rank_that_raises_fails_the_run_naming_it_and_nothing_is_left_running(
     while any(_alive(p) for p in (rank0, sleeper)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(rank0) and not _alive(sleeper)
+    assert procs.wait_gone("horovod.spark.child", 15) == {}  # no rank of any task is left
     # The cluster is fine afterwards: no stage retry left behind, the next run works.
     assert run_bounded(spark, rank_fns.chatty, args=(0,), num_proc=2, stdout=io.StringIO()) == [
         0,
