@@ -13,8 +13,8 @@ import os
 import sys
 import traceback
 
-FN_FILE = "fn.pkl"
-RESULT_FILE = "result.pkl"
+from horovod.spark.task import FN_FILE, RESULT_FILE
+
 # Exit status when fn raised (the record says what); any other non-zero one came from fn.
 RAISED_EXIT = 1
 

@@ -18,8 +18,12 @@ import tempfile
 import time
 import traceback
 
-from horovod.spark import child, relay
+from horovod.spark import relay
 
+# What a rank's work directory holds (horovod/spark/child.py reads and writes them; this module
+# does not import it: `python -m horovod.spark.child` must find it not yet imported).
+FN_FILE = "fn.pkl"
+RESULT_FILE = "result.pkl"
 Slot = collections.namedtuple("Slot", "rank host local_rank local_size cross_rank cross_size")
 # SIGTERM to a rank's process group, then this long before SIGKILL.
 GRACE_SECONDS = 5.0
@@ -145,7 +149,7 @@ class RankTask:
                     error=f"cannot reach the driver's output relay at {where}: {e}",
                 )  # fmt: skip
             with link:
-                with open(os.path.join(workdir, child.FN_FILE), "wb") as f:
+                with open(os.path.join(workdir, FN_FILE), "wb") as f:
                     f.write(self.job.payload)
                 return self._run_child(link, workdir)
         finally:
@@ -172,7 +176,7 @@ class RankTask:
         self._supervise(link)
         rc = self.proc.returncode
         try:
-            with open(os.path.join(workdir, child.RESULT_FILE), "rb") as f:
+            with open(os.path.join(workdir, RESULT_FILE), "rb") as f:
                 result = f.read()
         except OSError:
             result = None

@@ -110,7 +110,10 @@ def test_a_rank_that_exits_without_a_result_is_named_with_its_exit_code(spark):
 
 
 def test_an_unpicklable_result_is_named(spark):
-    with pytest.raises(RankFailedError, match=r"result of lock_result on rank 0 cannot be pickled"):
+    # Both ranks fail alike: either may be the one reported.
+    with pytest.raises(
+        RankFailedError, match=r"result of lock_result on rank [01] cannot be pickled"
+    ):
         run_bounded(spark, rank_fns.lock_result, num_proc=2)
 
 
