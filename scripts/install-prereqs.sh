@@ -68,6 +68,13 @@ venv=build/venv
 "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "nvidia-nccl-cu12==$NCCL_VERSION" \
   "nvidia-cuda-runtime-cu12==$NVIDIA_CUDA_RUNTIME_VERSION" "nvidia-cuda-nvcc-cu12==$NVIDIA_CUDA_NVCC_VERSION" \
   "nvidia-cuda-cccl-cu12==$CCCL_BUILD_VERSION"
+# horovod.spark's tests (make test/spark): pyspark (a 456 MB sdist of Spark's jars) and the Java
+# 17 it runs on, Debian's headless JRE.
+if [[ $(dpkg-query -W -f='${Version}' openjdk-17-jre-headless 2>/dev/null) != "$OPENJDK_JRE_DEB_VERSION" ]]; then
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "openjdk-17-jre-headless=$OPENJDK_JRE_DEB_VERSION"
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$PYSPARK_VERSION"
 # horovod.torch's tests (make test/torch): torch in a venv of its own (its requirements must not
 # touch build/venv's NCCL), installed as the CPU torch image does (images/torch/Dockerfile):
 # without its CUDA wheels (--no-deps: 0.55 GB downloaded instead of 3.5), with its other
