@@ -14,7 +14,10 @@ import traceback
 # What engine_state() answers.
 ENGINE_FRESH = "fresh"  # never started in this process: hvd.init() will meet the peers
 ENGINE_RUNNING = "running"
-ENGINE_ENDED = "ended"  # shut down (by fn, or after a failure): this process cannot init again
+# Loaded but not running: shut down (by fn, or after a failure), and this process cannot init
+# again; or never started by a function that only imported Horovod (the engine cannot tell the
+# two apart, and new workers are right for both).
+ENGINE_ENDED = "ended"
 
 
 def _engine():
@@ -27,9 +30,6 @@ class BaseHorovodWorker:
     """A rank's actor. `executable` is the object start(executable_cls=...) made here."""
 
     executable = None
-
-    def __init__(self):
-        self._engine_started = False
 
     def node_id(self):
         import ray
@@ -75,17 +75,14 @@ class BaseHorovodWorker:
         except Exception as e:
             self._end_engine()
             return error_record(e)
-        finally:
-            self._note_engine()
         return {"ok": True, "value": None}
 
     def engine_state(self):
         """ENGINE_FRESH, ENGINE_RUNNING or ENGINE_ENDED (see above)."""
-        self._note_engine()
         core = _engine()
-        if core is not None and core.is_initialized():
-            return ENGINE_RUNNING
-        return ENGINE_ENDED if self._engine_started else ENGINE_FRESH
+        if core is None:
+            return ENGINE_FRESH
+        return ENGINE_RUNNING if core.is_initialized() else ENGINE_ENDED
 
     def execute(self, func):
         """func(self.executable). When it raises, this rank's engine is shut down first: the
@@ -96,8 +93,6 @@ class BaseHorovodWorker:
         except BaseException:
             self._end_engine()
             raise
-        finally:
-            self._note_engine()
 
     def call(self, func):
         """execute(func) as a record for the driver, which names the rank in its error:
@@ -109,15 +104,9 @@ class BaseHorovodWorker:
         except Exception as e:  # SystemExit/KeyboardInterrupt end the actor, as in Ray
             return error_record(e)
 
-    def _note_engine(self):
-        core = _engine()
-        if core is not None and core.is_initialized():
-            self._engine_started = True
-
     def _end_engine(self):
         core = _engine()
         if core is not None and core.is_initialized():
-            self._engine_started = True
             from horovod.common import basics
 
             basics.shutdown()
