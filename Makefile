@@ -9,7 +9,7 @@ BUILD_DIR ?= build/dev
 # ---------------------------------------------------------------------------------------------
 # Engine (csrc/ + horovod/)
 # ---------------------------------------------------------------------------------------------
-.PHONY: help build test test/unit test/engine test/tf test/gpu test/spark build/engine-gpu bench plots clean
+.PHONY: help build test test/unit test/engine test/tf test/gpu test/spark test/ray build/engine-gpu bench plots clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_/%.-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -42,6 +42,11 @@ test/torch: build ## horovod.torch under real MPI ranks (np 2 and 3), with build
 # own): pyspark and Java 17 from scripts/install-prereqs.sh; one SparkSession per test module.
 test/spark: build ## horovod.spark.run on a real Spark local-cluster (pyspark, Java 17; no docker)
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/spark
+
+# horovod.ray on a local Ray (ray.init(num_cpus=4)) and on a ray.cluster_utils.Cluster of two
+# nodes on this machine: ray from scripts/install-prereqs.sh; one Ray instance per test module.
+test/ray: build ## horovod.ray.RayExecutor on a real local Ray (ray[default]; no docker)
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q tests/ray
 
 bench: build ## allreduce benchmark: engine vs ring vs MPI_Allreduce, np 2 (shared memory and TCP)
 	PYTHONPATH=$(CURDIR) $(MPIRUN) -np 2 --bind-to core $(PYTHON) benchmarks/allreduce.py
@@ -88,9 +93,9 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 	$(PYTHON) -m ruff check --fix .
 	$(CLANG_FORMAT) -i $(CXX_SOURCES)
 
-test: test/unit test/engine test/tf test/torch test/gpu test/runner test/spark test/docker ## everything CI runs
+test: test/unit test/engine test/tf test/torch test/gpu test/runner test/spark test/ray test/docker ## everything CI runs
 
-test-fast: test/unit test/engine test/tf test/torch test/runner test/spark ## the loop while working (10-12 minutes on 2 cores): everything without docker, the GPU build or images; CI runs `make test`
+test-fast: test/unit test/engine test/tf test/torch test/runner test/spark test/ray ## the loop while working (10-12 minutes on 2 cores): everything without docker, the GPU build or images; CI runs `make test`
 
 # Compiled outputs only: the tools' venv and the staged wheels (build/venv, build/stage) stay, and
 # so do images and containers (`make clean/images`).

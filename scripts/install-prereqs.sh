@@ -75,6 +75,9 @@ if [[ $(dpkg-query -W -f='${Version}' openjdk-17-jre-headless 2>/dev/null) != "$
   $sudo apt-get install -y -q --no-install-recommends "openjdk-17-jre-headless=$OPENJDK_JRE_DEB_VERSION"
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$PYSPARK_VERSION"
+# horovod.ray's tests (make test/ray): Ray with its dashboard's extras (79 MB wheel); its
+# requirements add packages to build/venv and change none of those already there.
+"$venv/bin/pip" install -q --disable-pip-version-check "ray[default]==$RAY_VERSION"
 # horovod.torch's tests (make test/torch): torch in a venv of its own (its requirements must not
 # touch build/venv's NCCL), installed as the CPU torch image does (images/torch/Dockerfile):
 # without its CUDA wheels (--no-deps: 0.55 GB downloaded instead of 3.5), with its other
