@@ -10,7 +10,7 @@ import numpy as np
 import horovod.numpy as hvd
 from horovod.common import arguments
 from horovod.common import basics as _b
-from tests.engine.reference import DTYPES, check, make, reference
+from tests.support.reference import DTYPES, check, make, reference
 
 
 def expect_named(fn, *needles):

@@ -5,8 +5,8 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from tests.support.reference_tf import make, reference, seed
 from tests.support.scenario import expect_error
-from tests.tensorflow.reference import make, reference, seed
 
 
 def sc_extras():
