@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support.compose import TIMINGS, make_cluster
+from tests.support.compose import TIMINGS, check_network_matrix, make_cluster
 
 pytestmark = pytest.mark.alone
 
@@ -23,18 +23,6 @@ def gbs(text):
     return float(text)
 
 
-def matrix(out, title):
-    """{(row host, column host): value string} of one matrix of the report."""
-    lines = out.splitlines()
-    i = next(k for k, line in enumerate(lines) if line.startswith(title))
-    cols = lines[i + 1].split()
-    cells = {}
-    for line in lines[i + 2 : i + 2 + len(cols)]:
-        row, *values = line.split()
-        cells.update({(row, c): v for c, v in zip(cols, values)})
-    return cells
-
-
 def check(c, flags="", timeout=300):
     out, err = c.run_ok(f"horovodrun --check-network {flags}", timeout=timeout)
     return out, err
@@ -44,7 +32,7 @@ def test_healthy_cluster_is_ok(cluster):
     out, err = check(cluster)
     workers = [cluster.worker(i) for i in range(1, cluster.workers + 1)]
     for title in ("latency", "bandwidth"):
-        cells = matrix(out, title)
+        cells = check_network_matrix(out, title)
         assert set(cells) == {(a, b) for a in workers for b in workers}, out
         assert all(v != "-" for v in cells.values()), (
             out

@@ -11,8 +11,7 @@ import subprocess
 
 import pytest
 
-from tests.cluster.test_network_check import matrix
-from tests.support.compose import TIMINGS, Cluster, make_cluster
+from tests.support.compose import TIMINGS, Cluster, check_network_matrix, make_cluster
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.alone
@@ -171,7 +170,7 @@ def check_network(c):
     """`horovodrun --check-network` on every slot of every worker: the report, its bandwidth
     matrix in Mbit/s and its reach (% of the slowest link)."""
     out, _ = c.run_ok("horovodrun --check-network", timeout=300)
-    cells = matrix(out, "bandwidth")
+    cells = check_network_matrix(out, "bandwidth")
     mbits = {k: float(v) * 8000 for k, v in cells.items() if k[0] != k[1]}
     reach = re.search(r"^allreduce reaches (\d+)% of what the links allow", out, re.M)
     assert reach, out

@@ -1,12 +1,12 @@
 """Adasum (op=hvd.Adasum, ops/adasum.cc) against the NumPy reference of its tree
-(reference.adasum), per tensor also when fused, and its refusals, each on every rank
-(test_adasum.py)."""
+(tests/support/reference.py's adasum), per tensor also when fused, and its refusals, each on
+every rank (test_adasum.py)."""
 
 import numpy as np
 
 import horovod.numpy as hvd
-from tests.engine.reference import BF16, adasum, check, make
 from tests.engine.scenarios_join import check_last_joined
+from tests.support.reference import BF16, adasum, check, make
 from tests.support.scenario import expect_error
 
 FLOATS = [np.dtype(t) for t in ("float16", "float32", "float64")] + ([BF16] if BF16 else [])

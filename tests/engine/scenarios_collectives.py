@@ -9,7 +9,10 @@ import numpy as np
 import horovod.numpy as hvd
 from horovod.common import handles as submission
 from horovod.common.engine_types import ALLREDUCE
-from tests.engine.reference import DTYPES, OPS, SHAPES, check, is_float, make, reference
+from tests.support.reference import DTYPES, check, is_float, make, ops, reference
+
+OPS = ops(hvd)
+SHAPES = [(1,), (17,), (5, 3), (3, 2, 4), (100003,)]
 
 
 def sc_allreduce():

@@ -15,6 +15,15 @@ from tests.support.scenario import expect_error
 
 def sc_mismatch():
     r, n = hvd.rank(), hvd.size()
+    _negotiated_mismatches(r, n)
+    _local_argument_errors(r, n)
+    _in_flight_names(r, n)
+    # The engine keeps working after every error above.
+    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="mm/after") == n).all()
+
+
+def _negotiated_mismatches(r, n):
+    """What the ranks disagree on, found in negotiation and named on every rank."""
     odd = [q for q in range(n) if q % 2]
     even = [q for q in range(n) if q % 2 == 0]
     err = hvd.HorovodMismatchError
@@ -82,7 +91,10 @@ def sc_mismatch():
         "mm/cached",
         f"[{n - 1}]",
     )
-    # Local argument errors, before any negotiation.
+
+
+def _local_argument_errors(r, n):
+    """Local argument errors, before any negotiation."""
     expect_error(
         lambda: hvd.broadcast(np.ones(2), root_rank=n, name="mm/badroot"),
         ValueError,
@@ -111,6 +123,9 @@ def sc_mismatch():
         "mm/cplx",
         "complex64",
     )
+
+
+def _in_flight_names(r, n):
     # A name only this rank has submitted stays in flight until the others submit it, which
     # they do only after the barrier-like allreduce that every rank joins after its check.
     mine = hvd.allreduce_async(np.ones(2), name=f"mm/dup/{r}")
@@ -143,8 +158,6 @@ def sc_mismatch():
     others = [hvd.allreduce_async(np.ones(2), name=f"mm/dup/{q}") for q in range(n) if q != r]
     for h in [mine] + others:
         hvd.synchronize(h)
-    # The engine keeps working after every error above.
-    assert (hvd.allreduce(np.ones(3), op=hvd.Sum, name="mm/after") == n).all()
 
 
 def sc_alltoall_splits():

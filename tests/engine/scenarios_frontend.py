@@ -10,7 +10,7 @@ import numpy as np
 import horovod.numpy as hvd
 from horovod.common import arguments
 from horovod.common import basics as _b
-from tests.engine.reference import DTYPES, check, make, reference
+from tests.support.reference import DTYPES, check, make, reference
 
 
 def expect_named(fn, *needles):
@@ -268,6 +268,12 @@ def sc_output_blocks():
     check_step(fourth, 4, "fourth")
     reused = {a.ctypes.data for a in fourth} & set(ptrs)
     assert reused, "a freed block of the same size was not reused"
+    _single_op_blocks(r, n)
+    _allgather_blocks(r, n)
+
+
+def _single_op_blocks(r, n):
+    """sc_output_blocks' large blocks, single ops' blocks, and the binding's mixed outputs."""
     # A large block (huge pages: a model's gradients) is kept and reused the same way.
     big = [np.full(3 << 20, r + 1, np.float32), np.full(5, r + 1, np.float32)]
     first_big = hvd.grouped_allreduce(big, op=hvd.Sum, name="ob/big")
@@ -305,6 +311,10 @@ def sc_output_blocks():
     want = n * (n + 1) / 2
     assert np.all(got[0][0] == want) and got[0][0].ctypes.data % 64 == 0, got[0][0]
     assert got[1][0] is given and np.all(given == want), (got[1][0], given)
+
+
+def _allgather_blocks(r, n):
+    """sc_output_blocks' allgather outputs: kept blocks of their own."""
     # Variable-size outputs (allgather) take a kept block of their own: from 4 MiB on on a 2 MiB
     # page, kept when the array dies and reused by the next call, never while the array lives.
     rows = 3 << 18  # 3 MiB of float32 from each rank

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 import horovod.numpy as hvd
-from tests.engine.reference import DTYPES, check, make, reference
+from tests.support.reference import DTYPES, check, make, reference
 
 
 def sc_host_topology():

@@ -5,8 +5,10 @@ run on its own communicator (test_process_sets.py). Every rank computes the refe
 import numpy as np
 
 import horovod.numpy as hvd
-from tests.engine.reference import DTYPES, OPS, check, make, reference
+from tests.support.reference import DTYPES, check, make, ops, reference
 from tests.support.scenario import expect_error
+
+OPS = ops(hvd)
 
 
 def _sets():

@@ -103,7 +103,7 @@ def sc_ps_init_fewer_tcp():
     )
 
 
-OWN = {name[3:]: fn for name, fn in list(globals().items()) if name.startswith("sc_")}
+OWN = scenario.collect(sys.modules[__name__])
 assert not set(OWN) & set(SCENARIOS), set(OWN) & set(SCENARIOS)
 
 if __name__ == "__main__":

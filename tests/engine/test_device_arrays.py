@@ -1,5 +1,5 @@
 """Device arrays in the CPU build (horovod/common/device.py): CuPy-like and torch-like
-stand-ins (tests/gpu/fakelib.py) reach the engine, which refuses them on every rank, naming the
+stand-ins (tests/support/fakelib.py) reach the engine, which refuses them on every rank, naming the
 tensor and saying the build has no GPU operations; the job goes on."""
 
 import numpy as np
@@ -22,7 +22,7 @@ def test_device_arrays_refused_on_every_rank_in_cpu_build(np_):
 
 def test_describe_reads_the_cuda_array_interface():
     from horovod.common import device
-    from tests.gpu import fakelib
+    from tests.support import fakelib
 
     host = np.arange(6, dtype=np.float32).reshape(2, 3)
     x = fakelib.CupyLike(host)
@@ -39,7 +39,7 @@ def test_describe_reads_the_cuda_array_interface():
 
 def test_describe_reads_dlpack_and_keeps_the_capsule():
     from horovod.common import device
-    from tests.gpu import fakelib
+    from tests.support import fakelib
 
     x = fakelib.TorchLike(np.ones((4, 2), np.int64))
     t = device.describe("x", x)
@@ -55,7 +55,7 @@ def test_describe_reads_dlpack_and_keeps_the_capsule():
 
 def test_outputs_are_the_inputs_kind():
     from horovod.common import device
-    from tests.gpu import fakelib
+    from tests.support import fakelib
 
     for mk in (fakelib.CupyLike, fakelib.TorchLike):
         t = device.describe("x", mk(np.ones(3, np.float32)))
@@ -68,7 +68,7 @@ def test_outputs_are_the_inputs_kind():
 
 def test_host_and_non_cuda_objects_are_not_device_arrays():
     from horovod.common import device
-    from tests.gpu import fakelib
+    from tests.support import fakelib
 
     assert not device.is_device_array(np.ones(2))
     assert not device.is_device_array([1, 2])

@@ -2,7 +2,7 @@
 tests/gpu/device_checks.py NAME[,NAME...] [ARGS]`, the protocol of tests/support/scenario.py.
 tests/gpu and scripts/gpu_check.sh run these.
 
-Without a GPU: `refused REASON` (CuPy-like and torch-like stand-ins, tests/gpu/fakelib.py, for
+Without a GPU: `refused REASON` (CuPy-like and torch-like stand-ins, tests/support/fakelib.py, for
 every collective: the engine's refusal on every rank) and `local_refusals` (what the frontend
 refuses by itself, still on every rank). With GPUs (one per rank): `collectives` (every NCCL
 collective on CuPy arrays or torch CUDA tensors, HVD_DEVICE_LIB picks; against NumPy; then
@@ -18,8 +18,8 @@ import time
 import numpy as np
 
 import horovod.numpy as hvd
-from tests.gpu import fakelib, odd_counts
-from tests.support import scenario
+from tests.gpu import odd_counts
+from tests.support import fakelib, scenario
 from tests.support.scenario import expect_error
 
 FAKES = (fakelib.CupyLike, fakelib.TorchLike)
@@ -425,7 +425,7 @@ def sc_bench():
         )
 
 
-SCENARIOS = {k[3:]: v for k, v in dict(globals()).items() if k.startswith("sc_")}
+SCENARIOS = scenario.collect(sys.modules[__name__])
 
 if __name__ == "__main__":
     scenario.main(SCENARIOS, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown)

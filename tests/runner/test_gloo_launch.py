@@ -510,8 +510,8 @@ def test_real_ranks_through_the_stand_in_ssh(stand_in_ssh, capfd):
 
 @needs_engine
 def test_elastic_over_gloo_goes_on_after_a_rank_is_killed(tmp_path):
-    from tests.runner.test_elastic import done_lines, wait_for
-    from tests.runner.test_elastic import horovodrun as elastic_horovodrun
+    from tests.runner.elastic_job import done_lines, wait_for
+    from tests.runner.elastic_job import horovodrun as elastic_horovodrun
 
     def kill(tmp):
         pid = tmp / "pids" / "g0-r2.pid"

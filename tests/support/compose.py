@@ -183,3 +183,16 @@ def make_cluster(workers, slots=2, extra_files=(), env=None):
         c.down()
         raise
     return c
+
+
+def check_network_matrix(out, title):
+    """{(row host, column host): value string} of one matrix (`title`: latency, bandwidth) of
+    `horovodrun --check-network`'s report `out`."""
+    lines = out.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(title))
+    cols = lines[i + 1].split()
+    cells = {}
+    for line in lines[i + 2 : i + 2 + len(cols)]:
+        row, *values = line.split()
+        cells.update({(row, c): v for c, v in zip(cols, values)})
+    return cells

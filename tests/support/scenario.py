@@ -6,15 +6,31 @@ order in this one process (TF's import costs seconds per rank, so tests batch th
 traceback and ends the process at once, which makes mpirun end the job: the later scenarios
 never start, and nothing waits for this rank. A scenario reads its ARGS from sys.argv[2:].
 
-Scenarios are the functions sc_<NAME> of the program's subject modules (collect). Every
-check is against a reference each rank computes itself, and a failed one raises.
+Scenarios are the functions sc_<NAME> of the program's subject modules (collect), which a
+program finds by their file names (beside): `scenarios_<subject>.py` beside it, so that a new
+subject needs no list; docs/architecture.md, "Where a new test goes", has the convention. Every
+check is against a reference each rank computes itself (reference.py), and a failed one raises.
 
 Launched by the tests, the repository root is on PYTHONPATH (mpi.environment); by hand, run
 from the root with `PYTHONPATH=. mpirun -np 2 python tests/engine/scenarios.py NAME`.
 """
 
+import importlib
 import os
 import traceback
+from pathlib import Path
+
+from tests.support.paths import ROOT
+
+
+def beside(program_file, *patterns):
+    """The modules next to program_file whose file names match one of the glob patterns, in
+    name order, imported by their dotted names from the repository root (tests.<suite>.<name>),
+    as the program's own imports would."""
+    here = Path(program_file).resolve().parent
+    package = ".".join(here.relative_to(ROOT).parts)
+    names = sorted({path.stem for pattern in patterns for path in here.glob(pattern)})
+    return [importlib.import_module(f"{package}.{name}") for name in names]
 
 
 def collect(*modules):

@@ -7,7 +7,6 @@ hvd.elastic.run synced them. Each rank prints "DIGEST <scenario> rank=<r> <what>
 for what must be equal across ranks (the test compares them) and "OK <scenario> rank=<r>".
 """
 
-import hashlib
 import os
 import sys
 
@@ -27,18 +26,7 @@ import horovod.tensorflow as hvd_tf  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
 from horovod.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: E402
 from tests.support import scenario  # noqa: E402
-
-
-def digest(arrays):
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(np.asarray(a)).tobytes())
-    return h.hexdigest()
-
-
-def report(name, **whats):
-    for what, value in whats.items():
-        print(f"DIGEST {name} rank={hvd.rank()} {what}={value}", flush=True)
+from tests.support.digests import digest, report  # noqa: E402
 
 
 def check(cond, msg):

@@ -26,24 +26,7 @@ import keras  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
 from horovod.tensorflow import reduction as hvd_reduction  # noqa: E402
 from tests.support import scenario  # noqa: E402
-from tests.tensorflow.scenarios_keras_join import (  # noqa: E402
-    scenario_join_fit,
-    scenario_join_fit_metric_average_stalls,
-    scenario_join_tape,
-)
-from tests.tensorflow.scenarios_keras_metrics import scenario_metrics_differ  # noqa: E402
-
-
-def digest(arrays):
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(np.asarray(a)).tobytes())
-    return h.hexdigest()
-
-
-def report(name, **digests):
-    for what, value in digests.items():
-        print(f"DIGEST {name} rank={hvd.rank()} {what}={value}", flush=True)
+from tests.support.digests import digest, report  # noqa: E402
 
 
 def check(cond, msg):
@@ -82,7 +65,7 @@ class LrRecorder(keras.callbacks.Callback):
 # ---- fit: DistributedOptimizer + the callbacks ---------------------------------------------
 
 
-def scenario_fit():
+def sc_fit():
     """model.fit from rank-specific initial weights and data: afterwards weights and logged
     metrics are equal on all ranks (digests), val_loss is the mean of the ranks' own
     val losses, and the warmup schedule is the documented formula."""
@@ -172,7 +155,7 @@ def accumulate_reference(batches_per_rank, w, b, lr, k, average):
     return w, b
 
 
-def scenario_accumulate():
+def sc_accumulate():
     """backward_passes_per_step=2: eagerly, weights and iterations change only on every 2nd
     apply_gradients, one reduction each; in model.fit (tf.function) the result matches the
     NumPy reference for both average_aggregated_gradients settings."""
@@ -267,7 +250,7 @@ def barrier():
     hvd.allreduce(np.zeros(1), name="barrier")
 
 
-def scenario_save_load():
+def sc_save_load():
     """model.save() of a model with a DistributedOptimizer loads in plain Keras with the plain
     class; hvd.load_model re-wraps (same state, still an instance of the class) and training
     continues identically on all ranks. horovod.keras is horovod.tensorflow.keras."""
@@ -337,7 +320,7 @@ def scenario_save_load():
         pass
 
 
-def scenario_schedule_checkpoint():
+def sc_schedule_checkpoint():
     """LearningRateScheduleCallback (staircase, from epoch 1) sets initial_lr * 0.5**epoch at
     each epoch's first batch and leaves epoch 0 alone; BestModelCheckpoint (after
     MetricAverageCallback) writes only on rank 0, a model that loads."""
@@ -375,7 +358,7 @@ def scenario_schedule_checkpoint():
 # ---- mixed precision: every rank skips a step with non-finite gradients, or none does ----------
 
 
-def scenario_mixed_precision():
+def sc_mixed_precision():
     """mixed_float16: model.compile wraps hvd.DistributedOptimizer in Keras' LossScaleOptimizer,
     and rank 1's second batch of each epoch overflows float16 (its gradients are NaN). Every
     rank must skip those steps together: equal weights, loss scale and update count (8 batches,
@@ -424,17 +407,10 @@ def scenario_mixed_precision():
         keras.config.set_dtype_policy("float32")
 
 
-SCENARIOS = {
-    "mixed_precision": scenario_mixed_precision,
-    "fit": scenario_fit,
-    "accumulate": scenario_accumulate,
-    "save_load": scenario_save_load,
-    "schedule_checkpoint": scenario_schedule_checkpoint,
-    "metrics_differ": scenario_metrics_differ,
-    "join_fit": scenario_join_fit,
-    "join_tape": scenario_join_tape,
-    "join_fit_metric_average_stalls": scenario_join_fit_metric_average_stalls,
-}
+SCENARIOS = scenario.collect(
+    sys.modules[__name__],
+    *scenario.beside(__file__, "scenarios_keras_join.py", "scenarios_keras_metrics.py"),
+)
 
 # A program of its own (not a subject module of scenarios_ops.py): it sets TF's thread pools at
 # import, which would change the op scenarios' settings.

@@ -5,7 +5,6 @@ rank's regenerated data, prints "OK <scenario> rank=<r>", and prints
 "DIGEST <scenario> rank=<r> <what>=<sha256>" lines that the test compares across ranks.
 """
 
-import hashlib
 import os
 import sys
 
@@ -20,21 +19,10 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 import horovod.tensorflow as hvd_tf  # noqa: E402
 import horovod.tensorflow.keras as hvd  # noqa: E402
 from tests.support import scenario  # noqa: E402
+from tests.support.digests import digest, report  # noqa: E402
 
 K = tf.keras
 LEGACY = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
-
-
-def digest(arrays):
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(np.asarray(a)).tobytes())
-    return h.hexdigest()
-
-
-def report(name, **digests):
-    for what, value in digests.items():
-        print(f"DIGEST {name} rank={hvd.rank()} {what}={value}", flush=True)
 
 
 def check(cond, msg):
@@ -54,7 +42,7 @@ def mlp():
     )
 
 
-def scenario_flavour():
+def sc_flavour():
     """hvd follows tf.keras: tf_keras classes under TF_USE_LEGACY_KERAS=1, Keras 3 otherwise."""
     module = K.layers.Layer.__module__
     check(module.startswith("tf_keras") == LEGACY, f"tf.keras layers come from {module}")
@@ -70,7 +58,7 @@ def optimizers():
     return found
 
 
-def scenario_fit():
+def sc_fit():
     """model.fit with DistributedOptimizer + BroadcastGlobalVariablesCallback +
     MetricAverageCallback + LearningRateWarmupCallback from rank-specific initial weights and
     data, for each optimizer family: the optimizer keeps its class, the model learns, the
@@ -100,7 +88,7 @@ def scenario_fit():
         report(f"fit_{kind}", weights=digest(model.get_weights()))
 
 
-def scenario_load_model():
+def sc_load_model():
     """model.save of a model trained with DistributedOptimizer, then hvd.load_model: the
     optimizer is its plain class wrapped again (same name, restored iterations), and training
     continues with equal weights on all ranks."""
@@ -131,7 +119,7 @@ def scenario_load_model():
         report(f"load_model_{kind}", weights=digest(loaded.get_weights()))
 
 
-def scenario_accumulate():
+def sc_accumulate():
     """backward_passes_per_step=2 (average_aggregated_gradients=True) in model.fit, for each
     optimizer family (plain SGD: the update is lr times the gradient): a linear model without
     bias under MSE ends where a NumPy reference does (every 2 batches, the mean over ranks of
@@ -168,7 +156,7 @@ def scenario_accumulate():
         report(f"accumulate_{kind}", weights=digest([got]))
 
 
-def scenario_partial_optimizer():
+def sc_partial_optimizer():
     """PartialDistributedOptimizer with the head as local layer in model.fit (the broadcast
     callback leaves the head out via register_local_var): after training on rank-specific data
     the body is equal on all ranks and the head differs."""
@@ -187,7 +175,7 @@ def scenario_partial_optimizer():
     report("partial_optimizer", shared=digest(body), local=digest(head.get_weights()))
 
 
-def scenario_partial_tape():
+def sc_partial_tape():
     """PartialDistributedGradientTape(local_layers=[head]): the body's gradients are the mean
     over ranks, the head's are this rank's own divided by the number of ranks (upstream's
     scale_local_gradients); get_local_and_global_gradients splits them; after training steps
@@ -237,18 +225,9 @@ def scenario_partial_tape():
     report("partial_tape", shared=digest(body), local=digest(head.get_weights()))
 
 
-SCENARIOS = {
-    "flavour": scenario_flavour,
-    "fit": scenario_fit,
-    "load_model": scenario_load_model,
-    "accumulate": scenario_accumulate,
-    "partial_optimizer": scenario_partial_optimizer,
-    "partial_tape": scenario_partial_tape,
-}
+SCENARIOS = scenario.collect(
+    sys.modules[__name__], *scenario.beside(__file__, "scenarios_sync_batch_norm.py")
+)
 
 if __name__ == "__main__":
-    from tests.tensorflow.scenarios_sync_batch_norm import SCENARIOS as SYNC_BN
-
-    scenario.main(
-        {**SCENARIOS, **SYNC_BN}, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown
-    )
+    scenario.main(SCENARIOS, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown)

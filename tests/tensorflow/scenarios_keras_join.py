@@ -2,7 +2,6 @@
 scenarios_keras.py): Keras model.fit and a custom DistributedGradientTape loop end on every
 rank, and after a broadcast from the rank join() names, every rank holds the same weights."""
 
-import hashlib
 import time
 
 import keras
@@ -11,13 +10,7 @@ import tensorflow as tf
 
 import horovod.tensorflow as hvd_tf
 import horovod.tensorflow.keras as hvd
-
-
-def _digest(arrays):
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(np.asarray(a)).tobytes())
-    return h.hexdigest()
+from tests.support.digests import digest, report
 
 
 def _data(rank, count):
@@ -30,7 +23,7 @@ def _model():
     return keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
 
 
-def scenario_join_fit():
+def sc_join_fit():
     """Rank q holds 32 (q + 1) samples: model.fit (batch 16, one epoch) runs 2 (q + 1) steps, the
     last ones with fewer ranks; then join() returns the last rank on every rank, and a broadcast
     from it makes the weights equal. Before join existed, the longer ranks' last steps waited
@@ -53,10 +46,10 @@ def scenario_join_fit():
     last = hvd.join()
     assert last == n - 1, last
     hvd.broadcast_variables(model.variables, root_rank=last)
-    print(f"DIGEST join_fit rank={r} weights={_digest(model.get_weights())}", flush=True)
+    report("join_fit", weights=digest(model.get_weights()))
 
 
-def scenario_join_tape():
+def sc_join_tape():
     """The same with a custom loop: DistributedGradientTape in a tf.function, rank q runs
     3 + q steps; the gradient of a step is the sum over the ranks still running divided by
     the job's size (the joined ranks add zeros)."""
@@ -95,10 +88,10 @@ def scenario_join_tape():
     last = hvd_tf.join()
     assert last == n - 1, last
     hvd_tf.broadcast_variables([w], root_rank=last)
-    print(f"DIGEST join_tape rank={r} weights={_digest([w.numpy()])}", flush=True)
+    report("join_tape", weights=digest([w.numpy()]))
 
 
-def scenario_join_fit_metric_average_stalls():
+def sc_join_fit_metric_average_stalls():
     """Issue 54, class 13, as docs/usage.md ("Uneven data") states it: model.fit with shards of
     different sizes and MetricAverageCallback never reaches join(). Rank 0 runs 4 steps, the
     others 2; at their epoch's end the others' metric exchange (an allgather) waits for rank 0,

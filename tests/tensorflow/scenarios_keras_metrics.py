@@ -8,7 +8,7 @@ import horovod.tensorflow.keras as hvd
 from tests.support.scenario import expect_error
 
 
-def scenario_metrics_differ():
+def sc_metrics_differ():
     """Ranks logging different metrics get a FailedPreconditionError on every rank naming each
     rank's metrics. Before: metrics were averaged by position in one vector, so two different
     metrics of one count were averaged with each other silently, other counts gave an error

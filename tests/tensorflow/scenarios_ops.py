@@ -1,8 +1,9 @@
 """The scenario program of horovod.tensorflow's ops, run on every rank under mpirun by
 test_ops.py: `python scenarios_ops.py NAME[,NAME...]` runs scenarios of every subject module
-below in order in one process per rank (TF's import costs seconds per rank, so the tests batch
-them), with the protocol of tests/support/scenario.py. Every check is against a NumPy reference
-that each rank computes itself (reference.py).
+beside it (scenarios_ops_<subject>.py) in order in one process per rank (TF's import costs
+seconds per rank, so the tests batch them), with the protocol of tests/support/scenario.py.
+Every check is against a NumPy reference that each rank computes itself
+(tests/support/reference.py, and reference_tf.py for TF's tensors).
 
 Each op runs eagerly (some unnamed, so that per-process counter names are exercised, some
 named) and inside a tf.function, where all of a scenario's ops live in one graph, run
@@ -18,45 +19,10 @@ import tensorflow as tf  # noqa: E402
 
 import horovod.tensorflow as hvd  # noqa: E402
 from tests.support import scenario  # noqa: E402
-from tests.tensorflow import (
-    scenarios_ops_adasum,
-    scenarios_ops_agreement,
-    scenarios_ops_allgather_broadcast,
-    scenarios_ops_allreduce,  # noqa: E402
-    scenarios_ops_alltoall_reducescatter,
-    scenarios_ops_api,
-    scenarios_ops_dtypes,
-    scenarios_ops_errors,
-    scenarios_ops_extras,
-    scenarios_ops_gradients,
-    scenarios_ops_naming,
-    scenarios_ops_process_sets,
-    scenarios_ops_runtime,
-    scenarios_ops_sparse,
-    scenarios_ops_tape,
-    scenarios_ops_v1,
-)
 
 tf.get_logger().setLevel("ERROR")  # retracing notices: scenarios build many small functions
 
-SCENARIOS = scenario.collect(
-    scenarios_ops_adasum,
-    scenarios_ops_allreduce,
-    scenarios_ops_allgather_broadcast,
-    scenarios_ops_alltoall_reducescatter,
-    scenarios_ops_runtime,
-    scenarios_ops_gradients,
-    scenarios_ops_extras,
-    scenarios_ops_tape,
-    scenarios_ops_v1,
-    scenarios_ops_errors,
-    scenarios_ops_dtypes,
-    scenarios_ops_agreement,
-    scenarios_ops_api,
-    scenarios_ops_process_sets,
-    scenarios_ops_sparse,
-    scenarios_ops_naming,
-)
+SCENARIOS = scenario.collect(*scenario.beside(__file__, "scenarios_ops_*.py"))
 
 if __name__ == "__main__":
     scenario.main(SCENARIOS, sys.argv[1].split(","), init=hvd.init, shutdown=hvd.shutdown)

@@ -1,14 +1,13 @@
 """op=hvd.Adasum in horovod.tensorflow (test_adasum.py): allreduce and grouped_allreduce
-eagerly and in a tf.function against the NumPy reference of the tree (tests/engine/reference.py),
+eagerly and in a tf.function against the NumPy reference of the tree (tests/support/reference.py),
 DistributedGradientTape training, the tf.compat.v1 delta optimizer, and the refusals."""
 
 import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
-from tests.engine.reference import BF16, adasum, check
+from tests.support.reference import BF16, adasum, check, seed
 from tests.support.scenario import expect_error, manages_init
-from tests.tensorflow.reference import seed
 
 DTYPES = [tf.float16, tf.float32, tf.float64] + ([tf.bfloat16] if BF16 else [])
 SHAPES = [(1,), (7,), (1001,), (3, 5)]

@@ -5,8 +5,8 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from tests.support.reference_tf import MOVE_DTYPES, address, check, function, make
 from tests.support.scenario import expect_error
-from tests.tensorflow.reference import MOVE_DTYPES, address, check, function, make
 
 
 def sc_allgather():

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
-from tests.tensorflow.reference import (
+from tests.support.reference_tf import (
     OPS,
     REDUCE_DTYPES,
     SHAPES,

@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from tests.support.reference_tf import check, make, reference, rows_of
 from tests.support.scenario import expect_error
-from tests.tensorflow.reference import check, make, reference, rows_of
 
 
 def sc_topology_ops():

@@ -33,10 +33,6 @@ def sc_dtypes():
       the op, the tensor, the dtype and the supported ones, on every rank, also when only one
       rank has the bad dtype. Before: TensorFlow's op-definition error naming neither Horovod
       nor the tensor, on the bad rank only, while the others waited."""
-    from tensorflow.python.framework import op_def_registry
-
-    from horovod.tensorflow import mpi_ops
-
     r, n = hvd.rank(), hvd.size()
     invalid, mismatch = tf.errors.InvalidArgumentError, tf.errors.FailedPreconditionError
     others = str([q for q in range(n) if q != 1])
@@ -66,6 +62,12 @@ def sc_dtypes():
     for kind, fn in reduces.items():
         _quick(lambda: fn(bits[0], f"dt/bool/{kind}"), invalid, f"dt/bool/{kind}", "bool")
 
+    _integer_scale_factors(r, n)
+    _unsupported_dtypes(r, n)
+
+
+def _integer_scale_factors(r, n):
+    """sc_dtypes' integer scale factors."""
     # Integer scale factors, as upstream (issue 42, class 4): each factor in double, the product
     # truncated; the prescale on each rank's share before the sum.
     ints = tf.constant([3, 5], tf.int32) + r
@@ -79,6 +81,15 @@ def sc_dtypes():
     assert got.dtype == tf.int64 and (got.numpy() == want).all(), (got, want)
     got = hvd.allreduce(tf.fill([3], 2 * r + 1), op=hvd.Average, name="dt/iavg")
     assert got.dtype == tf.int32 and (got.numpy() == n).all(), got
+
+
+def _unsupported_dtypes(r, n):
+    """sc_dtypes' unsupported dtypes: refused on every rank, also on one rank only."""
+    from tensorflow.python.framework import op_def_registry
+
+    from horovod.tensorflow import mpi_ops
+
+    invalid = tf.errors.InvalidArgumentError
 
     def bad(dtype):
         if dtype == tf.string:

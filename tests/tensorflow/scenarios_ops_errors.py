@@ -8,33 +8,15 @@ import horovod.tensorflow as hvd
 from tests.support.scenario import expect_error
 
 
-def sc_errors():
-    """Disagreements fail on every rank with FailedPreconditionError naming the tensor and the
-    ranks on each side, quickly; bad arguments with InvalidArgumentError; the next op works.
-    Eagerly the tensor is named by us; in a tf.function by its node, Horovod<Op>_<input>."""
-    r, n = hvd.rank(), hvd.size()
+def _error_table(r, n):
+    """(case, op kind, body(name for the op, name for its input), error, needles) of each
+    disagreement and bad argument that sc_errors runs eagerly and in a tf.function."""
     odd = str([q for q in range(n) if q % 2])
     even = str([q for q in range(n) if q % 2 == 0])
     mismatch = tf.errors.FailedPreconditionError
     invalid = tf.errors.InvalidArgumentError
-    after = [0]
-
-    def works():
-        after[0] += 1
-        got = hvd.allreduce(tf.ones([3]), op=hvd.Sum, name=f"after/{after[0]}")
-        assert (got.numpy() == n).all()
-
-    def expect(fn, exc, *needles):
-        start = time.monotonic()
-        msg = expect_error(fn, exc, *needles)
-        elapsed = time.monotonic() - start
-        assert elapsed < 10, f"{needles[0]}: took {elapsed:.1f} s"
-        works()
-        return msg
-
     f32_or_f64 = tf.float32 if r % 2 else tf.float64
-    # (case, op kind, body(name for the op, name for its input), error, needles)
-    table = [
+    return [
         (
             "dtype",
             "Allreduce",
@@ -120,6 +102,32 @@ def sc_errors():
             ("split",),
         ),
     ]
+
+
+def sc_errors():
+    """Disagreements fail on every rank with FailedPreconditionError naming the tensor and the
+    ranks on each side, quickly; bad arguments with InvalidArgumentError; the next op works.
+    Eagerly the tensor is named by us; in a tf.function by its node, Horovod<Op>_<input>."""
+    r, n = hvd.rank(), hvd.size()
+    odd = str([q for q in range(n) if q % 2])
+    even = str([q for q in range(n) if q % 2 == 0])
+    mismatch = tf.errors.FailedPreconditionError
+    after = [0]
+
+    def works():
+        after[0] += 1
+        got = hvd.allreduce(tf.ones([3]), op=hvd.Sum, name=f"after/{after[0]}")
+        assert (got.numpy() == n).all()
+
+    def expect(fn, exc, *needles):
+        start = time.monotonic()
+        msg = expect_error(fn, exc, *needles)
+        elapsed = time.monotonic() - start
+        assert elapsed < 10, f"{needles[0]}: took {elapsed:.1f} s"
+        works()
+        return msg
+
+    table = _error_table(r, n)
     for mode in ("eager", "function"):
         for case, kind, body, exc, needles in table:
             if mode == "eager":

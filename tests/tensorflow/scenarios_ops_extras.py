@@ -5,12 +5,21 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from tests.support.reference_tf import make, reference, seed
 from tests.support.scenario import expect_error
-from tests.tensorflow.reference import make, reference, seed
 
 
 def sc_extras():
     r, n = hvd.rank(), hvd.size()
+    _fp16_compression(r, n)
+    _indexed_slices(r, n)
+    _broadcast_variables(r, n)
+    _objects(r, n)
+    _edge_inputs(r, n)
+
+
+def _fp16_compression(r, n):
+    """sc_extras' fp16 compression: floats travel as float16, come back in their dtype."""
     # fp16 compression: floats travel as float16 and come back in their dtype.
     x = tf.fill([6], tf.constant(1.0 + 2.0**-13, tf.float32))  # not representable in float16
     exact = hvd.allreduce(x, op=hvd.Sum, name="fp16/none")
@@ -32,6 +41,10 @@ def sc_extras():
             assert got.dtype == dt, (mode, i, got.dtype)
             g = tf.cast(got, tf.float64).numpy()
             assert np.allclose(g, wants[i], rtol=1e-2, atol=1e-2), f"fp16 {mode} #{i}"
+
+
+def _indexed_slices(r, n):
+    """sc_extras' tf.IndexedSlices: gathered values and indices."""
 
     # tf.IndexedSlices: reduced by gathering values and indices (as upstream); Average divides
     # the values by the number of ranks.
@@ -60,6 +73,10 @@ def sc_extras():
             assert got.dense_shape.numpy().tolist() == [10, 3]
     expect_error(lambda: hvd.allreduce(sl, op=hvd.Max), NotImplementedError, "Sum or Average")
     expect_error(lambda: hvd.allreduce(sl, prescale_factor=2.0), NotImplementedError, "scale")
+
+
+def _broadcast_variables(r, n):
+    """sc_extras' broadcast_variables of every dtype group, eager and traced."""
 
     # broadcast_variables: every dtype group takes the root's values, eager and traced.
     def variables():
@@ -96,6 +113,9 @@ def sc_extras():
             assert (v.numpy() == np.asarray(want)).all(), ("function", root, v)
     assert hvd.broadcast_variables([]) is None
 
+
+def _objects(r, n):
+    """sc_extras' broadcast_object and allgather_object of objects sized by rank."""
     # broadcast_object / allgather_object: any picklable object, of a size differing by rank.
     obj = {"rank": r, "payload": np.arange(r * 100, dtype=np.int32), "name": "x" * r}
     for root in range(n):
@@ -110,6 +130,9 @@ def sc_extras():
     assert hvd.allgather_object(None) == [None] * n
     assert hvd.allgather_object(("t", r), name="tuples") == [("t", q) for q in range(n)]
 
+
+def _edge_inputs(r, n):
+    """sc_extras' edge shapes and inputs: scalars, empty tensors, variables, NumPy."""
     # Edge shapes and inputs: scalars, empty tensors, fewer rows than ranks, variables and
     # NumPy arrays as inputs.
     traced = tf.function(lambda t: hvd.allreduce(t, op=hvd.Sum), autograph=False)

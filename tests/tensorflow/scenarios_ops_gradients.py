@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
-from tests.tensorflow.reference import rows_of, seed
+from tests.support.reference_tf import rows_of, seed
 
 # Every rank q has its own objective on its output y_q of the op:
 #     L_q(y_q) = sum(w_q * y_q**2 + c_q * y_q),  dL_q/dy_q = 2 w_q y_q + c_q,

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
-from tests.tensorflow.reference import seed
+from tests.support.reference_tf import seed
 
 # Rank q's loss: mean((X_q w + b - Y_q)^2) + sum(emb[idx_q]^2 * k_q), with a float32 matrix w,
 # a float64 bias b (a second dtype: a second grouped allreduce) and an embedding whose

@@ -6,8 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
+from tests.support.reference_tf import seed
 from tests.support.scenario import manages_init
-from tests.tensorflow.reference import seed
 
 
 @manages_init

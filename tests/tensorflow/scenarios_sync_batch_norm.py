@@ -60,13 +60,13 @@ def compare_steps(call, steps, shape, rows=rows_of, name="sync_bn"):
     close(sync(x, training=False), ref(x, training=False), "inference output")
 
 
-def scenario_sync_bn_eager():
+def sc_sync_bn_eager():
     """Eagerly, on (rows, 5) and on (rows, 3, 4, 2) images (statistics per last channel)."""
     compare_steps(lambda layer, x: layer(x, training=True).numpy(), 3, (5,))
     compare_steps(lambda layer, x: layer(x, training=True).numpy(), 2, (3, 4, 2))
 
 
-def scenario_sync_bn_function():
+def sc_sync_bn_function():
     """Inside a tf.function (one trace per batch shape: the ranks' shapes differ)."""
 
     def call(layer, x):
@@ -79,7 +79,7 @@ def scenario_sync_bn_function():
     compare_steps(call, 3, (5,))
 
 
-def scenario_sync_bn_empty_rank():
+def sc_sync_bn_empty_rank():
     """A rank with an empty batch contributes nothing: the others' statistics are those of
     their batches together (eager)."""
     compare_steps(
@@ -90,7 +90,7 @@ def scenario_sync_bn_empty_rank():
     )
 
 
-def scenario_sync_bn_gradients():
+def sc_sync_bn_gradients():
     """Gradients through the global statistics: with rank r's loss sum(out_r * c_r), the
     gradient of this rank's loss with respect to its own inputs (the allreduce's gradient
     carries the other ranks' losses' dependence on the statistics) equals the gradient of the
@@ -129,7 +129,7 @@ def scenario_sync_bn_gradients():
     close(summed, np.stack([rg, rb]), "gamma and beta gradients")
 
 
-def scenario_sync_bn_fit():
+def sc_sync_bn_fit():
     """model.fit of Sequential([SyncBatchNormalization]) with learning rate 0 and unequal
     batch sizes per rank: the moving statistics after 3 steps equal those of Keras'
     BatchNormalization called on the 3 global batches; gamma and beta get equal gradients on
@@ -144,7 +144,7 @@ def scenario_sync_bn_fit():
     check(np.array_equal(everyone, np.repeat(weights[None], n, 0)), "weights differ")
 
 
-def scenario_sync_bn_auto_names():
+def sc_sync_bn_auto_names():
     """Issue 54, class 12: rank 1 builds one SyncBatchNormalization more (unused) first, so its
     layers' automatic names ("sync_batch_normalization_3") differ from the other ranks'; the
     allreduce must not be named after them. Eagerly (before: every rank waited for ever for the
@@ -191,13 +191,3 @@ def hvd_keras():
     import horovod.tensorflow.keras as hvd_keras
 
     return hvd_keras
-
-
-SCENARIOS = {
-    "sync_bn_eager": scenario_sync_bn_eager,
-    "sync_bn_function": scenario_sync_bn_function,
-    "sync_bn_empty_rank": scenario_sync_bn_empty_rank,
-    "sync_bn_gradients": scenario_sync_bn_gradients,
-    "sync_bn_fit": scenario_sync_bn_fit,
-    "sync_bn_auto_names": scenario_sync_bn_auto_names,
-}

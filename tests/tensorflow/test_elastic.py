@@ -5,9 +5,9 @@ be equal on every rank."""
 
 import pytest
 
+from tests.support.digests import assert_equal_on_all_ranks
 from tests.support.mpi import Program
 from tests.support.paths import ROOT
-from tests.tensorflow.test_keras import assert_equal_on_all_ranks
 
 ELASTIC = Program(ROOT / "tests" / "tensorflow" / "scenarios_elastic.py", tf=True, timeout=180)
 BATCH = [

@@ -8,11 +8,11 @@ below compare. The examples run as users run them, under mpirun -np 2.
 
 import importlib.util
 import re
-from collections import defaultdict
 
 import pytest
 
 from tests.support import mpi
+from tests.support.digests import assert_equal_on_all_ranks
 from tests.support.mpi import KERAS
 from tests.support.paths import EXAMPLES
 
@@ -32,27 +32,6 @@ BATCH = [
 def keras_run(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"keras_np{request.param}")
     return KERAS.run_batch(request.param, BATCH, env={"HVD_KERAS_TMPDIR": str(tmp)})
-
-
-def digests(batch, scenario_prefix):
-    """{(scenario, what): {rank: digest}} from the ranks' DIGEST lines."""
-    found = defaultdict(dict)
-    # Not anchored to line starts: mpirun may append a line to another rank's unfinished one.
-    for scenario, rank, what, value in re.findall(
-        rf"DIGEST ({re.escape(scenario_prefix)}\S*) rank=(\d+) (\w+)=([0-9a-f]{{64}})", batch.out
-    ):
-        found[(scenario, what)][int(rank)] = value
-    return found
-
-
-def assert_equal_on_all_ranks(batch, scenario_prefix, expected_whats):
-    found = digests(batch, scenario_prefix)
-    assert {what for _, what in found} == set(expected_whats), found
-    for key, by_rank in found.items():
-        assert set(by_rank) == set(range(batch.np)), (
-            f"{key}: digests from ranks {sorted(by_rank)} only; stdout:\n{batch.out[-6000:]}"
-        )
-        assert len(set(by_rank.values())) == 1, f"{key} differs across ranks: {by_rank}"
 
 
 def test_fit_same_weights_and_metrics(keras_run):

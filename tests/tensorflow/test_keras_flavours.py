@@ -9,11 +9,10 @@ An upstream-style Keras 2 program (upstream_style/keras_synthetic_benchmark.py) 
 
 import importlib.util
 import re
-from collections import defaultdict
 
 import pytest
 
-from tests.support import mpi
+from tests.support import digests, mpi
 from tests.support.paths import ROOT
 
 PROGRAM = mpi.Program(
@@ -56,20 +55,10 @@ def flavour_run(request, flavour_env, tmp_path_factory):
     return PROGRAM.run_batch(request.param, BATCH, env=env, timeout=600)
 
 
-def digests(batch, prefix):
-    """{(scenario, what): {rank: digest}} of the DIGEST lines whose scenario starts with prefix."""
-    found = defaultdict(dict)
-    for scenario, rank, what, value in re.findall(
-        rf"DIGEST ({re.escape(prefix)}\S*) rank=(\d+) (\w+)=([0-9a-f]{{64}})", batch.out
-    ):
-        found[(scenario, what)][int(rank)] = value
-    return found
-
-
 def ranks_agree(batch, prefix, what):
     """Whether every rank printed a `what` digest for each scenario starting with prefix, and
     whether they are all equal (asserts the first; returns the second per scenario)."""
-    found = {k: v for k, v in digests(batch, prefix).items() if k[1] == what}
+    found = {k: v for k, v in digests.found(batch, prefix).items() if k[1] == what}
     assert found, f"no {prefix} {what} digests:\n{batch.out[-4000:]}"
     for key, by_rank in found.items():
         assert set(by_rank) == set(range(batch.np)), f"{key}: digests from {sorted(by_rank)}"
@@ -112,7 +101,7 @@ def test_partial_distribution(flavour_run, scenario):
     every rank after training on rank-specific data; the other weights are equal."""
     flavour_run.check(scenario)
     assert all(ranks_agree(flavour_run, scenario, "shared").values())
-    local = digests(flavour_run, scenario)[(scenario, "local")]
+    local = digests.found(flavour_run, scenario)[(scenario, "local")]
     assert len(set(local.values())) == flavour_run.np, f"local layers: {local}"
 
 
