@@ -6,7 +6,7 @@
 // nothing and leaves the other one as it is), and the vectors of p = 2^k ranks as a binary tree:
 // level 1 combines ranks (0, 1), (2, 3), ...; level 2 combines the results of {0, 1} and {2, 3};
 // and so on. The combination is not associative, so this tree is the definition (the NumPy
-// reference in tests/engine/reference.py builds the same one). Each tensor of a fused buffer is
+// reference in tests/support/reference.py builds the same one). Each tensor of a fused buffer is
 // a vector of its own: dot products and norms are per tensor, never over the fused buffer.
 //
 // Reduce-scatter by vector halving, distance doubling: at level d = 1, 2, 4, ..., p/2 a rank and
