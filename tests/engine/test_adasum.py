@@ -5,12 +5,13 @@ refused by name."""
 
 import pytest
 
+from tests.support.fixtures import per_world
 from tests.support.mpi import ENGINE
 
 SCENARIOS = ["adasum", "adasum_fused", "adasum_scaled", "adasum_refused", "adasum_join"]
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"np{n}")
+@per_world(2, 4)
 def batch(request):
     """One launch per rank count runs every scenario (each test checks its own)."""
     return ENGINE.run_batch(request.param, SCENARIOS)

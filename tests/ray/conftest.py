@@ -3,11 +3,12 @@
 modules are skipped, saying so, where ray is not installed (scripts/install-prereqs.sh)."""
 
 import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.support import launched
 
 # One call: actors start (fresh Python processes), ranks meet, fn runs; a minute under load.
 CALL_LIMIT_SECONDS = 240
@@ -34,24 +35,8 @@ def ray_local():
 
 
 def bounded(call, *args, limit=CALL_LIMIT_SECONDS, **kwargs):
-    """call(*args, **kwargs) in a thread: its result, or its exception re-raised; one still
-    going after `limit` seconds fails the test."""
-    outcome = {}
-
-    def target():
-        try:
-            outcome["value"] = call(*args, **kwargs)
-        except BaseException as e:  # re-raised in the test's thread
-            outcome["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(limit)
-    if thread.is_alive():
-        pytest.fail(f"{getattr(call, '__qualname__', call)} did not return within {limit} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    """call(*args, **kwargs), failing the test after `limit` seconds (tests/support/launched.py)."""
+    return launched.bounded(call, *args, limit=limit, **kwargs)
 
 
 def alive(pid):

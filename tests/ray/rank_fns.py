@@ -3,28 +3,7 @@ reference, and the actors import it from the tree)."""
 
 import os
 
-
-def rank_view(tag):
-    """This rank's view of the job, and an allreduce across it."""
-    import numpy as np
-
-    import horovod.numpy as hvd
-
-    hvd.init()
-    total = hvd.allreduce(np.arange(3, dtype=np.float64) + hvd.rank(), op=hvd.Sum, name="view")
-    return {
-        "tag": tag,
-        "rank": hvd.rank(),
-        "size": hvd.size(),
-        "local_rank": hvd.local_rank(),
-        "local_size": hvd.local_size(),
-        "cross_rank": hvd.cross_rank(),
-        "cross_size": hvd.cross_size(),
-        "env_rank": int(os.environ["HOROVOD_RANK"]),
-        "transport": hvd.transport(),
-        "sum": total.tolist(),
-        "pid": os.getpid(),
-    }
+from tests.support.launched import rank_view  # noqa: F401  (the tests run it from here)
 
 
 def raise_on_rank(bad_rank):

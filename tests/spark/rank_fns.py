@@ -7,28 +7,13 @@ import subprocess
 import sys
 import time
 
+from tests.support import launched
+
 
 def identity_and_sum(tag):
-    """The rank's view of the job, and an allreduce (Sum) of [rank, rank + 1, rank + 2]."""
-    import numpy as np
-
-    import horovod.numpy as hvd
-
-    hvd.init()
-    total = hvd.allreduce(np.arange(3, dtype=np.float64) + hvd.rank(), op=hvd.Sum, name="sum")
-    out = {
-        "tag": tag,
-        "rank": hvd.rank(),
-        "size": hvd.size(),
-        "local_rank": hvd.local_rank(),
-        "local_size": hvd.local_size(),
-        "cross_rank": hvd.cross_rank(),
-        "cross_size": hvd.cross_size(),
-        "sum": [int(v) for v in total],
-        "pid": os.getpid(),
-    }
-    hvd.shutdown()
-    return out
+    """The rank's view of the job and an allreduce (tests/support/launched.py), then the engine
+    shut down, as a training function ends."""
+    return launched.rank_view(tag, shutdown=True)
 
 
 def chatty(lines):

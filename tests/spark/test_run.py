@@ -14,33 +14,23 @@ import horovod.spark
 from horovod.spark import RankFailedError, SparkSetupError
 from tests.spark import rank_fns
 from tests.spark.conftest import SLOTS
-from tests.support import procs
+from tests.support import launched, procs
 
 # One run: the tasks start (Python workers fork), the ranks meet, fn runs; minutes under load.
 RUN_LIMIT_SECONDS = 300
 
 
 def run_bounded(spark, fn, limit=RUN_LIMIT_SECONDS, **kwargs):
-    """horovod.spark.run in a thread: its result, or its exception re-raised; a run still going
-    after `limit` seconds has its Spark jobs cancelled and fails the test."""
-    outcome = {}
-
-    def target():
-        try:
-            outcome["value"] = horovod.spark.run(fn, start_timeout=limit, **kwargs)
-        except BaseException as e:  # re-raised in the test's thread
-            outcome["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(limit)
-    if thread.is_alive():
-        spark.sparkContext.cancelAllJobs()
-        thread.join(30)
-        pytest.fail(f"horovod.spark.run did not return within {limit} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    """horovod.spark.run bounded by `limit` seconds: a run still going then has its Spark jobs
+    cancelled and fails the test."""
+    return launched.bounded(
+        horovod.spark.run,
+        fn,
+        limit=limit,
+        on_timeout=spark.sparkContext.cancelAllJobs,
+        start_timeout=limit,
+        **kwargs,
+    )
 
 
 @pytest.mark.parametrize("np_", [2, 3])

@@ -7,3 +7,9 @@ import pytest
 def world(request):
     """The number of ranks: each test using it runs on 2 and on 3."""
     return request.param
+
+
+def per_world(*sizes):
+    """The decorator of a module-scoped fixture made once per world size (test ids np2, np3...):
+    one launch of a batch of scenarios serves every test of the module at that size."""
+    return pytest.fixture(scope="module", params=list(sizes), ids=lambda n: f"np{n}")

@@ -4,12 +4,13 @@ training; the tf.compat.v1 delta optimizer; refusals on every rank; 3 ranks refu
 
 import pytest
 
+from tests.support.fixtures import per_world
 from tests.support.mpi import TF_OPS
 
 SCENARIOS = ["adasum", "adasum_refused", "adasum_tape"]
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"np{n}")
+@per_world(2, 4)
 def batch(request):
     """One launch per rank count (TF's import costs seconds per rank)."""
     return TF_OPS.run_batch(request.param, SCENARIOS)

@@ -3,9 +3,8 @@ under real mpirun with 2 and 3 ranks: one launch per world size runs the scenari
 scenarios_elastic.py; each rank checks what it can itself, and the DIGEST lines it prints must
 be equal on every rank."""
 
-import pytest
-
 from tests.support.digests import assert_equal_on_all_ranks
+from tests.support.fixtures import per_world
 from tests.support.mpi import Program
 from tests.support.paths import ROOT
 
@@ -21,7 +20,7 @@ BATCH = [
 ]  # peer_shutdown last: it ends the engine
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def elastic_run(request):
     return ELASTIC.run_batch(request.param, BATCH)
 

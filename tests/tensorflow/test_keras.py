@@ -13,6 +13,7 @@ import pytest
 
 from tests.support import mpi
 from tests.support.digests import assert_equal_on_all_ranks
+from tests.support.fixtures import per_world
 from tests.support.mpi import KERAS
 from tests.support.paths import EXAMPLES
 
@@ -28,7 +29,7 @@ BATCH = [
 ]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def keras_run(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"keras_np{request.param}")
     return KERAS.run_batch(request.param, BATCH, env={"HVD_KERAS_TMPDIR": str(tmp)})

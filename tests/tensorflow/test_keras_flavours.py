@@ -13,6 +13,7 @@ import re
 import pytest
 
 from tests.support import digests, mpi
+from tests.support.fixtures import per_world
 from tests.support.paths import ROOT
 
 PROGRAM = mpi.Program(
@@ -48,7 +49,7 @@ def flavour_env(request):
     return request.param
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def flavour_run(request, flavour_env, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"keras_flavours_np{request.param}")
     env = {**flavour_env, "HVD_KERAS_TMPDIR": str(tmp)}

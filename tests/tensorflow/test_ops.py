@@ -8,9 +8,8 @@ the import-time and pre-init checks run in one plain process each, without mpiru
 
 import json
 
-import pytest
-
 from tests.support import mpi
+from tests.support.fixtures import per_world
 from tests.support.mpi import TF_OPS
 
 BATCH = [
@@ -44,7 +43,7 @@ BATCH = [
 ]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def ops(request, tmp_path_factory):
     timeline = tmp_path_factory.mktemp(f"np{request.param}") / "timeline.json"
     batch = TF_OPS.run_batch(request.param, BATCH, env={"HOROVOD_TIMELINE": str(timeline)})

@@ -5,12 +5,13 @@ upstream-style program (issue 21). The engine's own process-set tests are in tes
 
 import pytest
 
+from tests.support.fixtures import per_world
 from tests.support.mpi import TF_OPS
 
 NAMES = ["process_sets", "process_sets_training", "process_sets_upstream"]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def batch(request):
     return TF_OPS.run_batch(request.param, NAMES)
 

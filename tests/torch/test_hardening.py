@@ -1,8 +1,7 @@
 """horovod.torch under bad input and upstream's contracts (issue 54), under real MPI ranks (2 and
 3): every scenario of scenarios_hardening.py in one launch per world size."""
 
-import pytest
-
+from tests.support.fixtures import per_world
 from tests.support.mpi import ROOT, Program
 from tests.torch.conftest import run_torch_batch
 
@@ -19,7 +18,7 @@ BATCH = [
 ]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def ran(request, tmp_path_factory):
     return run_torch_batch(HARDENING, request.param, BATCH, tmp_path_factory)
 

@@ -2,8 +2,7 @@
 equal shards) and SyncBatchNorm's dtypes, under real MPI ranks (2 and 3): every scenario of
 scenarios_state.py in one launch per world size; each test reports its own scenario."""
 
-import pytest
-
+from tests.support.fixtures import per_world
 from tests.support.mpi import ROOT, Program
 from tests.torch.conftest import run_torch_batch
 
@@ -19,7 +18,7 @@ BATCH = [
 ]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def ran(request, tmp_path_factory):
     return run_torch_batch(STATE, request.param, BATCH, tmp_path_factory)
 

@@ -1,8 +1,7 @@
 """horovod.torch under real MPI ranks (2 and 3): every scenario of scenarios.py, in one launch
 per world size (importing torch costs seconds per rank); each test reports its own scenario."""
 
-import pytest
-
+from tests.support.fixtures import per_world
 from tests.support.mpi import ROOT, Program
 from tests.torch.conftest import run_torch_batch
 
@@ -24,7 +23,7 @@ BATCH = [
 ]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda n: f"np{n}")
+@per_world(2, 3)
 def ran(request, tmp_path_factory):
     return run_torch_batch(TORCH, request.param, BATCH, tmp_path_factory)
 
