@@ -72,7 +72,12 @@ venv=build/venv
 # 17 it runs on, Debian's headless JRE.
 if [[ $(dpkg-query -W -f='${Version}' openjdk-17-jre-headless 2>/dev/null) != "$OPENJDK_JRE_DEB_VERSION" ]]; then
   $sudo apt-get update -q
-  $sudo apt-get install -y -q --no-install-recommends "openjdk-17-jre-headless=$OPENJDK_JRE_DEB_VERSION"
+  # Debian's security archive keeps only the newest JRE build: once a newer one replaces the pin,
+  # the pin cannot be installed, and that newer build is the one to test on (the pin is then
+  # stale: bump it in versions.env).
+  $sudo apt-get install -y -q --no-install-recommends "openjdk-17-jre-headless=$OPENJDK_JRE_DEB_VERSION" ||
+    { echo "install-prereqs: openjdk-17-jre-headless=$OPENJDK_JRE_DEB_VERSION is gone from the archive; installing its successor (bump versions.env)" >&2
+      $sudo apt-get install -y -q --no-install-recommends openjdk-17-jre-headless; }
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$PYSPARK_VERSION"
 # horovod.ray's tests (make test/ray): Ray with its dashboard's extras (79 MB wheel); its
