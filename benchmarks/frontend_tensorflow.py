@@ -58,7 +58,12 @@ def main():
         f"{tf.config.threading.get_inter_op_parallelism_threads()}/"
         f"{tf.config.threading.get_intra_op_parallelism_threads()}"
     )
+    latency()
+    bandwidth()
+    fusion()
 
+
+def latency():
     small_np = np.ones(KIB, np.float32)
     small_tf = tf.ones([KIB])
     tf_lat = latency_us(lambda: hvd.allreduce(small_tf, op=hvd.Sum, name="lat.tf"))
@@ -68,6 +73,8 @@ def main():
         f"tf - numpy {tf_lat - np_lat:+6.1f} us"
     )
 
+
+def bandwidth():
     big_np = np.ones(4 * MIB, np.float32)
     big_out = np.empty_like(big_np)
     big_tf = tf.ones([4 * MIB])
@@ -97,6 +104,8 @@ def main():
         f"(after subtracting the {t_add * 1e3:.2f} ms add that makes it)"
     )
 
+
+def fusion():
     grads = [tf.Variable(tf.ones([10 * KIB])) for _ in range(100)]  # 100 x 40 KiB
     one = tf.Variable(tf.ones([1000 * KIB]))  # 4000 KiB
 

@@ -145,20 +145,35 @@ def sc_fused_over_tensors():
     """A fused ring runs over the tensors themselves (ops/ring_allreduce.cc): sizes that put
     chunk and segment boundaries inside tensors, empty tensors among them, every dtype and op,
     prescale (which takes the fusion buffer) next to postscale, and inputs reduced in place."""
+    _fused_every_dtype_and_op()
+    _fused_scaled()
+    _fused_empty_alone()
+    _fused_in_place()
+    _fused_inputs_kept()
+    _fused_memory_layouts()
+
+
+# Tensors under 16 KiB are packed into the fusion buffer as one piece, larger ones are pieces of
+# their own: these sizes give both in every dtype, small and large interleaved.
+_PIECE_SHAPES = [(0,), (1,), (1000,), (4097,), (3, 5), (0, 4), (30011,), (7,), (200003,)]
+
+
+def _fused_every_dtype_and_op():
     r, n = hvd.rank(), hvd.size()
-    # Tensors under 16 KiB are packed into the fusion buffer as one piece, larger ones are
-    # pieces of their own: these sizes give both in every dtype, small and large interleaved.
-    shapes = [(0,), (1,), (1000,), (4097,), (3, 5), (0, 4), (30011,), (7,), (200003,)]
     for dt in DTYPES:
         for op in OPS:
-            xs = [make(r, s, dt, op, salt=i) for i, s in enumerate(shapes)]
+            xs = [make(r, s, dt, op, salt=i) for i, s in enumerate(_PIECE_SHAPES)]
             outs = hvd.grouped_allreduce(xs, op=OPS[op], name=f"pieces/{dt.name}/{op}")
-            for i, (s, got) in enumerate(zip(shapes, outs)):
+            for i, (s, got) in enumerate(zip(_PIECE_SHAPES, outs)):
                 want = reference([make(q, s, dt, op, salt=i) for q in range(n)], op, dt)
                 check(got, want, dt, f"pieces {dt} {op} {i}")
+
+
+def _fused_scaled():
+    r, n = hvd.rank(), hvd.size()
     for pre, post in ((1.0, 3.0), (0.5, 1.0)):
         dt = np.dtype(np.float64)
-        xs = [make(r, s, dt, salt=i) for i, s in enumerate(shapes)]
+        xs = [make(r, s, dt, salt=i) for i, s in enumerate(_PIECE_SHAPES)]
         outs = hvd.grouped_allreduce(
             xs,
             op=hvd.Average,
@@ -166,15 +181,22 @@ def sc_fused_over_tensors():
             prescale_factor=pre,
             postscale_factor=post,
         )
-        for i, (s, got) in enumerate(zip(shapes, outs)):
+        for i, (s, got) in enumerate(zip(_PIECE_SHAPES, outs)):
             want = reference([make(q, s, dt, salt=i) * pre for q in range(n)], "average", dt)
             check(got, want * post, dt, f"pieces scaled {pre} {i}")
-    # Empty on every rank and alone in its response: nothing to exchange, the empty result.
+
+
+def _fused_empty_alone():
+    """Empty on every rank and alone in its response: nothing to exchange, the empty result."""
     for dt in (np.dtype(np.float32), np.dtype(np.int32)):
         got = hvd.allreduce(np.zeros((0, 4), dt), op=hvd.Average, name=f"pieces/empty/{dt.name}")
         assert got.shape == (0, 4) and got.dtype == dt, (got.shape, got.dtype)
-    # In place: each input is its own output.
-    xs = [np.full(s, r + 1, np.int64) for s in shapes]
+
+
+def _fused_in_place():
+    """Each input is its own output."""
+    r, n = hvd.rank(), hvd.size()
+    xs = [np.full(s, r + 1, np.int64) for s in _PIECE_SHAPES]
     handles = [
         hvd.allreduce_async(x, op=hvd.Sum, name=f"pieces/inplace/{i}", out=x)
         for i, x in enumerate(xs)
@@ -182,17 +204,24 @@ def sc_fused_over_tensors():
     for h in handles:
         hvd.synchronize(h)
     assert all((x == n * (n + 1) // 2).all() for x in xs), "in-place fused allreduce"
-    # The inputs of an out-of-place fused allreduce are left as they were.
-    xs = [make(r, s, np.dtype(np.float32), salt=i) for i, s in enumerate(shapes)]
+
+
+def _fused_inputs_kept():
+    """The inputs of an out-of-place fused allreduce are left as they were."""
+    xs = [make(hvd.rank(), s, np.dtype(np.float32), salt=i) for i, s in enumerate(_PIECE_SHAPES)]
     before = [x.copy() for x in xs]
     hvd.grouped_allreduce(xs, op=hvd.Sum, name="pieces/inputs")
     assert all((a == b).all() for a, b in zip(xs, before)), "the inputs were written"
-    # Each rank sends pieces that lie back to back in its memory without a copy and packs the
-    # others, deciding from its own addresses; the messages are cut from the counts alone, so
-    # the ranks' layouts may differ: inputs and outputs as views of one array or as arrays of
-    # their own, alike on every rank or only on rank 0. The sizes (float32, >= 16 KiB each) put
-    # chunk and segment boundaries inside tensors, and pieces on both sides of the
-    # reduce-scatter's own-message floor (128 KiB) where the chunks are larger than it.
+
+
+def _fused_memory_layouts():
+    """Each rank sends pieces that lie back to back in its memory without a copy and packs the
+    others, deciding from its own addresses; the messages are cut from the counts alone, so
+    the ranks' layouts may differ: inputs and outputs as views of one array or as arrays of
+    their own, alike on every rank or only on rank 0. The sizes (float32, >= 16 KiB each) put
+    chunk and segment boundaries inside tensors, and pieces on both sides of the
+    reduce-scatter's own-message floor (128 KiB) where the chunks are larger than it."""
+    r, n = hvd.rank(), hvd.size()
     dt, sizes = np.dtype(np.float32), [4100, 8192, 300001, 5000, 12288, 70001]
 
     def laid(arrays, joint):

@@ -159,14 +159,35 @@ def sc_accumulate():
     """backward_passes_per_step=2: eagerly, weights and iterations change only on every 2nd
     apply_gradients, one reduction each; in model.fit (tf.function) the result matches the
     NumPy reference for both average_aggregated_gradients settings."""
-    n, r, k, lr, batch = hvd.size(), hvd.rank(), 2, 0.05, 8
+    n, r, batch = hvd.size(), hvd.rank(), _ACCUMULATE_BATCH
     w0 = np.random.default_rng(3).normal(size=(4, 1)) * 0.1
     b0 = np.zeros(1)
     data = [linear_data(q, 4 * batch) for q in range(n)]
     batches = [
         [(x[i : i + batch], y[i : i + batch]) for i in range(0, len(x), batch)] for x, y in data
     ]
+    for average in (False, True):
+        want = accumulate_reference(batches, w0, b0, _ACCUMULATE_LR, _ACCUMULATE_K, average)
+        _accumulate_eager(batches[r], w0, b0, average, want)
+        _accumulate_fit(data[r], len(batches[r]), w0, b0, average, want)
 
+
+# sc_accumulate's backward_passes_per_step, learning rate and batch size
+_ACCUMULATE_K, _ACCUMULATE_LR, _ACCUMULATE_BATCH = 2, 0.05, 8
+
+
+def _accumulating_sgd(average):
+    return hvd.DistributedOptimizer(
+        keras.optimizers.SGD(_ACCUMULATE_LR),
+        backward_passes_per_step=_ACCUMULATE_K,
+        average_aggregated_gradients=average,
+    )
+
+
+def _accumulate_eager(batches, w0, b0, average, want):
+    """A custom loop over this rank's batches: weights and iterations change on every k-th
+    step only, with one reduction each, and end at the reference `want`."""
+    k = _ACCUMULATE_K
     calls = []
     real_reduce = hvd_reduction.reduce_gradients
 
@@ -174,68 +195,59 @@ def sc_accumulate():
         calls.append(1)
         return real_reduce(*args, **kwargs)
 
-    for average in (False, True):
-        # Eager custom loop.
-        layer = keras.layers.Dense(1)
-        layer.build((None, 4))
-        layer.set_weights([w0.astype("float32"), b0.astype("float32")])
-        opt = hvd.DistributedOptimizer(
-            keras.optimizers.SGD(lr),
-            backward_passes_per_step=k,
-            average_aggregated_gradients=average,
-        )
-        hvd_reduction.reduce_gradients = counting_reduce
-        try:
-            calls.clear()
-            for step, (x, y) in enumerate(batches[r], 1):
-                before = [v.numpy().copy() for v in layer.weights]
-                with tf.GradientTape() as tape:
-                    loss = keras.losses.mean_squared_error(y, layer(x.astype("float32")))
-                    loss = tf.reduce_mean(loss)
-                opt.apply_gradients(zip(tape.gradient(loss, layer.weights), layer.weights))
-                changed = any(
-                    not np.array_equal(a, v.numpy()) for a, v in zip(before, layer.weights)
-                )
-                check(changed == (step % k == 0), f"step {step}: weights changed={changed}")
-                check(
-                    int(opt.iterations.numpy()) == step // k,
-                    f"step {step}: iterations={int(opt.iterations.numpy())}",
-                )
-            check(len(calls) == len(batches[r]) // k, f"{len(calls)} reductions")
-        finally:
-            hvd_reduction.reduce_gradients = real_reduce
-        want_w, want_b = accumulate_reference(batches, w0, b0, lr, k, average)
-        got_w, got_b = layer.get_weights()
-        check(
-            np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
-            f"eager average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}",
-        )
+    layer = keras.layers.Dense(1)
+    layer.build((None, 4))
+    layer.set_weights([w0.astype("float32"), b0.astype("float32")])
+    opt = _accumulating_sgd(average)
+    hvd_reduction.reduce_gradients = counting_reduce
+    try:
+        for step, (x, y) in enumerate(batches, 1):
+            before = [v.numpy().copy() for v in layer.weights]
+            with tf.GradientTape() as tape:
+                loss = keras.losses.mean_squared_error(y, layer(x.astype("float32")))
+                loss = tf.reduce_mean(loss)
+            opt.apply_gradients(zip(tape.gradient(loss, layer.weights), layer.weights))
+            changed = any(not np.array_equal(a, v.numpy()) for a, v in zip(before, layer.weights))
+            check(changed == (step % k == 0), f"step {step}: weights changed={changed}")
+            check(
+                int(opt.iterations.numpy()) == step // k,
+                f"step {step}: iterations={int(opt.iterations.numpy())}",
+            )
+        check(len(calls) == len(batches) // k, f"{len(calls)} reductions")
+    finally:
+        hvd_reduction.reduce_gradients = real_reduce
+    want_w, want_b = want
+    got_w, got_b = layer.get_weights()
+    check(
+        np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
+        f"eager average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}",
+    )
 
-        # model.fit: the tf.cond path inside the traced train step.
-        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
-        model.set_weights([w0.astype("float32"), b0.astype("float32")])
-        opt = hvd.DistributedOptimizer(
-            keras.optimizers.SGD(lr),
-            backward_passes_per_step=k,
-            average_aggregated_gradients=average,
-        )
-        model.compile(optimizer=opt, loss="mse")
-        x, y = data[r]
-        model.fit(
-            x.astype("float32"),
-            y.astype("float32"),
-            batch_size=batch,
-            epochs=1,
-            shuffle=False,
-            verbose=0,
-        )
-        got_w, got_b = model.get_weights()
-        check(
-            np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
-            f"fit average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}",
-        )
-        check(int(opt.iterations.numpy()) == len(batches[r]) // k, "fit iterations")
-        report(f"accumulate.{average}", weights=digest(model.get_weights()))
+
+def _accumulate_fit(data, batch_count, w0, b0, average, want):
+    """model.fit on this rank's data (batch_count batches): the tf.cond path inside the traced
+    train step ends at the reference `want`."""
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.set_weights([w0.astype("float32"), b0.astype("float32")])
+    opt = _accumulating_sgd(average)
+    model.compile(optimizer=opt, loss="mse")
+    x, y = data
+    model.fit(
+        x.astype("float32"),
+        y.astype("float32"),
+        batch_size=_ACCUMULATE_BATCH,
+        epochs=1,
+        shuffle=False,
+        verbose=0,
+    )
+    want_w, want_b = want
+    got_w, got_b = model.get_weights()
+    check(
+        np.allclose(got_w, want_w, atol=1e-5) and np.allclose(got_b, want_b, atol=1e-5),
+        f"fit average={average}: {got_w.ravel()} {got_b} != {want_w.ravel()} {want_b}",
+    )
+    check(int(opt.iterations.numpy()) == batch_count // _ACCUMULATE_K, "fit iterations")
+    report(f"accumulate.{average}", weights=digest(model.get_weights()))
 
 
 # ---- save / load_model ---------------------------------------------------------------------

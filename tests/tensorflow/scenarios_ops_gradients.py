@@ -77,126 +77,152 @@ def _check_gradient(what, op_fn, x_np, out_shape, salt, f, want_grad, traced):
 
 
 def sc_gradients():
-    r, n = hvd.rank(), hvd.size()
     for traced in (False, True):
         mode = "function" if traced else "eager"
-        # allreduce: y = s * sum_p x_p on every rank; g_r = s * sum_q dL_q/dy.
-        shape = (3, 4)
-        xs = [_x(q, shape, 0) for q in range(n)]
-        for op, pre, post in (
-            (hvd.Sum, 1.0, 1.0),
-            (hvd.Average, 1.0, 1.0),
-            (hvd.Average, 0.5, 3.0),
-            (hvd.Sum, 2.0, 0.25),
-        ):
-            s = pre * post / (n if op == hvd.Average else 1)
-            y = s * sum(xs)
-            want = s * sum(_dloss(q, y, 1) for q in range(n))
-            _check_gradient(
-                f"allreduce {mode} op={op} pre={pre} post={post}",
-                lambda x: hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post),
-                xs[r],
-                shape,
-                1,
-                1.0,
-                want,
-                traced,
-            )
-        # grouped_allreduce: each output's gradient as above; an unused output gets zeros.
-        a = [_x(q, (4,), 2) for q in range(n)]
-        b = [_x(q, (2, 3), 3) for q in range(n)]
-        ya, yb = sum(a), sum(b)
-        wa, ca = _loss_weights(r, (4,), 2)
-        wb, cb = _loss_weights(r, (2, 3), 3)
+        _allreduce_gradients(mode, traced)
+        _grouped_allreduce_gradients(mode, traced)
+        _allgather_gradients(mode, traced)
+        _broadcast_gradients(mode, traced)
+        _alltoall_gradients(mode, traced)
+        _reducescatter_gradients(mode, traced)
 
-        def grouped_grads(ta, tb, use_b):
-            with tf.GradientTape() as tape:
-                tape.watch([ta, tb])
-                oa, ob = hvd.grouped_allreduce([ta, tb], op=hvd.Sum)
-                loss = tf.reduce_sum(wa * oa * oa + ca * oa)
-                if use_b:
-                    loss += tf.reduce_sum(wb * ob * ob + cb * ob)
-            return tape.gradient(loss, [ta, tb], unconnected_gradients="zero")
 
-        fn = tf.function(grouped_grads) if traced else grouped_grads
-        for use_b in (True, False):
-            ga, gb = fn(tf.constant(a[r]), tf.constant(b[r]), use_b)
-            want_a = sum(_dloss(q, ya, 2) for q in range(n))
-            want_b = sum(_dloss(q, yb, 3) for q in range(n)) if use_b else np.zeros((2, 3))
-            assert np.allclose(ga.numpy(), want_a) and np.allclose(gb.numpy(), want_b), (
-                f"grouped_allreduce gradient {mode} use_b={use_b}: {ga}, {gb}"
-            )
-
-        # allgather: y = concat_p x_p (rank 1 has no rows, rank p != 1 has p+1);
-        # g_r = mean_q dL_q/dy, r's rows.
-        rows = [0 if q == 1 else q + 1 for q in range(n)]
-        xs = [_x(q, (rows[q], 3), 4) for q in range(n)]
-        y = np.concatenate(xs)
-        start = sum(rows[:r])
-        want = (sum(_dloss(q, y, 5) for q in range(n)) / n)[start : start + rows[r]]
-        _check_gradient(f"allgather {mode}", hvd.allgather, xs[r], y.shape, 5, 1 / n, want, traced)
-
-        # broadcast: y = x_root; g_root = mean_q dL_q/dy, zero elsewhere.
-        xs = [_x(q, (2, 3), 6) for q in range(n)]
-        for root in sorted({0, n - 1}):
-            y = xs[root]
-            want = sum(_dloss(q, y, 7) for q in range(n)) / n if r == root else np.zeros((2, 3))
-            _check_gradient(
-                f"broadcast {mode} root {root}",
-                lambda x: hvd.broadcast(x, root_rank=root),
-                xs[r],
-                (2, 3),
-                7,
-                1 / n,
-                want,
-                traced,
-            )
-
-        # alltoall: rank p sends splits_p[q] rows to q; y_q = concat_p (p's rows for q);
-        # g_r = concat_q (the rows of dL_q/dy_q that came from r).
-        def splits_of(q):
-            return [(q + d) % 3 for d in range(n)]
-
-        xs = [_x(q, (sum(splits_of(q)), 2), 8) for q in range(n)]
-
-        def received(q):
-            return np.concatenate(
-                [xs[p][sum(splits_of(p)[:q]) : sum(splits_of(p)[: q + 1])] for p in range(n)]
-            )
-
-        back = []
-        for q in range(n):
-            dq = _dloss(q, received(q), 9)
-            offset = sum(splits_of(p)[q] for p in range(r))
-            back.append(dq[offset : offset + splits_of(r)[q]])
+def _allreduce_gradients(mode, traced):
+    """y = s * sum_p x_p on every rank; g_r = s * sum_q dL_q/dy."""
+    r, n = hvd.rank(), hvd.size()
+    shape = (3, 4)
+    xs = [_x(q, shape, 0) for q in range(n)]
+    for op, pre, post in (
+        (hvd.Sum, 1.0, 1.0),
+        (hvd.Average, 1.0, 1.0),
+        (hvd.Average, 0.5, 3.0),
+        (hvd.Sum, 2.0, 0.25),
+    ):
+        s = pre * post / (n if op == hvd.Average else 1)
+        y = s * sum(xs)
+        want = s * sum(_dloss(q, y, 1) for q in range(n))
         _check_gradient(
-            f"alltoall {mode}",
-            lambda x: hvd.alltoall(x, splits=splits_of(r))[0],
+            f"allreduce {mode} op={op} pre={pre} post={post}",
+            lambda x: hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post),
             xs[r],
-            received(r).shape,
-            9,
+            shape,
+            1,
             1.0,
-            np.concatenate(back),
+            want,
             traced,
         )
 
-        # reducescatter: y_q = s * (sum_p x_p)[q's rows]; g_r = n * s * concat_q dL_q/dy_q
-        # (upstream's definition: its Sum gradient is scaled by n, its Average one not by 1/n).
-        shape = (2 * n + 1, 2)
-        xs = [_x(q, shape, 10) for q in range(n)]
-        rows = rows_of(shape[0], n)
-        for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 0.5, 3.0)):
-            s = pre * post / (n if op == hvd.Average else 1)
-            full = s * sum(xs)
-            blocks = [full[sum(rows[:q]) : sum(rows[: q + 1])] for q in range(n)]
-            want = n * s * np.concatenate([_dloss(q, blocks[q], 11) for q in range(n)])
-            _check_gradient(
-                f"reducescatter {mode} op={op} pre={pre} post={post}",
-                lambda x: hvd.reducescatter(x, op=op, prescale_factor=pre, postscale_factor=post),
-                xs[r],
-                blocks[r].shape,
-                11,
-                n,
-                want,
-                traced,
-            )
+
+def _grouped_allreduce_gradients(mode, traced):
+    """Each output's gradient as for allreduce; an unused output gets zeros."""
+    r, n = hvd.rank(), hvd.size()
+    a = [_x(q, (4,), 2) for q in range(n)]
+    b = [_x(q, (2, 3), 3) for q in range(n)]
+    ya, yb = sum(a), sum(b)
+    wa, ca = _loss_weights(r, (4,), 2)
+    wb, cb = _loss_weights(r, (2, 3), 3)
+
+    def grouped_grads(ta, tb, use_b):
+        with tf.GradientTape() as tape:
+            tape.watch([ta, tb])
+            oa, ob = hvd.grouped_allreduce([ta, tb], op=hvd.Sum)
+            loss = tf.reduce_sum(wa * oa * oa + ca * oa)
+            if use_b:
+                loss += tf.reduce_sum(wb * ob * ob + cb * ob)
+        return tape.gradient(loss, [ta, tb], unconnected_gradients="zero")
+
+    fn = tf.function(grouped_grads) if traced else grouped_grads
+    for use_b in (True, False):
+        ga, gb = fn(tf.constant(a[r]), tf.constant(b[r]), use_b)
+        want_a = sum(_dloss(q, ya, 2) for q in range(n))
+        want_b = sum(_dloss(q, yb, 3) for q in range(n)) if use_b else np.zeros((2, 3))
+        assert np.allclose(ga.numpy(), want_a) and np.allclose(gb.numpy(), want_b), (
+            f"grouped_allreduce gradient {mode} use_b={use_b}: {ga}, {gb}"
+        )
+
+
+def _allgather_gradients(mode, traced):
+    """y = concat_p x_p (rank 1 has no rows, rank p != 1 has p+1); g_r = mean_q dL_q/dy, r's
+    rows."""
+    r, n = hvd.rank(), hvd.size()
+    rows = [0 if q == 1 else q + 1 for q in range(n)]
+    xs = [_x(q, (rows[q], 3), 4) for q in range(n)]
+    y = np.concatenate(xs)
+    start = sum(rows[:r])
+    want = (sum(_dloss(q, y, 5) for q in range(n)) / n)[start : start + rows[r]]
+    _check_gradient(f"allgather {mode}", hvd.allgather, xs[r], y.shape, 5, 1 / n, want, traced)
+
+
+def _broadcast_gradients(mode, traced):
+    """y = x_root; g_root = mean_q dL_q/dy, zero elsewhere."""
+    r, n = hvd.rank(), hvd.size()
+    xs = [_x(q, (2, 3), 6) for q in range(n)]
+    for root in sorted({0, n - 1}):
+        y = xs[root]
+        want = sum(_dloss(q, y, 7) for q in range(n)) / n if r == root else np.zeros((2, 3))
+        _check_gradient(
+            f"broadcast {mode} root {root}",
+            lambda x: hvd.broadcast(x, root_rank=root),
+            xs[r],
+            (2, 3),
+            7,
+            1 / n,
+            want,
+            traced,
+        )
+
+
+def _alltoall_gradients(mode, traced):
+    """Rank p sends splits_p[q] rows to q; y_q = concat_p (p's rows for q);
+    g_r = concat_q (the rows of dL_q/dy_q that came from r)."""
+    r, n = hvd.rank(), hvd.size()
+
+    def splits_of(q):
+        return [(q + d) % 3 for d in range(n)]
+
+    xs = [_x(q, (sum(splits_of(q)), 2), 8) for q in range(n)]
+
+    def received(q):
+        return np.concatenate(
+            [xs[p][sum(splits_of(p)[:q]) : sum(splits_of(p)[: q + 1])] for p in range(n)]
+        )
+
+    back = []
+    for q in range(n):
+        dq = _dloss(q, received(q), 9)
+        offset = sum(splits_of(p)[q] for p in range(r))
+        back.append(dq[offset : offset + splits_of(r)[q]])
+    _check_gradient(
+        f"alltoall {mode}",
+        lambda x: hvd.alltoall(x, splits=splits_of(r))[0],
+        xs[r],
+        received(r).shape,
+        9,
+        1.0,
+        np.concatenate(back),
+        traced,
+    )
+
+
+def _reducescatter_gradients(mode, traced):
+    """y_q = s * (sum_p x_p)[q's rows]; g_r = n * s * concat_q dL_q/dy_q (upstream's
+    definition: its Sum gradient is scaled by n, its Average one not by 1/n)."""
+    r, n = hvd.rank(), hvd.size()
+    shape = (2 * n + 1, 2)
+    xs = [_x(q, shape, 10) for q in range(n)]
+    rows = rows_of(shape[0], n)
+    for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 0.5, 3.0)):
+        s = pre * post / (n if op == hvd.Average else 1)
+        full = s * sum(xs)
+        blocks = [full[sum(rows[:q]) : sum(rows[: q + 1])] for q in range(n)]
+        want = n * s * np.concatenate([_dloss(q, blocks[q], 11) for q in range(n)])
+        _check_gradient(
+            f"reducescatter {mode} op={op} pre={pre} post={post}",
+            lambda x: hvd.reducescatter(x, op=op, prescale_factor=pre, postscale_factor=post),
+            xs[r],
+            blocks[r].shape,
+            11,
+            n,
+            want,
+            traced,
+        )

@@ -226,9 +226,26 @@ def sc_in_place_negative_view():
 
 
 def sc_bad_input_on_one_rank():
-    r, n = hvd.rank(), hvd.size()
-    odd = r == n - 1  # the rank whose input is bad
-    # Not a tensor (a NumPy array, a list), on one rank: named on every rank.
+    odd = hvd.rank() == hvd.size() - 1  # the rank whose input is bad
+    _not_a_tensor(odd)
+    _still_in_step()
+    _empty_group_on_one_rank(odd)
+    _not_a_process_set_on_one_rank(odd)
+    _still_in_step()
+    _objects_that_do_not_pickle(odd)
+    _still_in_step()
+    _state_dict_key_more_on_one_rank(odd)
+    _still_in_step()
+    _sparse_gradient_without_nonzeros_on_one_rank(odd)
+    _still_in_step()
+    _sparse_gradient_on_one_rank_dense_on_the_others(odd)
+    _still_in_step()
+
+
+def _not_a_tensor(odd):
+    """Not a tensor (a NumPy array, a list) on one rank: named on every rank; every rank
+    passing an array: the same clear message, not an AttributeError."""
+    n = hvd.size()
     good = torch.ones(2, 3)
     for i, (op, bad) in enumerate(
         (
@@ -242,23 +259,33 @@ def sc_bad_input_on_one_rank():
     ):
         key = f"bad.{i}"
         expect_error(lambda: op(bad if odd else good, key), (TypeError, ValueError), key)
-    # Every rank passing an array: the same clear message, not an AttributeError.
     msg = expect_error(lambda: hvd.allgather(good.numpy(), name="bad.all"), TypeError, "bad.all")
     assert "torch.Tensor" in msg, msg
-    _still_in_step()
-    # An empty group on one rank: the others' group sizes are named on every rank.
+
+
+def _empty_group_on_one_rank(odd):
+    """The others' group sizes are named on every rank; an empty group on every rank is []."""
+    n = hvd.size()
     parts = [] if odd else [torch.ones(2), torch.ones(3)]
     for fn in (hvd.grouped_allreduce, hvd.grouped_allgather):
         expect_error(lambda: fn(parts, name="bad.empty"), RuntimeError, "0 tensors", f"[{n - 1}]")
-    assert hvd.grouped_allreduce([], name="bad.all.empty") == []  # every rank: []
-    # A process set that is not one (a str) on one rank.
+    assert hvd.grouped_allreduce([], name="bad.all.empty") == []
+
+
+def _not_a_process_set_on_one_rank(odd):
+    """A process set that is not one (a str) on one rank."""
     ps = "global" if odd else hvd.global_process_set
     expect_error(
         lambda: hvd.allreduce(torch.ones(1), name="bad.ps", process_set=ps), ValueError, "bad.ps"
     )
-    expect_error(lambda: hvd.allgather_object(r, process_set=ps), ValueError, "process_set")
-    _still_in_step()
-    # Objects that do not pickle: at the root of a broadcast, or on one rank of an allgather.
+    expect_error(
+        lambda: hvd.allgather_object(hvd.rank(), process_set=ps), ValueError, "process_set"
+    )
+
+
+def _objects_that_do_not_pickle(odd):
+    """At the root of a broadcast, or on one rank of an allgather."""
+    r, n = hvd.rank(), hvd.size()
     lock = threading.Lock()
     expect_error(
         lambda: hvd.broadcast_object(lock if r == 0 else None, 0, name="bad.obj"),
@@ -272,18 +299,22 @@ def sc_bad_input_on_one_rank():
         f"rank {n - 1}",
         "pickle",
     )
-    _still_in_step()
-    # A state dict with a key more on one rank.
+
+
+def _state_dict_key_more_on_one_rank(odd):
     state = {"w": torch.ones(2)}
     if odd:
         state["extra"] = torch.ones(1)
     expect_error(
         lambda: hvd.broadcast_parameters(state, root_rank=0),
         ValueError,
-        f"rank {n - 1} has ['broadcast.param.extra'] more",
+        f"rank {hvd.size() - 1} has ['broadcast.param.extra'] more",
     )
-    _still_in_step()
-    # Sparse gradients where one rank's has no nonzeros: its rows are as wide as the others'.
+
+
+def _sparse_gradient_without_nonzeros_on_one_rank(odd):
+    """Its rows are as wide as the others'."""
+    n = hvd.size()
     torch.manual_seed(0)
     emb = torch.nn.Embedding(5, 2, sparse=True)
     opt = hvd.DistributedOptimizer(
@@ -299,16 +330,17 @@ def sc_bad_input_on_one_rank():
     step = torch.zeros(5, 2)
     step[[1, 3]] = (n - 1) / n  # the mean of n - 1 ones and one rank's nothing
     assert torch.allclose(emb.weight, before - step), (emb.weight, before)
-    _still_in_step()
-    # A sparse gradient on one rank, dense on the others: both kinds named on every rank.
+
+
+def _sparse_gradient_on_one_rank_dense_on_the_others(odd):
+    """Both kinds are named on every rank."""
     torch.manual_seed(0)
     emb = torch.nn.Embedding(5, 2, sparse=odd)
     opt = hvd.DistributedOptimizer(
         torch.optim.SGD(emb.parameters(), lr=0.1), named_parameters=emb.named_parameters()
     )
     emb(torch.tensor([1, 2])).sum().backward()
-    expect_error(opt.step, RuntimeError, "grad.weight", "ALLGATHER", f"[{n - 1}]")
-    _still_in_step()
+    expect_error(opt.step, RuntimeError, "grad.weight", "ALLGATHER", f"[{hvd.size() - 1}]")
 
 
 # ---- 11. Average while ranks have joined --------------------------------------------------
