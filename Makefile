@@ -95,7 +95,7 @@ format: ## format Python (ruff) and C++ (clang-format) in place, and apply ruff'
 
 test: test/unit test/engine test/tf test/torch test/gpu test/runner test/spark test/ray test/docker ## everything CI runs
 
-test-fast: test/unit test/engine test/tf test/torch test/runner test/spark test/ray ## the loop while working (10-12 minutes on 2 cores): everything without docker, the GPU build or images; CI runs `make test`
+test-fast: test/unit test/engine test/tf test/torch test/runner test/spark test/ray ## the loop while working (12-14 minutes on 2 cores): everything without docker, the GPU build or images; CI runs `make test`
 
 # Compiled outputs only: the tools' venv and the staged wheels (build/venv, build/stage) stay, and
 # so do images and containers (`make clean/images`).
