@@ -22,6 +22,7 @@ import time
 from horovod.ray import placement
 from horovod.ray.errors import RayExecutorStateError, WorkerFailedError
 from horovod.ray.worker import ENGINE_FRESH, ENGINE_RUNNING, BaseHorovodWorker
+from horovod.runner import tcp_rank
 
 log = logging.getLogger("horovod.ray")
 
@@ -106,7 +107,7 @@ class RayExecutor:
         self.use_gpu = use_gpu
         self.gpus_per_worker = gpus_per_worker
         self.use_current_placement_group = use_current_placement_group
-        self.iface = single_interface(getattr(settings, "nics", None))
+        self.iface = tcp_rank.single_interface(getattr(settings, "nics", None), "RayExecutor")
         self._state = "new"  # "started", "shut down"
         self._placement = None
         self._workers = []  # actors in rank order
@@ -203,22 +204,11 @@ class RayExecutor:
 
     def _rank_env(self, slot):
         env = dict(self._start_args.extra_env_vars)
+        # HOROVOD_HOSTNAME is the node's label; the rendezvous is set per round.
         env.update(
-            {
-                "HOROVOD_RANK": slot.rank,
-                "HOROVOD_SIZE": self.size,
-                "HOROVOD_LOCAL_RANK": slot.local_rank,
-                "HOROVOD_LOCAL_SIZE": slot.local_size,
-                "HOROVOD_CROSS_RANK": slot.cross_rank,
-                "HOROVOD_CROSS_SIZE": slot.cross_size,
-                "HOROVOD_HOSTNAME": slot.label,
-                "HOROVOD_RENDEZVOUS_SERVER": "external",
-                "HOROVOD_TRANSPORT": "tcp",
-                "HOROVOD_RENDEZVOUS_TIMEOUT": self._setting("timeout_s", 30),
-            }
+            tcp_rank.rank_variables(slot._replace(host=slot.label), self.size, None, self.iface)
         )
-        if self.iface:
-            env["HOROVOD_GLOO_IFACE"] = self.iface
+        env["HOROVOD_RENDEZVOUS_TIMEOUT"] = str(self._setting("timeout_s", 30))
         return env
 
     def _share_node_gpus(self, envs):
@@ -410,18 +400,6 @@ def refuse_elastic(elastic):
             f"RayExecutor: {', '.join(given)}: the elastic executor (upstream's elastic_v2) is "
             "not in this release; give num_workers or num_hosts for a static job (docs/ray.md)"
         )
-
-
-def single_interface(nics):
-    """The one interface name the ranks bind (HOROVOD_GLOO_IFACE), or None."""
-    if not nics:
-        return None
-    names = [nics] if isinstance(nics, str) else sorted(nics)
-    if len(names) != 1:
-        raise ValueError(
-            f"RayExecutor: nics={nics!r}: give one network interface (the TCP transport binds one)"
-        )
-    return names[0]
 
 
 def warn_callbacks(callbacks):

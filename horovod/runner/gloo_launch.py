@@ -24,7 +24,7 @@ import shlex
 import socket
 
 from horovod.runner import hosts as hostlib
-from horovod.runner import inherited, links
+from horovod.runner import inherited, links, tcp_rank
 from horovod.runner.gloo_supervise import (  # noqa: F401  (describe_exit, exit_signal: tests)
     GRACE_SECONDS,
     Job,
@@ -102,23 +102,7 @@ def placement(hosts, np_):
 
 def rank_env(slot, size, rendezvous, iface=None):
     """The variables one rank reads (upstream's names); the secret is added apart."""
-    addr, port = rendezvous
-    env = {
-        "HOROVOD_RANK": str(slot.rank),
-        "HOROVOD_SIZE": str(size),
-        "HOROVOD_LOCAL_RANK": str(slot.local_rank),
-        "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-        "HOROVOD_CROSS_RANK": str(slot.cross_rank),
-        "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-        "HOROVOD_HOSTNAME": slot.host,
-        "HOROVOD_GLOO_RENDEZVOUS_ADDR": addr,
-        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(port),
-        "HOROVOD_RENDEZVOUS_SERVER": "external",
-        "HOROVOD_TRANSPORT": "tcp",
-    }
-    if iface:
-        env["HOROVOD_GLOO_IFACE"] = iface
-    return env
+    return tcp_rank.rank_variables(slot, size, rendezvous, iface)
 
 
 def remote_command(command, variables, cwd):

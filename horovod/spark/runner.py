@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 
+from horovod.runner import tcp_rank
 from horovod.spark import task as rank_task
 from horovod.spark.errors import RankFailedError, SparkSetupError
 from horovod.spark.relay import DriverRelay
@@ -74,7 +75,7 @@ def run(
     few task slots, fn not picklable) or RankFailedError (a rank failed; it names the rank).
     """
     check_transport(use_mpi, use_gloo, extra_mpi_args)
-    iface = single_interface(nics)
+    iface = tcp_rank.single_interface(nics, "horovod.spark.run")
     timeout = start_timeout_seconds(start_timeout)
     sc = active_spark_context()
     inferred = num_proc is None
@@ -133,19 +134,6 @@ def check_transport(use_mpi, use_gloo, extra_mpi_args):
             "horovod.spark.run: extra_mpi_args is for mpirun, which horovod.spark does not use "
             "(the ranks run over the TCP transport); drop it"
         )
-
-
-def single_interface(nics):
-    """The one interface name the ranks bind (HOROVOD_GLOO_IFACE), or None."""
-    if not nics:
-        return None
-    names = [nics] if isinstance(nics, str) else sorted(nics)
-    if len(names) != 1:
-        raise ValueError(
-            f"horovod.spark.run: nics={nics!r}: give one network interface (the TCP transport "
-            "binds one)"
-        )
-    return names[0]
 
 
 def start_timeout_seconds(start_timeout):

@@ -18,6 +18,7 @@ import tempfile
 import time
 import traceback
 
+from horovod.runner import tcp_rank
 from horovod.spark import relay
 
 # What a rank's work directory holds (horovod/spark/child.py reads and writes them; this module
@@ -57,25 +58,10 @@ def rank_env(job, slot):
     """The child's environment: the task's, the job's `env`, the rank's variables, the key."""
     env = dict(os.environ)
     env.update(job.env or {})
-    env.update(
-        {
-            "HOROVOD_RANK": str(slot.rank),
-            "HOROVOD_SIZE": str(job.size),
-            "HOROVOD_LOCAL_RANK": str(slot.local_rank),
-            "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-            "HOROVOD_CROSS_RANK": str(slot.cross_rank),
-            "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-            "HOROVOD_HOSTNAME": slot.host,
-            "HOROVOD_GLOO_RENDEZVOUS_ADDR": job.rendezvous_addr,
-            "HOROVOD_GLOO_RENDEZVOUS_PORT": str(job.rendezvous_port),
-            "HOROVOD_RENDEZVOUS_SERVER": "external",
-            "HOROVOD_TRANSPORT": "tcp",
-            "HOROVOD_SECRET_KEY": job.secret,
-            "PYTHONUNBUFFERED": "1",  # fn's prints reach the driver as they happen
-        }
-    )
-    if job.iface:
-        env["HOROVOD_GLOO_IFACE"] = job.iface
+    rendezvous = (job.rendezvous_addr, job.rendezvous_port)
+    env.update(tcp_rank.rank_variables(slot, job.size, rendezvous, job.iface))
+    env["HOROVOD_SECRET_KEY"] = job.secret
+    env["PYTHONUNBUFFERED"] = "1"  # fn's prints reach the driver as they happen
     if job.executable is None:
         # Same interpreter: the worker's import path (pyspark's cloudpickle, horovod) as it is.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
