@@ -160,13 +160,20 @@ PIP ?= $(PYTHON) -m pip
 # --durations: the slowest checks in every log, so a slower CI run says which grew (issue 39).
 PYTEST_IMAGES ?= $(PYTHON) -m pytest -q -p no:cacheprovider --durations=12
 
-image_ref = $(if $(filter horovod,$(1)),horovod:$(IMAGE_TAG),$(if $(filter horovod-torch,$(1)),horovod:$(IMAGE_TAG)-torch,horovod/$(1):$(IMAGE_TAG)))
+# The images users run are horovod:<tag> and its siblings horovod:<tag>-<suffix>; the layers under
+# them are horovod/<layer>:<tag>.
+TAG_SUFFIX_horovod-torch := -torch
+TAG_SUFFIX_spark := -spark
+TAG_SUFFIX_ray := -ray
+image_ref = $(if $(filter horovod,$(1)),horovod:$(IMAGE_TAG),$(if $(TAG_SUFFIX_$(1)),horovod:$(IMAGE_TAG)$(TAG_SUFFIX_$(1)),horovod/$(1):$(IMAGE_TAG)))
 parent_of = $(patsubst $(1):%,%,$(filter $(1):%,$(_parents)))
 ROOT_REF_FILE := $(STAGE_DIR)/root-image
 parent_ref = $(if $(filter rootfs,$(call parent_of,$(1))),$$(cat $(ROOT_REF_FILE)),$(call image_ref,$(call parent_of,$(1))))
 reverse = $(if $(1),$(call reverse,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
 EXTRA_TAGS_horovod = -t $(LATEST)
 EXTRA_TAGS_horovod-torch = -t $(LATEST_TORCH)
+EXTRA_TAGS_spark = -t horovod:latest-spark
+EXTRA_TAGS_ray = -t horovod:latest-ray
 # Labels that change every build go on the last layer only (a parent's new image ID would
 # invalidate the cache of every child).
 # The git revision goes into the last layers' one LABEL step as a build arg (`docker build
@@ -250,7 +257,7 @@ images-all: ## every image of both flavours (TensorFlow and torch, CPU and GPU),
 	$(MAKE) --no-print-directory stage FLAVOUR=gpu
 	$(MAKE) --no-print-directory build/base FLAVOUR=cpu
 	scripts/with-stage-server.sh $(STAGE_DIR) $(STAGE_PORT) scripts/side_by_side.sh \
-	  cpu '$(MAKE) --no-print-directory STAGE_SERVED=1 FLAVOUR=cpu build/horovod build/horovod-torch' \
+	  cpu '$(MAKE) --no-print-directory STAGE_SERVED=1 FLAVOUR=cpu build/horovod build/horovod-torch build/spark build/ray' \
 	  gpu '$(MAKE) --no-print-directory -j2 STAGE_SERVED=1 FLAVOUR=gpu build/horovod build/horovod-torch'
 
 # The checks side by side too: each starts containers and waits on them about half the time (48 %

@@ -9,6 +9,7 @@ import docker
 from tests.support.paths import ROOT, pins
 
 LATEST = {"cpu": "horovod:latest", "gpu": "horovod:latest-gpu"}  # the Makefile's floating tags
+TAG_SUFFIX = {"horovod-torch": "-torch", "spark": "-spark", "ray": "-ray"}  # the Makefile's
 LATEST_TORCH = {"cpu": "horovod:latest-torch", "gpu": "horovod:latest-torch-gpu"}
 TF_PACKAGE = {"cpu": "tensorflow-cpu", "gpu": "tensorflow"}  # the TensorFlow wheel installed
 TEST_LABEL = {"io.horovod.test": "1"}  # `make clean/images` removes leftovers by this label
@@ -47,10 +48,12 @@ IMAGE_TAG = os.environ.get("IMAGE_TAG", f"{PINS['HOROVOD_VERSION']}-{FLAVOUR}")
 
 
 def image_ref(name):
-    """As the Makefile's image_ref: the last layers are horovod:<tag>(-torch), the others
-    horovod/<layer>:<tag>."""
-    if name in ("horovod", "horovod-torch"):
-        return f"horovod:{IMAGE_TAG}" + ("-torch" if name == "horovod-torch" else "")
+    """As the Makefile's image_ref: the images users run are horovod:<tag> and
+    horovod:<tag>-<suffix> (TAG_SUFFIX), the others horovod/<layer>:<tag>."""
+    if name == "horovod":
+        return f"horovod:{IMAGE_TAG}"
+    if name in TAG_SUFFIX:
+        return f"horovod:{IMAGE_TAG}{TAG_SUFFIX[name]}"
     return f"horovod/{name}:{IMAGE_TAG}"
 
 
