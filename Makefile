@@ -183,6 +183,8 @@ LABELS_horovod-torch = $(LABELS_horovod)
 
 .PHONY: images images-torch check-versions stage build/rootfs build/horovod-builder test/images test/images-gpu test/runner clean/images
 .PHONY: $(addprefix build/,$(IMAGES) $(OTHER_IMAGES)) $(addprefix test/,$(IMAGES) $(OTHER_IMAGES))
+# Defined before its first use in a rule's target list (the host suites' names are not layers').
+HOST_SUITE_LAYERS := torch spark ray
 
 images-torch: build/horovod-torch ## the PyTorch images: mpi -> torch (torch, torchvision) -> horovod-torch (compiled in the builder on tensorflow), tagged horovod:<version>-<flavour>-torch and horovod:latest-torch (FLAVOUR=gpu: torch's newest CUDA 12 build on the cuda layer, horovod:latest-torch-gpu)
 
@@ -229,7 +231,7 @@ $(addprefix build/,$(IMAGES)): build/%: stage
 build/horovod-builder: build/tensorflow stage ## the one builder of both horovod layers (FLAVOUR's): the engine compiled once, the TF ops with it
 	$(call docker_build,images/horovod/builder.Dockerfile,-t $(BUILDER_REF),$(call image_ref,tensorflow),$(FLAVOUR_ARGS_horovod-builder_$(FLAVOUR)))
 build/horovod build/horovod-torch: build/horovod-builder
-$(addprefix build/,$(OTHER_IMAGES)) $(addprefix test/,$(OTHER_IMAGES)):
+$(addprefix build/,$(OTHER_IMAGES)) $(addprefix test/,$(filter-out $(HOST_SUITE_LAYERS),$(OTHER_IMAGES))):
 	@echo "$@: no $(@F) layer in the $(FLAVOUR) images ($(IMAGES)); try another FLAVOUR ($(FLAVOURS))" >&2; exit 2
 
 test/base: ## base checks on the base image
@@ -240,8 +242,12 @@ test/horovod: ## every check on horovod:<version>-<flavour> (needs the engine fo
 test/torch-image: build/torch ## base + mpi + torch checks on the torch image
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image torch
 test/horovod-torch: ## every check on horovod:<version>-<flavour>-torch
-# test/torch is horovod.torch's host suite; the torch layer's checks are test/torch-image.
-$(addprefix test/,$(filter-out torch,$(IMAGES))): test/%: build/%
+# test/torch, test/spark and test/ray are the host suites of horovod.torch, horovod.spark and
+# horovod.ray; those layers' image checks are test/<layer>-image (HOST_SUITE_LAYERS).
+$(addprefix test/,$(filter-out $(HOST_SUITE_LAYERS),$(IMAGES))): test/%: build/%
+	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
+.PHONY: test/spark-image test/ray-image
+test/spark-image test/ray-image: test/%-image: build/%
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
 
 # Both flavours' chains at once (scripts/side_by_side.sh: each a line prefix in the log). A build
