@@ -190,12 +190,8 @@ def launch_job(args, env, hosts, report=None):
 
     choice, ssh_args = None, []
     if any(not hostlib.is_local(h) for h, _ in hosts):
-        ssh_args = preflight.ssh_base(
-            args.ssh_port, args.ssh_identity_file, min(10.0, args.start_timeout)
-        )
-        local = {h: hostlib.is_local(h) for h, _ in hosts}
         try:
-            _, choice, text = preflight.run(hosts, local, ssh_args, args.start_timeout, args.nics)
+            _, choice, text, ssh_args = preflight.run_for_flags(args, hosts)
         except preflight.PreflightFailed as e:
             _say(str(e))
             report["preflight_failed"] = True

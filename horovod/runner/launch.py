@@ -109,12 +109,8 @@ def _preflight(args, env, hosts, report):
     env."""
     from horovod.runner import preflight
 
-    ssh_args = preflight.ssh_base(
-        args.ssh_port, args.ssh_identity_file, min(10.0, args.start_timeout)
-    )
-    local = {h: hostlib.is_local(h) for h, _ in hosts}
     try:
-        reports, choice, text = preflight.run(hosts, local, ssh_args, args.start_timeout, args.nics)
+        reports, choice, text, ssh_args = preflight.run_for_flags(args, hosts)
     except preflight.PreflightFailed as e:
         _say(str(e))
         if report is not None:

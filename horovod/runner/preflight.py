@@ -12,6 +12,7 @@ import socket
 import subprocess
 import time
 
+from horovod.runner import hosts as hostlib
 from horovod.runner import network, probe
 
 VERSION_KEYS = (
@@ -287,3 +288,13 @@ def run(hosts, local, ssh_args, timeout, requested_interface=None):
         )
         raise PreflightFailed(f"{text}\nhorovodrun: preflight failed ({why}); nothing was launched")
     return reports, choice, text
+
+
+def run_for_flags(args, hosts):
+    """run() with horovodrun's flags (-p, -i, --start-timeout, --network-interface), as both
+    launchers (mpirun's and --gloo's) ask: (reports, choice, text, ssh_args). The same ssh
+    arguments then start the job. Raises PreflightFailed as run() does."""
+    ssh_args = ssh_base(args.ssh_port, args.ssh_identity_file, min(10.0, args.start_timeout))
+    local = {h: hostlib.is_local(h) for h, _ in hosts}
+    reports, choice, text = run(hosts, local, ssh_args, args.start_timeout, args.nics)
+    return reports, choice, text, ssh_args
