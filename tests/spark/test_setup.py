@@ -83,7 +83,7 @@ def test_the_relay_prints_each_ranks_lines_with_upstreams_prefix():
 def test_the_relay_ignores_strangers_and_stops_the_others_at_the_first_failure():
     driver, port, out, _ = _relay()
     with socket.create_connection(("127.0.0.1", port)) as stranger:
-        stranger.sendall(b"HELLO wrong 0\nO not printed\n")
+        stranger.sendall(b"HELLO wrong 0 h\nO not printed\n")
         stranger.settimeout(5)
         assert stranger.recv(10) == b""  # closed on the wrong token
     with (
