@@ -20,7 +20,7 @@ from horovod.spark import ElasticJobError, RankFailedError
 from horovod.spark.elastic import _sizes
 from tests.spark import elastic_fns
 from tests.spark.conftest import SLOTS, wait_for_slots
-from tests.support import launched, procs
+from tests.support import launched
 
 # One run_elastic call of a few generations; minutes under load.
 RUN_LIMIT_SECONDS = 300
@@ -37,6 +37,26 @@ def bounded(spark, call, *args, limit=RUN_LIMIT_SECONDS, **kwargs):
 def read_pids(path):
     pid, executor = path.read_text().split()
     return int(pid), int(executor)
+
+
+def alive(pid):
+    """True while pid runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def ranks_left(pid_dir, pattern, timeout=15):
+    """The rank processes (pids written by the ranks in pid_dir) still running after up to
+    `timeout` seconds; machine-wide names would also find other jobs' ranks."""
+    pids = [read_pids(path)[0] for path in pid_dir.glob(pattern)]
+    assert pids, f"no rank wrote its pid to {pid_dir}"
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
 
 
 def wait_for(check, timeout, what):
@@ -107,7 +127,7 @@ def test_an_executor_lost_mid_run_goes_on_from_the_last_commit_and_grows_back(
     first_after = min((t, s) for g, s, t in steps if g == 1)
     assert first_after[1] <= before + 1  # resumed from the last commit, not from the start
     print(f"\nexecutor lost -> training again: {first_after[0] - killed['t']:.1f} s")
-    assert procs.wait_gone("horovod.spark.child", 15) == {}
+    assert ranks_left(tmp_path, "g*-r*") == []
     assert not store.exists() or not any(store.iterdir()), "the commit files were left"
     wait_for_slots(spark_with_gpus.sparkContext, SLOTS, REGROW_SECONDS)
 
@@ -196,7 +216,7 @@ def test_run_names_the_lost_rank_and_host_when_its_executor_is_killed(spark_with
     assert "ExecutorLostFailure" in str(info.value)
     assert took < 30, f"run() took {took:.1f} s to fail after the executor was killed"
     # No rank process is left, on the killed executor or the others.
-    assert procs.wait_gone("horovod.spark.child", 15) == {}
+    assert ranks_left(tmp_path, "r*") == []
     wait_for_slots(spark_with_gpus.sparkContext, SLOTS, REGROW_SECONDS)
 
 
