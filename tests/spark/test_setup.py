@@ -101,3 +101,18 @@ def test_the_relay_ignores_strangers_and_stops_the_others_at_the_first_failure()
     assert driver.failures == [1]
     assert out.getvalue() == "[0]<stdout>:before\n"
     assert not driver.thread.is_alive()
+
+
+def test_the_relay_names_a_task_whose_connection_ends_without_its_last_word():
+    driver, port, _, _ = _relay()
+    with relay.connect("127.0.0.1", port, "t0ken", 0, 5, "host-a") as done:
+        done.send_end()
+    with relay.connect("127.0.0.1", port, "t0ken", 1, 5, "host-b"):
+        pass  # closed without END: its worker died
+    assert driver.news.wait(5)
+    deadline = time.monotonic() + 5
+    while len(driver.finished) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert driver.lost == [1]
+    assert driver.hosts == {0: "host-a", 1: "host-b"}
+    driver.close(expected=2)
