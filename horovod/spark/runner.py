@@ -240,17 +240,20 @@ def results(records, failures, size):
 
 
 def root_cause(failed, failures):
-    """The failed record to report: a rank that failed by itself, not stopped by the driver
-    and not with a collateral error (a peer left), first by the order the driver heard of."""
+    """The failed record to report: a rank whose fn raised an error of its own (even if the
+    driver's STOP reached it while it was exiting: its peers' collateral errors come first
+    then), else one not stopped by the driver and without a collateral error (a peer left),
+    first by the order the driver heard of."""
     order = {rank: i for i, rank in reversed(list(enumerate(failures)))}
 
     def key(r):
         outcome = _outcome(r)
-        collateral = (outcome is not None and outcome.get("type") in COLLATERAL_TYPES) or r.get(
+        raised = outcome is not None and outcome.get("type") not in COLLATERAL_TYPES
+        collateral = (outcome is not None and not raised) or r.get(
             "exit_code"
         ) == RELAUNCH_EXIT_CODE
         stopped = r["stopped"] is not None
-        return (stopped, collateral, order.get(r["rank"], len(order)), r["rank"])
+        return (not raised, stopped, collateral, order.get(r["rank"], len(order)), r["rank"])
 
     return min(failed, key=key)
 
