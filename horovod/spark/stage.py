@@ -26,8 +26,8 @@ from horovod.spark import task as rank_task
 from horovod.spark.relay import DriverRelay
 
 # After the first failed rank, how long the others have to end: 5 s from SIGTERM to SIGKILL,
-# 2 s for what they left holding their pipes, and time for tasks still starting their rank to
-# get there on a loaded machine (20 s was too short at a load of 24 on 2 cores).
+# 2 s for what they left holding their pipes, and ample time for tasks still starting their
+# rank's process on a loaded machine (it only ends a wait for a host that stopped answering).
 STOPPED_BOUND_SECONDS = 60.0
 # After a lost task, how long Spark has to abort the stage itself (it does within a second,
 # saying why: ExecutorLostFailure ...) before the driver cancels its job group.
