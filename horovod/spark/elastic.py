@@ -167,6 +167,7 @@ class ElasticJob:
         self.size = 0  # ranks of the running generation (0 between generations)
         self.changed = False  # more slots than the running generation uses
         self.requests = []  # the ranks' relaunch requests in the running generation
+        self.launched = False  # a generation started (there may be commit files)
         self.channel = Channel(self.token, self._answer, self._record)
 
     # -- the channel: rank 0 asks at each commit, a rank leaving says why --------------------
@@ -240,6 +241,7 @@ class ElasticJob:
         """One generation on `size` ranks, its slots watched in a thread meanwhile."""
         with self.lock:
             self.size, self.changed, self.requests = size, False, []
+        self.launched = True
         if self.options.verbose >= 1:
             log.info("horovod.spark.run_elastic: generation %d: %d rank(s)", self.generation, size)
         port = self.channel.server.server_address[1]
@@ -318,7 +320,9 @@ class ElasticJob:
         in memory until reboot, named by the job's id)."""
         store = (self.options.env or {}).get("HOROVOD_ELASTIC_STORE") or STORE_DEFAULT
         path = os.path.join(str(store), self.job_id)
-        count = max(1, runner.task_slots(self.sc))
+        count = runner.task_slots(self.sc)
+        if not self.launched or count < 1:
+            return  # nothing ran, or no executor to reach (a job would wait for one)
         group = f"horovod.spark.run_elastic-cleanup-{self.job_id}"
 
         def remove(_rows):
