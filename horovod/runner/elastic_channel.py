@@ -27,11 +27,14 @@ class Channel:
         class Handler(http.server.BaseHTTPRequestHandler):
             def _reply(self, code, body):
                 data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the rank ended before reading the reply (it was leaving anyway)
 
             def _allowed(self):
                 if self.headers.get("X-Horovod-Token") == channel.token:

@@ -18,3 +18,8 @@ class RankFailedError(RuntimeError):
         self.exc_type = exc_type  # "module.QualName" of the rank's exception, if it raised
         self.remote_traceback = remote_traceback
         self.exit_code = exit_code
+
+
+class ElasticJobError(RuntimeError):
+    """horovod.spark.run_elastic ended without a result: fewer task slots than min_num_proc for
+    elastic_timeout seconds, or more resets than reset_limit. The message says which."""

@@ -1,9 +1,12 @@
 """The output relay between the ranks' tasks and the driver: one TCP connection per task.
 
-Task -> driver, one line each: `HELLO <token> <rank>` first (a connection without the job's
-token is closed), then `O <text>` (a stdout line of the rank), `E <text>` (stderr), `FAIL` (the
-rank failed). Driver -> task: `STOP` (another rank failed: stop yours). The driver prints each
-line as upstream does, `[rank]<stdout>:text`, optionally after a timestamp.
+Task -> driver, one line each: `HELLO <token> <rank> <host>` first (a connection without the
+job's token is closed), then `O <text>` (a stdout line of the rank), `E <text>` (stderr), `FAIL`
+(the rank failed), `END` (the rank's process is over; the task returns its record next).
+Driver -> task: `STOP` (another rank failed: stop yours). A connection that closes without
+`END` is a LOST task: its Python worker or its executor died, and Spark will not return its
+record (the driver names the rank and host instead of waiting for Spark's retries). The driver
+prints each line as upstream does, `[rank]<stdout>:text`, optionally after a timestamp.
 
 Bounded: a line longer than MAX_LINE is cut into pieces of that size, so a connection that has
 not said HELLO within its first line (at most MAX_LINE bytes) is closed; the driver's thread ends
@@ -17,7 +20,7 @@ import threading
 import time
 
 STDOUT, STDERR = b"O", b"E"
-FAIL, STOP = b"FAIL", b"STOP"
+FAIL, STOP, END = b"FAIL", b"STOP", b"END"
 MAX_LINE = 1 << 16
 
 
@@ -59,6 +62,9 @@ class TaskLink:
     def send_failure(self):
         self._send(FAIL + b"\n")
 
+    def send_end(self):
+        self._send(END + b"\n")
+
     def _send(self, data):
         try:
             self.sock.sendall(data)
@@ -92,7 +98,7 @@ class LineCollector:
         return whole
 
 
-def connect(addr, port, token, rank, timeout):
+def connect(addr, port, token, rank, timeout, host="?"):
     """A TaskLink to the driver's relay, retried until `timeout` seconds (raises OSError)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -104,7 +110,7 @@ def connect(addr, port, token, rank, timeout):
                 raise
             time.sleep(0.5)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(b"HELLO %s %d\n" % (token.encode(), rank))
+    sock.sendall(b"HELLO %s %d %s\n" % (token.encode(), rank, host.encode()))
     # Reads happen when the selector says readable; a send to a driver that stopped reading
     # fails after this long instead of blocking the rank's output for ever.
     sock.settimeout(30.0)
@@ -122,7 +128,9 @@ class _Peer:
 class DriverRelay:
     """The driver's end: a thread that accepts the tasks' connections, prints their lines to
     `stdout`/`stderr` (text files) and, on the first FAIL, sends STOP to every other task.
-    `failures` lists the ranks that reported FAIL, first first."""
+    `failures` lists the ranks that reported FAIL, first first; `lost` the ranks whose
+    connection closed without END, first first; `hosts` each rank's host; `news` is set at
+    each FAIL and each loss (the driver's wait wakes on it)."""
 
     def __init__(self, addr, token, stdout, stderr, timestamps=False):
         self.token = token.encode()
@@ -130,6 +138,10 @@ class DriverRelay:
         self.timestamps = timestamps
         self.failures = []
         self.finished = set()  # ranks whose connection ended
+        self.ended = set()  # ranks that said END
+        self.lost = []
+        self.hosts = {}
+        self.news = threading.Event()
         self.listener = socket.create_server((addr, 0))
         self.port = self.listener.getsockname()[1]
         self.selector = selectors.DefaultSelector()
@@ -194,6 +206,9 @@ class DriverRelay:
     def _drop(self, peer):
         if peer.rank is not None:
             self.finished.add(peer.rank)
+            if peer.rank not in self.ended and not self.closing.is_set():
+                self.lost.append(peer.rank)
+                self.news.set()
         if self.peers.pop(peer.sock.fileno(), None) is not None:
             self.selector.unregister(peer.sock)
             peer.sock.close()
@@ -207,18 +222,26 @@ class DriverRelay:
             if not self.failures:
                 self._stop_others(peer)
             self.failures.append(peer.rank)
+            self.news.set()
+        elif tag == END:
+            self.ended.add(peer.rank)
         elif tag in self.out:
             self._print(peer.rank, tag, text)
 
     def _hello(self, peer, line):
         words = line.split(b" ")
-        if len(words) == 3 and words[0] == b"HELLO" and hmac.compare_digest(words[1], self.token):
+        if len(words) == 4 and words[0] == b"HELLO" and hmac.compare_digest(words[1], self.token):
             try:
                 peer.rank = int(words[2])
+                self.hosts[peer.rank] = words[3].decode(errors="replace")
                 return
             except ValueError:
                 pass
         self._drop(peer)  # not one of this job's tasks
+
+    def stop_all(self):
+        """Sends STOP to every task (the driver ends the stage: a rank was lost)."""
+        self._stop_others(None)
 
     def _stop_others(self, failed):
         for peer in list(self.peers.values()):

@@ -3,8 +3,8 @@
 The driver checks the request (transport, SparkContext, task slots, fn picklable), serves the
 job's rendezvous (the engine's RendezvousServer, fresh secret) and the output relay where the
 executors reach it (spark.driver.host), then runs ONE barrier stage of num_proc tasks, each a
-rank (horovod/spark/task.py), and turns the tasks' records into fn's results in rank order, or
-into the failed rank's error.
+rank (horovod/spark/task.py), watched by horovod/spark/stage.py, and turns the tasks' records
+into fn's results in rank order, or into the failed or lost rank's error.
 
 Why records and not exceptions: a task that raised would make Spark retry the barrier stage
 (all ranks again, up to spark.stage.maxConsecutiveAttempts), re-running fn after a failure. A
@@ -12,19 +12,14 @@ task returns its rank's failure as a record instead; the driver stops the other 
 the relay at the first failure, so every task ends promptly, and raises the root cause.
 """
 
-import collections
 import logging
 import os
-import secrets
-import socket
 import sys
 import time
-import uuid
 
 from horovod.runner import tcp_rank
-from horovod.spark import task as rank_task
+from horovod.spark import stage
 from horovod.spark.errors import RankFailedError, SparkSetupError
-from horovod.spark.relay import DriverRelay
 
 log = logging.getLogger("horovod.spark")
 
@@ -34,14 +29,12 @@ DEFAULT_START_TIMEOUT = 600.0
 # (executors of a starting application register one after another).
 SLOTS_SETTLE_SECONDS = 5.0
 # Exception types that are a consequence of another rank's failure, not a cause.
-COLLATERAL_TYPES = ("horovod.common.exceptions.HorovodInternalError",)
-
-# What the tasks need to run a rank (pickled into the stage's closure).
-JobSpec = collections.namedtuple(
-    "JobSpec",
-    "size payload secret rendezvous_addr rendezvous_port relay_addr relay_port relay_token "
-    "env iface executable",
+COLLATERAL_TYPES = (
+    "horovod.common.exceptions.HorovodInternalError",
+    "horovod.common.exceptions.HorovodShutdownError",  # a peer exited or shut down
 )
+# A rank of run_elastic that left for a relaunch (horovod/common/elastic_worker.py): collateral.
+RELAUNCH_EXIT_CODE = 75
 
 
 def run(
@@ -90,32 +83,12 @@ def run(
     if verbose >= 1:
         why = " (inferred from spark.default.parallelism)" if inferred else ""
         log.info("Running %d processes%s...", num_proc, why)
-    bind = driver_address(sc)
-    secret, token = secrets.token_hex(32), secrets.token_hex(16)
-
-    from horovod.runner.rendezvous import RendezvousServer
-
-    server = RendezvousServer()
-    rdv_port = server.start(bind, num_proc, secret, timeout)
-    relay = None
-    try:
-        relay = DriverRelay(
-            bind, token, stdout or sys.stdout, stderr or sys.stderr, prefix_output_with_timestamp
-        )
-        relay_port = relay.start()
-        variables = {str(k): str(v) for k, v in (env or {}).items()}
-        job = JobSpec(
-            num_proc, payload, secret, bind, rdv_port, bind, relay_port, token,
-            variables, iface, executable,
-        )  # fmt: skip
-        if verbose >= 2:
-            log.info("rendezvous at %s:%d, output relay at %s:%d", bind, rdv_port, bind, relay_port)
-        records = run_stage(sc, job)
-    finally:
-        if relay is not None:
-            relay.close(expected=num_proc)
-        server.stop()
-    return results(records, relay.failures, num_proc)
+    options = stage.Options(
+        timeout, env, iface, executable, stdout or sys.stdout, stderr or sys.stderr,
+        prefix_output_with_timestamp, verbose,
+    )  # fmt: skip
+    outcome = stage.launch(sc, num_proc, payload, options, log=log)
+    return outcome_results(outcome, num_proc)
 
 
 def check_transport(use_mpi, use_gloo, extra_mpi_args):
@@ -216,28 +189,32 @@ def check_slots(sc, num_proc, timeout):
             slots, changed = now_slots, time.monotonic()
 
 
-def driver_address(sc):
-    """The address the executors reach the driver at (spark.driver.host), as an IP."""
-    host = sc.getConf().get("spark.driver.host") or socket.gethostname()
-    try:
-        return socket.gethostbyname(host)
-    except OSError:
-        return host
-
-
-def run_stage(sc, job):
-    """Runs the barrier stage in a job group of its own; returns the tasks' records."""
-    group = f"horovod.spark.run-{uuid.uuid4().hex[:12]}"
-    sc.setJobGroup(group, f"horovod.spark.run: {job.size} ranks", interruptOnCancel=True)
-    try:
-        rdd = sc.parallelize(range(job.size), job.size)
-        return rdd.barrier().mapPartitions(rank_task.run_partition(job)).collect()
-    except BaseException:
-        sc.cancelJobGroup(group)  # e.g. Ctrl-C on the driver: the tasks end too
-        raise
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
+def outcome_results(outcome, size):
+    """fn's results in rank order from a stage's Outcome, or the error that names why not: a
+    lost rank (its executor died), a rank that did not end once stopped, Spark's own error, or
+    the root-cause rank's failure."""
+    if outcome.lost:
+        rank, host = outcome.lost[0]
+        why = outcome.spark_reason()
+        raise RankFailedError(
+            f"horovod.spark.run: rank {rank} of {size} (host {host}) was lost: its Spark task "
+            "ended without a result (its executor or Python worker died)"
+            + (f"; Spark: {why}" if why else ""),
+            rank, host,
+        )  # fmt: skip
+    if outcome.not_ended:
+        named = ", ".join(f"rank {r} (host {h})" for r, h in outcome.not_ended)
+        rank, host = outcome.not_ended[0]
+        first = outcome.failures[0] if outcome.failures else "?"
+        raise RankFailedError(
+            f"horovod.spark.run: {named} of {size} did not end within "
+            f"{stage.STOPPED_BOUND_SECONDS:g} s of being stopped after rank {first} failed "
+            "(its executor paused or cut off?); the job was cancelled",
+            rank, host,
+        )  # fmt: skip
+    if outcome.records is None:
+        raise outcome.spark_error
+    return results(outcome.records, outcome.failures, size)
 
 
 def results(records, failures, size):
@@ -263,15 +240,20 @@ def results(records, failures, size):
 
 
 def root_cause(failed, failures):
-    """The failed record to report: a rank that failed by itself, not stopped by the driver
-    and not with a collateral error (a peer left), first by the order the driver heard of."""
+    """The failed record to report: a rank whose fn raised an error of its own (even if the
+    driver's STOP reached it while it was exiting: its peers' collateral errors come first
+    then), else one not stopped by the driver and without a collateral error (a peer left),
+    first by the order the driver heard of."""
     order = {rank: i for i, rank in reversed(list(enumerate(failures)))}
 
     def key(r):
         outcome = _outcome(r)
-        collateral = outcome is not None and outcome.get("type") in COLLATERAL_TYPES
+        raised = outcome is not None and outcome.get("type") not in COLLATERAL_TYPES
+        collateral = (outcome is not None and not raised) or r.get(
+            "exit_code"
+        ) == RELAUNCH_EXIT_CODE
         stopped = r["stopped"] is not None
-        return (stopped, collateral, order.get(r["rank"], len(order)), r["rank"])
+        return (not raised, stopped, collateral, order.get(r["rank"], len(order)), r["rank"])
 
     return min(failed, key=key)
 

@@ -19,12 +19,14 @@ import time
 import traceback
 
 from horovod.runner import tcp_rank
-from horovod.spark import relay
+from horovod.spark import gpus, relay
 
 # What a rank's work directory holds (horovod/spark/child.py reads and writes them; this module
 # does not import it: `python -m horovod.spark.child` must find it not yet imported).
 FN_FILE = "fn.pkl"
 RESULT_FILE = "result.pkl"
+# Upstream's name for the task's GPUs, read inside fn (from horovod.spark.task import ...).
+get_available_devices = gpus.get_available_devices
 Slot = collections.namedtuple("Slot", "rank host local_rank local_size cross_rank cross_size")
 # SIGTERM to a rank's process group, then this long before SIGKILL.
 GRACE_SECONDS = 5.0
@@ -54,10 +56,12 @@ def assign_ranks(addresses):
     return slots
 
 
-def rank_env(job, slot):
-    """The child's environment: the task's, the job's `env`, the rank's variables, the key."""
+def rank_env(job, slot, gpu_env=None):
+    """The child's environment: the task's, the job's `env`, the rank's variables, its GPUs
+    (horovod/spark/gpus.py), the key."""
     env = dict(os.environ)
     env.update(job.env or {})
+    env.update(gpu_env or {})
     rendezvous = (job.rendezvous_addr, job.rendezvous_port)
     env.update(tcp_rank.rank_variables(slot, job.size, rendezvous, job.iface))
     env["HOROVOD_SECRET_KEY"] = job.secret
@@ -76,9 +80,11 @@ def run_partition(job):
 
         ctx = BarrierTaskContext.get()
         addresses = [info.address for info in ctx.getTaskInfos()]
-        slot = assign_ranks(addresses)[ctx.partitionId()]
+        slots = assign_ranks(addresses)
+        slot = slots[ctx.partitionId()]
         try:
-            return [RankTask(job, slot).run()]
+            gpu_env = gpus.task_gpu_variables(ctx, slots)
+            return [RankTask(job, slot, gpu_env).run()]
         except Exception:  # a bug here must not become a Spark task failure either
             error = f"the Spark task failed:\n{traceback.format_exc()}"
             return [{"rank": slot.rank, "host": slot.host, "stopped": None, "ok": False,
@@ -111,8 +117,8 @@ def _killpg(pid, sig):
 class RankTask:
     """One rank's child process, its output relayed, seen through to a record."""
 
-    def __init__(self, job, slot):
-        self.job, self.slot = job, slot
+    def __init__(self, job, slot, gpu_env=None):
+        self.job, self.slot, self.gpu_env = job, slot, gpu_env
         self.proc = None
         self.stopped = None  # why this task stopped its rank, if it did
         self.stop_since = None
@@ -126,7 +132,7 @@ class RankTask:
             try:
                 link = relay.connect(
                     self.job.relay_addr, self.job.relay_port, self.job.relay_token,
-                    self.slot.rank, CONNECT_SECONDS,
+                    self.slot.rank, CONNECT_SECONDS, self.slot.host,
                 )  # fmt: skip
             except OSError as e:
                 where = f"{self.job.relay_addr}:{self.job.relay_port}"
@@ -135,9 +141,12 @@ class RankTask:
                     error=f"cannot reach the driver's output relay at {where}: {e}",
                 )  # fmt: skip
             with link:
-                with open(os.path.join(workdir, FN_FILE), "wb") as f:
-                    f.write(self.job.payload)
-                return self._run_child(link, workdir)
+                try:
+                    with open(os.path.join(workdir, FN_FILE), "wb") as f:
+                        f.write(self.job.payload)
+                    return self._run_child(link, workdir)
+                finally:
+                    link.send_end()  # a link that closes without it is a lost task
         finally:
             if self.proc is not None:  # the rank and whatever it left in its group
                 _killpg(self.proc.pid, signal.SIGKILL)
@@ -149,7 +158,7 @@ class RankTask:
         try:
             self.proc = subprocess.Popen(
                 argv,
-                env=rank_env(self.job, self.slot),
+                env=rank_env(self.job, self.slot, self.gpu_env),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -32,6 +32,39 @@ def spark_home(root):
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
+    yield from local_cluster(tmp_path_factory, {})
+
+
+# Fake GPUs (there are none here; Spark hands out the addresses the discovery script lists):
+# each worker discovers two, the first worker "0","1", the second "2","3" (as one 4-GPU host),
+# each executor takes its worker's two, each task one.
+GPU_DISCOVERY = """#!/bin/sh
+if mkdir "$(dirname "$0")/first-worker" 2>/dev/null; then
+  echo '{"name": "gpu", "addresses": ["0", "1"]}'
+else
+  echo '{"name": "gpu", "addresses": ["2", "3"]}'
+fi
+"""
+
+
+@pytest.fixture(scope="module")
+def spark_with_gpus(tmp_path_factory):
+    """The local cluster with Spark's GPU scheduling over fake addresses (GPU_DISCOVERY)."""
+    script = tmp_path_factory.mktemp("gpus") / "discover.sh"
+    script.write_text(GPU_DISCOVERY)
+    script.chmod(0o755)
+    conf = {
+        "spark.worker.resource.gpu.amount": "2",
+        "spark.worker.resource.gpu.discoveryScript": str(script),
+        "spark.executor.resource.gpu.amount": "2",
+        "spark.task.resource.gpu.amount": "1",
+    }
+    yield from local_cluster(tmp_path_factory, conf)
+
+
+def local_cluster(tmp_path_factory, conf):
+    """A SparkSession on local-cluster[WORKERS,CORES,1024] with `conf` added, once SLOTS task
+    slots are up; stopped afterwards."""
     pytest.importorskip("pyspark", reason="horovod.spark's tests need pyspark")
     if shutil.which("java") is None:
         pytest.skip("horovod.spark's tests need Java 17 (openjdk-17-jre-headless)")
@@ -48,14 +81,16 @@ def spark(tmp_path_factory):
         env.setenv(
             "PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
         )
-        session = (
+        builder = (
             SparkSession.builder.master(f"local-cluster[{WORKERS},{CORES},1024]")
             .appName("horovod-spark-tests")
             .config("spark.executor.memory", "512m")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
         )
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
         try:
             session.sparkContext.setLogLevel("ERROR")
             wait_for_slots(session.sparkContext, SLOTS, SESSION_START_SECONDS)

@@ -83,7 +83,7 @@ def test_the_relay_prints_each_ranks_lines_with_upstreams_prefix():
 def test_the_relay_ignores_strangers_and_stops_the_others_at_the_first_failure():
     driver, port, out, _ = _relay()
     with socket.create_connection(("127.0.0.1", port)) as stranger:
-        stranger.sendall(b"HELLO wrong 0\nO not printed\n")
+        stranger.sendall(b"HELLO wrong 0 h\nO not printed\n")
         stranger.settimeout(5)
         assert stranger.recv(10) == b""  # closed on the wrong token
     with (
@@ -101,3 +101,18 @@ def test_the_relay_ignores_strangers_and_stops_the_others_at_the_first_failure()
     assert driver.failures == [1]
     assert out.getvalue() == "[0]<stdout>:before\n"
     assert not driver.thread.is_alive()
+
+
+def test_the_relay_names_a_task_whose_connection_ends_without_its_last_word():
+    driver, port, _, _ = _relay()
+    with relay.connect("127.0.0.1", port, "t0ken", 0, 5, "host-a") as done:
+        done.send_end()
+    with relay.connect("127.0.0.1", port, "t0ken", 1, 5, "host-b"):
+        pass  # closed without END: its worker died
+    assert driver.news.wait(5)
+    deadline = time.monotonic() + 5
+    while len(driver.finished) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert driver.lost == [1]
+    assert driver.hosts == {0: "host-a", 1: "host-b"}
+    driver.close(expected=2)
