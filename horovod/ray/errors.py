@@ -29,3 +29,16 @@ class WorkerFailedError(RuntimeError):
         self.host = host
         self.exc_type = exc_type  # "module.QualName" of the worker's exception, if it raised
         self.remote_traceback = remote_traceback
+
+
+class ElasticJobError(RuntimeError):
+    """The elastic executor ended the job without a result: see the subclasses. The message
+    says why, with the generation, the nodes it had and those blacklisted."""
+
+
+class TooFewWorkersError(ElasticJobError, TimeoutError):
+    """Fewer than min_workers workers could be placed for elastic_timeout seconds."""
+
+
+class ResetLimitError(ElasticJobError):
+    """The job re-formed more than reset_limit times."""

@@ -67,3 +67,39 @@ def keras_train(epochs):
         callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)],
     )  # fmt: skip
     return hvd.rank(), [w.tolist() for w in model.get_weights()]
+
+
+def elastic_count(steps, log_dir, step_seconds=0.2, fail_at=None):
+    """An elastic job over horovod.numpy (ObjectState + the common elastic loop): `steps`
+    steps, each an allreduce of ones (= the world's size) added to state.total and a commit.
+    Each step of each rank appends "time generation rank size step" to log_dir/steps.log (the
+    tests read from it when training went on, and at what size). fail_at=(rank, step): that
+    rank raises a ValueError there (fn's own error). Returns (rank, size, state's values)."""
+    import functools
+    import time
+
+    import numpy as np
+
+    import horovod.numpy as hvd
+    from horovod.common.elastic import ObjectState, run_fn
+
+    hvd.init()
+    state = ObjectState(hvd.broadcast_object, hvd.rank, step=0, total=0.0, sizes=[])
+    generation = os.environ.get("HOROVOD_ELASTIC_GENERATION", "-")
+
+    @functools.partial(run_fn, reset=lambda: None)
+    def train(state):
+        while state.step < steps:
+            if fail_at == (hvd.rank(), state.step):
+                fail_here(hvd.rank())
+            size = hvd.allreduce(np.ones(1), op=hvd.Sum, name="elastic.count")[0]
+            state.total += float(size)
+            state.sizes = state.sizes + [int(size)]
+            state.step += 1
+            with open(os.path.join(log_dir, "steps.log"), "a") as f:
+                f.write(f"{time.time():.3f} {generation} {hvd.rank()} {hvd.size()} {state.step}\n")
+            state.commit()
+            time.sleep(step_seconds)
+        return hvd.rank(), hvd.size(), dict(step=state.step, total=state.total, sizes=state.sizes)
+
+    return train(state)
