@@ -253,18 +253,21 @@ class ElasticExecutor:
             time.sleep(0.5)
 
     def _remove_commits(self):
-        """Deletes the commit files the runs left on each node that is still there (a task on
-        the node, bounded); nothing is left in /dev/shm once the job ends."""
+        """Deletes the commit files the runs left: a task on each node still there (bounded),
+        and here for the nodes gone (a Ray node that shared this machine left its store here;
+        elsewhere the folder is not here and nothing happens)."""
         import ray
 
         stores, self.stores = self.stores, set()
         live = ray_discovery.live_node_ids()
         refs = []
         for node, job_id in stores:
-            if node in live:
-                task = ray.remote(num_cpus=0)(_remove_store)
-                options = ray_discovery.placement_options(node, live)
-                refs.append(task.options(**options).remote(self.store_of(node), job_id))
+            if node not in live:
+                _remove_store(self.store_of(node), job_id)
+                continue
+            task = ray.remote(num_cpus=0)(_remove_store)
+            options = ray_discovery.placement_options(node, live)
+            refs.append(task.options(**options).remote(self.store_of(node), job_id))
         if refs:
             ray.wait(refs, num_returns=len(refs), timeout=10)
 

@@ -72,7 +72,7 @@ def keras_train(epochs):
 def elastic_count(steps, log_dir, step_seconds=0.2, fail_at=None):
     """An elastic job over horovod.numpy (ObjectState + the common elastic loop): `steps`
     steps, each an allreduce of ones (= the world's size) added to state.total and a commit.
-    Each step of each rank appends "time generation rank size step" to log_dir/steps.log (the
+    Each step of each rank appends "time generation rank size step pid" to log_dir/steps.log (the
     tests read from it when training went on, and at what size). fail_at=(rank, step): that
     rank raises a ValueError there (fn's own error). Returns (rank, size, state's values)."""
     import functools
@@ -97,7 +97,8 @@ def elastic_count(steps, log_dir, step_seconds=0.2, fail_at=None):
             state.sizes = state.sizes + [int(size)]
             state.step += 1
             with open(os.path.join(log_dir, "steps.log"), "a") as f:
-                f.write(f"{time.time():.3f} {generation} {hvd.rank()} {hvd.size()} {state.step}\n")
+                row = (time.time(), generation, hvd.rank(), hvd.size(), state.step, os.getpid())
+                f.write(" ".join(str(x) for x in row) + "\n")
             state.commit()
             time.sleep(step_seconds)
         return hvd.rank(), hvd.size(), dict(step=state.step, total=state.total, sizes=state.sizes)
