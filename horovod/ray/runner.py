@@ -408,12 +408,13 @@ class RayExecutor:
 
     def _failure_error(self, failures, stopped, what):
         """WorkerFailedError for the root cause: a rank that failed by itself rather than with
-        a collateral error (a peer left) or its actor's death, first by the order the driver
-        heard of them."""
+        a collateral error (a peer left), else one whose actor died (killed, its node gone),
+        first by the order the driver heard of them."""
 
-        def key(item):
+        def key(item):  # fn's own error, then an actor's death, then a peer's collateral
             heard, (_, record) = item
-            return (record.get("collateral", False) or "ray_error" in record, heard)
+            kind = 2 if record.get("collateral") else 1 if "ray_error" in record else 0
+            return (kind, heard)
 
         _, (rank, record) = min(enumerate(failures), key=key)
         return worker_error(record, self._slots[rank], self.size, what, stopped)
@@ -447,7 +448,10 @@ def worker_error(record, slot, size, what, stopped):
     also = f"; rank(s) {stopped} were stopped" if stopped else ""
     if "ray_error" in record:
         error = record["ray_error"]
-        text = f"horovod.ray: {what}: {where} gave no result: {type(error).__name__}: {error}{also}"
+        text = (
+            f"horovod.ray: {what}: {where} gave no result: {_actor_fate(slot.node_id)}; "
+            f"{type(error).__name__}: {error}{also}"
+        )
         failure = WorkerFailedError(text, slot.rank, slot.node_id, slot.host)
         failure.__cause__ = error
         return failure
@@ -460,3 +464,14 @@ def worker_error(record, slot, size, what, stopped):
     )
     failure.__cause__ = record["exception"]
     return failure
+
+
+def _actor_fate(node_id):
+    """Why a rank's actor gave no result, in words: its Ray node gone, or the actor itself."""
+    from horovod.ray.discovery import live_node_ids
+
+    try:
+        gone = node_id not in live_node_ids()
+    except Exception:  # noqa: BLE001  (Ray itself unreachable: say what is known)
+        return "its actor died"
+    return "its Ray node is gone" if gone else "its actor died (killed, or its process ended)"

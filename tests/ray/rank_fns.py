@@ -104,3 +104,37 @@ def elastic_count(steps, log_dir, step_seconds=0.2, fail_at=None):
         return hvd.rank(), hvd.size(), dict(step=state.step, total=state.total, sizes=state.sizes)
 
     return train(state)
+
+
+def allreduce_loop(log_dir, steps=600, step_seconds=0.1):
+    """Allreduces until `steps`, logging "time rank step pid" per step to log_dir/loop.log
+    (the fault tests act once it runs); the steps it made."""
+    import time
+
+    import numpy as np
+
+    import horovod.numpy as hvd
+
+    hvd.init()
+    for step in range(steps):
+        hvd.allreduce(np.ones(4), op=hvd.Sum, name="loop")
+        with open(os.path.join(log_dir, "loop.log"), "a") as f:
+            f.write(f"{time.time()} {hvd.rank()} {step} {os.getpid()}\n")
+        time.sleep(step_seconds)
+    return steps
+
+
+def gpu_view():
+    """A rank's GPU view: CUDA_VISIBLE_DEVICES, its local rank, the ids Ray gave its actor."""
+    import ray
+
+    import horovod.numpy as hvd
+
+    hvd.init()
+    return {
+        "rank": hvd.rank(),
+        "local_rank": hvd.local_rank(),
+        "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "ray_gpu_ids": [str(i) for i in ray.get_gpu_ids()],
+        "node": ray.get_runtime_context().get_node_id(),
+    }
