@@ -79,6 +79,7 @@ class ElasticExecutor:
         self._lock = threading.Lock()
         self._requests = []  # the ranks' POSTs to the channel (relaunch requests)
         self._watch = None  # the running job's HostWatch
+        self._callbacks = []
         self._generation = None
         self.stores = set()  # (node id, job id) that may hold commit files
 
@@ -143,7 +144,13 @@ class ElasticExecutor:
         return watch.answer(generation)
 
     def _record(self, body):
+        """A rank's POST: a relaunch request, or what it logged (ray_logger.log) for the
+        callbacks of the running job."""
         with self._lock:
+            if "log" in body:
+                for callback in self._callbacks:
+                    callback(body["log"])
+                return
             self._requests.append(body)
 
     def relaunch_requests(self, generation):
@@ -158,10 +165,12 @@ class ElasticExecutor:
 
     # -- the job --------------------------------------------------------------------------------
 
-    def run_job(self, call, what):
+    def run_job(self, call, what, callbacks=None):
         """call on every rank of each generation until one finishes: its results in rank
-        order. Raises fn's own error (WorkerFailedError), TooFewWorkersError, ResetLimitError."""
+        order. Raises fn's own error (WorkerFailedError), TooFewWorkersError, ResetLimitError.
+        callbacks get what the ranks log with horovod.ray.ray_logger.log."""
         self._require(what)
+        self._callbacks = list(callbacks or [])
         job_id = uuid.uuid4().hex[:12]  # a run's commits are its own: the next run starts fresh
         watch = self._watch = self._new_watch()
         watcher = threading.Thread(target=watch.watch, daemon=True, name="horovod-ray-nodes")

@@ -20,6 +20,7 @@ import secrets
 import time
 
 from horovod.ray import placement
+from horovod.ray.coordinator import Coordinator  # noqa: F401  (upstream's name, from here)
 from horovod.ray.errors import RayExecutorStateError, WorkerFailedError
 from horovod.ray.worker import ENGINE_FRESH, ENGINE_RUNNING, BaseHorovodWorker
 from horovod.runner import tcp_rank
@@ -41,6 +42,9 @@ class RaySettings:
     placement_group_timeout_s: float = 100
     nics: object = None
     verbose: int = 1
+
+
+MiniSettings = RaySettings  # upstream's name
 
 
 @dataclasses.dataclass
@@ -322,7 +326,7 @@ class RayExecutor:
         others ended their call or were stopped); the next call then gets fresh workers.
         callbacks: accepted and unused, as upstream's static executor."""
         if self._elastic is not None:
-            return self._elastic.run_job(_Call(fn, args, kwargs), "run")
+            return self._elastic.run_job(_Call(fn, args, kwargs), "run", callbacks)
         warn_callbacks(callbacks)
         return self._collect(self._dispatch("run", _Call(fn, args, kwargs)), "run")
 
@@ -339,7 +343,7 @@ class RayExecutor:
         """fn(executable) on every worker (the object start(executable_cls=...) made there);
         the results in rank order."""
         if self._elastic is not None:
-            return self._elastic.run_job(fn, "execute")
+            return self._elastic.run_job(fn, "execute", callbacks)
         warn_callbacks(callbacks)
         return self._collect(self._dispatch("execute", fn), "execute")
 
