@@ -178,6 +178,8 @@ class ElasticExecutor:
         resets, number = 0, 0
         try:
             while True:
+                if self.state != "started":  # shutdown() from another thread ended it
+                    raise RayExecutorStateError(f"RayExecutor.{what}: shut down while running")
                 found = self._wait_for_slots(watch)
                 total = sum(s for _, s in found)
                 hosts = _fill(found, min(total, self.max_workers or total))

@@ -101,10 +101,14 @@ class Generation:
         self.slots, order = placement.assign_slots(infos)
         self.workers = [actors[i] for i in order]
         self.nodes = [keys[i] for i in order]
-        envs = self._rank_envs()
-        ray.get(
-            [w.update_env_vars.remote(env) for w, env in zip(self.workers, envs)], timeout=bound
-        )
+        try:
+            envs = self._rank_envs()
+            ray.get(
+                [w.update_env_vars.remote(env) for w, env in zip(self.workers, envs)],
+                timeout=bound,
+            )
+        except Exception as e:  # noqa: BLE001  (an actor lost while starting: a reset)
+            return Outcome(why=[f"the workers were lost while starting: {type(e).__name__}: {e}"])
         args = ex.start_args
         made = [
             w.make_executable.remote(args.executable_cls, args.executable_args,
