@@ -81,7 +81,7 @@ class ElasticExecutor:
         self._watch = None  # the running job's HostWatch
         self._callbacks = []
         self._generation = None
-        self.stores = set()  # (node id, job id) that may hold commit files
+        self.stores = set()  # (Ray node id, store folder, job id) that may hold commit files
 
     def setting(self, name, default):
         value = getattr(self.settings, name, None)
@@ -188,7 +188,6 @@ class ElasticExecutor:
                 watch.begin(hosts, size)
                 nodes = ", ".join(f"{ray_discovery.node_words(h)}:{n}" for h, n in hosts)
                 say(f"generation {number}: {size} worker(s) on {nodes}")
-                self.stores.update((h, job_id) for h, _ in hosts)
                 self._generation = Generation(self, number, hosts, call, job_id)
                 outcome = self._generation.run()
                 if outcome.results is not None:
@@ -272,24 +271,27 @@ class ElasticExecutor:
         stores, self.stores = self.stores, set()
         live = ray_discovery.live_node_ids()
         refs = []
-        for node, job_id in stores:
+        for node, store, job_id in stores:
             if node not in live:
-                _remove_store(self.store_of(node), job_id)
+                _remove_store(store, job_id)
                 continue
             task = ray.remote(num_cpus=0)(_remove_store)
             options = ray_discovery.placement_options(node, live)
-            refs.append(task.options(**options).remote(self.store_of(node), job_id))
+            refs.append(task.options(**options).remote(store, job_id))
         if refs:
             ray.wait(refs, num_returns=len(refs), timeout=10)
 
 
 def _remove_store(store, job_id):
-    """On a node: its store's folder of job_id, and the store once empty."""
+    """On a node: the store's folder of job_id; and, when the store is this module's
+    default, the store and STORE_ROOT once empty (never a folder of the user's)."""
     import os
     import shutil
 
     shutil.rmtree(os.path.join(store, job_id), ignore_errors=True)
-    for folder in (store, os.path.dirname(store)):
+    if os.path.dirname(store) != STORE_ROOT:
+        return
+    for folder in (store, STORE_ROOT):
         try:
             os.rmdir(folder)
         except OSError:

@@ -168,6 +168,7 @@ class Generation:
             # One store per Ray node: nodes sharing a machine keep their commits apart, as
             # separate hosts would.
             env.setdefault("HOROVOD_ELASTIC_STORE", ex.store_of(slot.node_id))
+            ex.stores.add((slot.node_id, env["HOROVOD_ELASTIC_STORE"], self.job_id))
             envs.append(env)
         if ex.use_gpu:
             ids = ray.get([w.get_gpu_ids.remote() for w in self.workers], timeout=ex.start_bound())

@@ -138,3 +138,51 @@ def gpu_view():
         "ray_gpu_ids": [str(i) for i in ray.get_gpu_ids()],
         "node": ray.get_runtime_context().get_node_id(),
     }
+
+
+def keras_elastic(steps, log_dir, step_seconds=0.2):
+    """An elastic Keras job: a tiny model trained with DistributedGradientTape, its weights
+    and optimizer in a TensorFlowKerasState committed each step (logged as elastic_count
+    does). Returns (rank, size, step, the weights as lists)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import time
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import horovod.tensorflow as hvd
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    hvd.init()
+    keras.utils.set_random_seed(hvd.rank())  # different weights: the state's sync aligns them
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(32, 4)).astype("float32")
+    y = (x.sum(axis=1, keepdims=True) > 0).astype("float32")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+    opt = keras.optimizers.SGD(0.05)
+    opt.build(model.trainable_variables)
+    generation = os.environ.get("HOROVOD_ELASTIC_GENERATION", "-")
+
+    @tf.function
+    def train_step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x) - y) ** 2)
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < steps:
+            train_step()
+            state.step += 1
+            with open(os.path.join(log_dir, "steps.log"), "a") as f:
+                row = (time.time(), generation, hvd.rank(), hvd.size(), state.step, os.getpid())
+                f.write(" ".join(str(x) for x in row) + "\n")
+            state.commit()
+            time.sleep(step_seconds)
+        return hvd.rank(), hvd.size(), state.step, [w.tolist() for w in model.get_weights()]
+
+    return train(hvd.elastic.TensorFlowKerasState(model, opt, step=0))

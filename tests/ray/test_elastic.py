@@ -68,11 +68,11 @@ def steps_of(log_dir):
     return [(float(t), int(g), int(r), int(s), int(n), int(p)) for t, g, r, s, n, p in rows]
 
 
-def run_with(ex, log_dir, steps, at_step, action, **kwargs):
-    """ex.run(elastic_count) in a thread; action() here (Ray's Cluster adds nodes from the main
+def run_with(ex, log_dir, steps, at_step, action, fn=rank_fns.elastic_count, **kwargs):
+    """ex.run(fn(steps, log_dir)) in a thread; action() here (Ray's Cluster adds nodes from the main
     thread only) once a rank logged step `at_step`. The run's results, or its error raised."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(ex.run, rank_fns.elastic_count, args=[steps, str(log_dir)], **kwargs)
+        future = pool.submit(ex.run, fn, args=[steps, str(log_dir)], **kwargs)
         deadline = time.monotonic() + 120
         while not future.done() and time.monotonic() < deadline:
             if any(row[4] >= at_step for row in steps_of(log_dir)):
@@ -195,3 +195,18 @@ def test_calls_out_of_order_and_static_only_calls_are_refused(cluster):
         ex.run_remote(rank_fns.rank_view)
     with pytest.raises(NotImplementedError, match="execute_single"):
         ex.execute_single(lambda w: w)
+
+
+def test_keras_state_survives_a_node_removed(cluster, extra_node, tmp_path):
+    pytest.importorskip("tensorflow")
+    ex = elastic()
+    bounded(ex.start)
+    try:
+        remove = lambda: cluster.remove_node(extra_node)  # noqa: E731
+        results = run_with(ex, tmp_path, 24, 4, remove, fn=rank_fns.keras_elastic)
+    finally:
+        bounded(ex.shutdown)
+    assert [(rank, size, step) for rank, size, step, _ in results] == [(0, 2, 24), (1, 2, 24)]
+    assert results[0][3] == results[1][3]  # the same weights on every rank
+    assert {row[1] for row in steps_of(tmp_path)} == {0, 1}
+    check_nothing_left(tmp_path)
