@@ -201,11 +201,18 @@ def test_keras_state_survives_a_node_removed(cluster, extra_node, tmp_path):
     pytest.importorskip("tensorflow")
     ex = elastic()
     bounded(ex.start)
+    removed = {}
+
+    def remove():
+        removed["at"] = time.time()
+        cluster.remove_node(extra_node)
+
     try:
-        remove = lambda: cluster.remove_node(extra_node)  # noqa: E731
         results = run_with(ex, tmp_path, 24, 4, remove, fn=rank_fns.keras_elastic)
     finally:
         bounded(ex.shutdown)
+    resumed = min(t for t, g, *_ in steps_of(tmp_path) if g > 0)
+    print(f"\nelastic Keras: node removed -> training again in {resumed - removed['at']:.2f} s")
     assert [(rank, size, step) for rank, size, step, _ in results] == [(0, 2, 24), (1, 2, 24)]
     assert results[0][3] == results[1][3]  # the same weights on every rank
     assert {row[1] for row in steps_of(tmp_path)} == {0, 1}
