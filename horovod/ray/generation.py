@@ -16,7 +16,7 @@ import time
 
 from horovod.ray import discovery as ray_discovery
 from horovod.ray import placement
-from horovod.ray.runner import worker_error
+from horovod.ray.errors import worker_error
 from horovod.ray.worker import BaseHorovodWorker
 from horovod.runner import tcp_rank
 
