@@ -1,4 +1,5 @@
-"""What horovod.ray's RayExecutor raises besides ValueError for bad arguments."""
+"""What horovod.ray's RayExecutor raises besides ValueError for bad arguments, and
+worker_error(), the WorkerFailedError of a rank's failure record (static and elastic)."""
 
 
 class RayExecutorStateError(RuntimeError):
