@@ -217,3 +217,27 @@ def test_keras_state_survives_a_node_removed(cluster, extra_node, tmp_path):
     assert results[0][3] == results[1][3]  # the same weights on every rank
     assert {row[1] for row in steps_of(tmp_path)} == {0, 1}
     check_nothing_left(tmp_path)
+
+
+def test_actor_killed_its_node_blacklisted_for_the_cooldown_then_used_again(
+    cluster, extra_node, tmp_path
+):
+    ex = elastic(cooldown_range=(2, 2))
+
+    def kill_the_extra_nodes_worker():
+        generation = ex._elastic._generation
+        rank = [s.node_id for s in generation.slots].index(extra_node.node_id)
+        ray.kill(generation.workers[rank])
+
+    bounded(ex.start)
+    try:
+        results = run_with(ex, tmp_path, 40, 4, kill_the_extra_nodes_worker)
+    finally:
+        bounded(ex.shutdown)
+    assert [(rank, size) for rank, size, _ in results] == [(0, 3), (1, 3), (2, 3)]
+    sizes = check_consistent(results, 40)
+    # 3 workers, 2 while the node is blacklisted, 3 again once its cooldown passed.
+    runs = [size for i, size in enumerate(sizes) if i == 0 or sizes[i - 1] != size]
+    assert runs == [3, 2, 3]
+    assert {row[1] for row in steps_of(tmp_path)} == {0, 1, 2}
+    check_nothing_left(tmp_path)
