@@ -7,6 +7,7 @@ Every call is bounded (conftest.bounded)."""
 
 import concurrent.futures
 import glob
+import os
 import time
 
 import pytest
@@ -241,3 +242,14 @@ def test_actor_killed_its_node_blacklisted_for_the_cooldown_then_used_again(
     assert runs == [3, 2, 3]
     assert {row[1] for row in steps_of(tmp_path)} == {0, 1, 2}
     check_nothing_left(tmp_path)
+
+
+def test_execute_runs_fn_on_the_executable_of_each_worker(cluster):
+    ex = elastic(max_workers=2)
+    bounded(ex.start, executable_cls=rank_fns.Counter, executable_args=[5],
+            extra_env_vars={"RAY_TEST_MARK": "m"})  # fmt: skip
+    try:
+        got = bounded(ex.execute, lambda counter: (counter.bump(), os.environ["RAY_TEST_MARK"]))
+    finally:
+        bounded(ex.shutdown)
+    assert got == [(6, "m"), (6, "m")]
