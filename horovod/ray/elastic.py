@@ -205,8 +205,14 @@ class ElasticExecutor:
         """Says why generation `number` ended, blacklists its failed nodes, and raises
         ResetLimitError past reset_limit."""
         why = list(outcome.why)
-        if watch.end():
+        changed = watch.end()
+        if changed:
             why.append("the nodes changed")
+        elif outcome.own_error is not None:
+            say(
+                f"generation {number} failed without a lost peer or a node change: {'; '.join(why)}"
+            )
+            raise outcome.own_error
         for node, reason in outcome.failed_nodes.items():
             span = self.blacklist.add(node, f"lost in generation {number}: {reason}")
             why.append(

@@ -32,6 +32,10 @@ class Outcome:
     results: list = None  # every rank's value, rank order: the job is done
     why: list = dataclasses.field(default_factory=list)  # why it must re-form
     failed_nodes: dict = dataclasses.field(default_factory=dict)  # node -> why (blacklisted)
+    # Ranks failed with a lost peer's error, but no peer was lost and none asked for a relaunch
+    # (e.g. hvd.init() could not meet the others): the job's own failure unless the nodes
+    # changed, as the MPI driver ends a generation that failed on its own.
+    own_error: Exception = None
 
 
 class Generation:
@@ -232,4 +236,8 @@ class Generation:
             why.append(f"{len(asked)} rank(s) asked for a relaunch (rank {rank}: {reason})")
         if stopped:
             why.append(f"rank(s) {stopped} were stopped after {GENERATION_GRACE_SECONDS:g} s")
-        return Outcome(why=why, failed_nodes=failed)
+        own = None
+        if not asked and all(isinstance(error, dict) for _, error in died):
+            rank, record = died[0]
+            own = worker_error(record, self.slots[rank], len(self.slots), "run", stopped)
+        return Outcome(why=why, failed_nodes=failed, own_error=own)

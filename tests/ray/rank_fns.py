@@ -186,3 +186,13 @@ def keras_elastic(steps, log_dir, step_seconds=0.2):
         return hvd.rank(), hvd.size(), state.step, [w.tolist() for w in model.get_weights()]
 
     return train(hvd.elastic.TensorFlowKerasState(model, opt, step=0))
+
+
+def internal_error_outside_elastic_run():
+    """Every rank raises HorovodInternalError (a lost peer's error) outside hvd.elastic.run,
+    with no peer lost: an elastic job must end on it rather than re-form again and again."""
+    import horovod.numpy as hvd
+    from horovod.common.exceptions import HorovodInternalError
+
+    hvd.init()
+    raise HorovodInternalError(f"rank {hvd.rank()}: a peer's error with no peer lost")

@@ -175,6 +175,16 @@ def test_fns_own_error_ends_the_job_naming_the_rank(cluster, tmp_path):
     check_nothing_left(tmp_path)
 
 
+def test_a_peers_error_with_no_peer_lost_ends_the_job_instead_of_a_reset(cluster):
+    ex = elastic(max_workers=2)
+    bounded(ex.start)
+    try:
+        with pytest.raises(WorkerFailedError, match=r"HorovodInternalError: rank \d: a peer's"):
+            bounded(ex.run, rank_fns.internal_error_outside_elastic_run, limit=LIMIT)
+    finally:
+        bounded(ex.shutdown)
+
+
 def test_too_few_workers_within_elastic_timeout_is_a_clear_error(cluster):
     ex = elastic(min_workers=5, max_workers=None, elastic_timeout=2)
     started = time.monotonic()
