@@ -120,6 +120,23 @@ def assign_slots(infos):
     return slots, order
 
 
+def visible_devices(slots, gpu_ids):
+    """CUDA_VISIBLE_DEVICES for each rank (rank order) from the GPU ids Ray gave each rank's
+    actor (ray.get_gpu_ids()): every rank on a node sees its node's GPUs in one order, where
+    position j holds local rank j's first GPU (then the ranks' other GPUs, in rank order). So
+    `torch.cuda.set_device(hvd.local_rank())` picks the rank's own GPU, as under horovodrun,
+    and the ranks of a node agree on what each index is."""
+    by_node = {}
+    for slot, ids in zip(slots, gpu_ids):
+        by_node.setdefault(slot.node_id, []).append([str(int(i)) for i in ids])
+    order = {}
+    for node, per_rank in by_node.items():
+        first = [ids[0] for ids in per_rank if ids]
+        rest = [i for ids in per_rank for i in ids[1:]]
+        order[node] = ",".join(first + rest)
+    return [order[slot.node_id] for slot in slots]
+
+
 def node_labels(infos, nodes):
     """The name each node goes by for the engine (HOROVOD_HOSTNAME) and in messages: its IP,
     or IP/node id where nodes share an IP (several Ray nodes on one machine)."""

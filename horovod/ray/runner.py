@@ -20,7 +20,8 @@ import secrets
 import time
 
 from horovod.ray import placement
-from horovod.ray.errors import RayExecutorStateError, WorkerFailedError
+from horovod.ray.coordinator import Coordinator  # noqa: F401  (upstream's name, from here)
+from horovod.ray.errors import RayExecutorStateError, worker_error
 from horovod.ray.worker import ENGINE_FRESH, ENGINE_RUNNING, BaseHorovodWorker
 from horovod.runner import tcp_rank
 
@@ -29,8 +30,6 @@ log = logging.getLogger("horovod.ray")
 # After the first worker failed, how long the others have to end their call (a peer blocked in
 # a collective fails at once: the failed rank shut its engine down) before they are killed.
 FAILURE_GRACE_SECONDS = 10.0
-# The upstream arguments of the elastic executor, not in this release.
-ELASTIC_ARGUMENTS = ("min_workers", "max_workers", "reset_limit", "cooldown_range")
 
 
 @dataclasses.dataclass
@@ -43,6 +42,9 @@ class RaySettings:
     placement_group_timeout_s: float = 100
     nics: object = None
     verbose: int = 1
+
+
+MiniSettings = RaySettings  # upstream's name
 
 
 @dataclasses.dataclass
@@ -88,18 +90,46 @@ class RayExecutor:
         use_gpu=False,
         gpus_per_worker=None,
         use_current_placement_group=True,
-        **elastic,
+        min_workers=None,
+        max_workers=None,
+        reset_limit=None,
+        cooldown_range=None,
+        elastic_timeout=600,
+        override_discovery=True,
     ):
-        refuse_elastic(elastic)
+        self._elastic = None
+        if max_workers is not None and min_workers is None:
+            raise ValueError(
+                "RayExecutor: max_workers without min_workers: an elastic job needs a positive "
+                "min_workers"
+            )
+        if min_workers is not None and (num_workers is not None or num_hosts is not None):
+            raise ValueError(
+                "Both `min_workers` and `num_workers` provided. Only one of the above is "
+                "allowed as workloads cannot be elastic and non-elastic (num_hosts neither)."
+            )
+        self.settings = settings
+        self.iface = tcp_rank.single_interface(getattr(settings, "nics", None), "RayExecutor")
+        if min_workers is not None:
+            from horovod.ray.elastic import ElasticExecutor
+
+            self._elastic = ElasticExecutor(
+                settings, min_workers, max_workers, reset_limit, cooldown_range,
+                elastic_timeout, cpus_per_worker, use_gpu, gpus_per_worker,
+                override_discovery, self.iface,
+            )  # fmt: skip
+            return
         if num_workers is not None and num_hosts is not None:
             raise ValueError("RayExecutor: give num_workers or num_hosts, not both")
         if num_workers is None and num_hosts is None:
-            raise ValueError("RayExecutor: give num_workers, or num_hosts (x num_workers_per_host)")
+            raise ValueError(
+                "RayExecutor: give num_workers, or num_hosts (x num_workers_per_host), or "
+                "min_workers (elastic)"
+            )
         for name, value in (("num_workers", num_workers), ("num_hosts", num_hosts),
                             ("num_workers_per_host", num_workers_per_host)):  # fmt: skip
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"RayExecutor: {name} must be a positive integer, not {value!r}")
-        self.settings = settings
         self.num_workers = num_workers
         self.num_hosts = num_hosts
         self.num_workers_per_host = num_workers_per_host
@@ -107,7 +137,6 @@ class RayExecutor:
         self.use_gpu = use_gpu
         self.gpus_per_worker = gpus_per_worker
         self.use_current_placement_group = use_current_placement_group
-        self.iface = tcp_rank.single_interface(getattr(settings, "nics", None), "RayExecutor")
         self._state = "new"  # "started", "shut down"
         self._placement = None
         self._workers = []  # actors in rank order
@@ -132,6 +161,9 @@ class RayExecutor:
         gives each its rank's variables (and extra_env_vars), and makes
         executable_cls(*executable_args, **executable_kwargs) in each. Raises
         PlacementTimeoutError when the cluster cannot place them in placement_group_timeout_s."""
+        if self._elastic is not None:
+            return self._elastic.start(executable_cls, executable_args, executable_kwargs,
+                                       extra_env_vars)  # fmt: skip
         if self._state == "started":
             raise RayExecutorStateError("RayExecutor.start: already started; shutdown() first")
         import ray
@@ -158,6 +190,8 @@ class RayExecutor:
     def shutdown(self):
         """Ends the actors (their processes), removes the placement group this executor made
         and stops the rendezvous. Idempotent; run() afterwards raises until start()."""
+        if self._elastic is not None:
+            return self._elastic.shutdown()
         if self._state != "started":
             return
         self._stop_rendezvous()
@@ -212,14 +246,11 @@ class RayExecutor:
         return env
 
     def _share_node_gpus(self, envs):
-        """As upstream: each worker sees every GPU Ray gave the workers of its node
-        (CUDA_VISIBLE_DEVICES), so peers on a node can reach each other's devices."""
+        """Each rank sees its node's GPUs with its own at index local_rank
+        (placement.visible_devices): Ray's assignment, pinned the way horovodrun pins."""
         ids = self._bounded_get([w.get_gpu_ids.remote() for w in self._workers], "read GPU ids")
-        on_node = {}
-        for slot, gpu_ids in zip(self._slots, ids):
-            on_node.setdefault(slot.node_id, []).extend(str(i) for i in gpu_ids)
-        for slot, env in zip(self._slots, envs):
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(on_node[slot.node_id])
+        for env, devices in zip(envs, placement.visible_devices(self._slots, ids)):
+            env["CUDA_VISIBLE_DEVICES"] = devices
 
     def _kill_workers(self):
         import ray
@@ -294,21 +325,34 @@ class RayExecutor:
         WorkerFailedError naming the rank, node and host when fn failed on a worker (after the
         others ended their call or were stopped); the next call then gets fresh workers.
         callbacks: accepted and unused, as upstream's static executor."""
+        if self._elastic is not None:
+            return self._elastic.run_job(_Call(fn, args, kwargs), "run", callbacks)
         warn_callbacks(callbacks)
         return self._collect(self._dispatch("run", _Call(fn, args, kwargs)), "run")
 
     def run_remote(self, fn, args=None, kwargs=None):
         """fn(*args, **kwargs) on every worker, without waiting: ObjectRefs in rank order."""
+        if self._elastic is not None:
+            raise NotImplementedError(
+                "RayExecutor.run_remote: an elastic job's workers change between generations, "
+                "so there are no ObjectRefs to give (as upstream); use run()"
+            )
         return self._dispatch("run_remote", _Call(fn, args, kwargs))
 
     def execute(self, fn, callbacks=None):
         """fn(executable) on every worker (the object start(executable_cls=...) made there);
         the results in rank order."""
+        if self._elastic is not None:
+            return self._elastic.run_job(fn, "execute", callbacks)
         warn_callbacks(callbacks)
         return self._collect(self._dispatch("execute", fn), "execute")
 
     def execute_single(self, fn):
         """fn(executable) on the rank 0 worker; its result."""
+        if self._elastic is not None:
+            raise NotImplementedError(
+                "RayExecutor.execute_single: not in elastic mode (as upstream); use execute()"
+            )
         return self._collect(self._dispatch("execute_single", fn, ranks=1), "execute_single")[0]
 
     def _dispatch(self, what, fn, ranks=None):
@@ -368,12 +412,13 @@ class RayExecutor:
 
     def _failure_error(self, failures, stopped, what):
         """WorkerFailedError for the root cause: a rank that failed by itself rather than with
-        a collateral error (a peer left) or its actor's death, first by the order the driver
-        heard of them."""
+        a collateral error (a peer left), else one whose actor died (killed, its node gone),
+        first by the order the driver heard of them."""
 
-        def key(item):
+        def key(item):  # fn's own error, then an actor's death, then a peer's collateral
             heard, (_, record) = item
-            return (record.get("collateral", False) or "ray_error" in record, heard)
+            kind = 2 if record.get("collateral") else 1 if "ray_error" in record else 0
+            return (kind, heard)
 
         _, (rank, record) = min(enumerate(failures), key=key)
         return worker_error(record, self._slots[rank], self.size, what, stopped)
@@ -389,47 +434,9 @@ class _Call:
         return self.fn(*self.args, **self.kwargs)
 
 
-def refuse_elastic(elastic):
-    unknown = sorted(set(elastic) - set(ELASTIC_ARGUMENTS) - {"elastic_timeout",
-                                                             "override_discovery"})  # fmt: skip
-    if unknown:
-        raise TypeError(f"RayExecutor() got unexpected keyword argument(s): {', '.join(unknown)}")
-    given = [k for k in ELASTIC_ARGUMENTS if elastic.get(k) is not None]
-    if given:
-        raise NotImplementedError(
-            f"RayExecutor: {', '.join(given)}: the elastic executor (upstream's elastic_v2) is "
-            "not in this release; give num_workers or num_hosts for a static job (docs/ray.md)"
-        )
-
-
 def warn_callbacks(callbacks):
     if callbacks:
         log.warning(
             "horovod.ray: callbacks are not used by the static RayExecutor (as upstream's); "
             "fn's results come back from run()"
         )
-
-
-def worker_error(record, slot, size, what, stopped):
-    """WorkerFailedError for one rank's failure record (see worker.call), or for Ray's error
-    when the call gave none (the actor died)."""
-    where = (
-        f"rank {slot.rank} of {size} (node {slot.label}, host {slot.host}, Ray node id "
-        f"{slot.node_id})"
-    )
-    also = f"; rank(s) {stopped} were stopped" if stopped else ""
-    if "ray_error" in record:
-        error = record["ray_error"]
-        text = f"horovod.ray: {what}: {where} gave no result: {type(error).__name__}: {error}{also}"
-        failure = WorkerFailedError(text, slot.rank, slot.node_id, slot.host)
-        failure.__cause__ = error
-        return failure
-    text = (
-        f"horovod.ray: {what}: {where} raised {record['type']}: {record['text']}{also}\n\n"
-        f"Traceback on rank {slot.rank}:\n{record['traceback'].rstrip()}"
-    )
-    failure = WorkerFailedError(
-        text, slot.rank, slot.node_id, slot.host, record["type"], record["traceback"]
-    )
-    failure.__cause__ = record["exception"]
-    return failure

@@ -158,8 +158,16 @@ def test_shutdown_leaves_no_actor_process_nor_placement_group(ray_local):
 
 def test_bad_arguments_are_refused_before_anything_starts():
     settings = RayExecutor.create_settings()
-    with pytest.raises(NotImplementedError, match="elastic executor .* not in this release"):
-        RayExecutor(settings, min_workers=1, max_workers=2)
+    with pytest.raises(ValueError, match="Both `min_workers` and `num_workers` provided"):
+        RayExecutor(settings, min_workers=1, num_workers=2)
+    with pytest.raises(ValueError, match="max_workers without min_workers"):
+        RayExecutor(settings, max_workers=2)
+    with pytest.raises(ValueError, match="min_workers must be a positive integer, not 0"):
+        RayExecutor(settings, min_workers=0)
+    with pytest.raises(ValueError, match=r"max_workers must be an integer >= min_workers \(2\)"):
+        RayExecutor(settings, min_workers=2, max_workers=1)
+    with pytest.raises(ValueError, match="cooldown_range must be"):
+        RayExecutor(settings, min_workers=1, cooldown_range=(5, 1))
     with pytest.raises(ValueError, match="num_workers or num_hosts, not both"):
         RayExecutor(settings, num_workers=2, num_hosts=2)
     with pytest.raises(ValueError, match="give num_workers, or num_hosts"):
