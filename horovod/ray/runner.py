@@ -371,11 +371,16 @@ class RayExecutor:
         a collateral error (a peer left) or its actor's death, first by the order the driver
         heard of them."""
 
-        def key(item):
+        def key(item):  # its own error, then its actor's death, then a peer's collateral error
             heard, (_, record) = item
-            return (record.get("collateral", False) or "ray_error" in record, heard)
+            return (2 if record.get("collateral") else 1 if "ray_error" in record else 0, heard)
 
         _, (rank, record) = min(enumerate(failures), key=key)
+        if record.get("collateral") and stopped:
+            # Only collateral errors: a rank that never answered (its node killed before Ray
+            # noticed) is the likelier cause, so it is the one named.
+            why = f"no answer {FAILURE_GRACE_SECONDS:g} s after rank {rank}'s {record['type']}"
+            rank, record = stopped[0], {"ray_error": TimeoutError(f"{why}: {record['text']}")}
         return worker_error(record, self._slots[rank], self.size, what, stopped)
 
 
