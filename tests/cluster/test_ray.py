@@ -12,7 +12,7 @@ import pytest
 from tests.support.compose import TIMINGS
 from tests.support.ray_cluster import make_ray_cluster
 
-ACTOR = "ray::BaseHorovodWorker"  # the title of a rank's actor process
+ACTOR = "^ray::BaseHorovodWorker"  # the title of a rank's actor process (its start)
 # A killed Ray worker: run() must fail within this many seconds, naming it.
 KILL_BOUND_S = 60
 

@@ -36,8 +36,9 @@ rows = executor.run(rank_sum)
 executor.shutdown()
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:
-    left = subprocess.run(["pgrep", "-f", "ray::BaseHorovodWorker"], capture_output=True,
-                          text=True).stdout.split()
+    # Anchored: the actors' process title starts so (this script's shell has the text too).
+    left = subprocess.run(["pgrep", "-af", "^ray::BaseHorovodWorker"], capture_output=True,
+                          text=True).stdout.splitlines()
     if not left:
         break
     time.sleep(0.5)
