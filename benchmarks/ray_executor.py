@@ -1,8 +1,9 @@
 """horovod.ray on a Ray cluster: RayExecutor's start() and a trivial run(), and allreduce inside
-Ray actors against horovodrun's ranks on the same Ray worker containers, in one run.
+Ray actors against horovodrun's ranks on the same Ray worker containers, in one run. (Not
+ray.py: a script's folder comes first on sys.path, and `import ray` would find it.)
 
     benchmarks/ray_cluster.sh [--sizes 1M,16M,64M] [--trials 3]     (brings the cluster up)
-    python /bench/ray.py [--workers 4] ...                           (on the head of a cluster)
+    python /bench/ray_executor.py [--workers 4] ...                  (on the head of a cluster)
 
 Runs as the driver on a Ray node (ray.init(address="auto")):
   1. start(): RayExecutor(num_workers=N).start() timed, then a trivial run() (a function that
@@ -142,7 +143,7 @@ def main():
     print(f"== allreduce, {n} ranks on {hosts} (Ray workers); {args.trials} trials, medians")
     head = " ".join(f"{v + ' us':>10} {v + ' GB/s':>9}" for v in variants)
     others = [v for v in variants if v != "ray"]
-    print(f"{'size':>8} | {head} |" + "".join(f" ray/{v:<4}" for v in others))
+    print(f"{'size':>8} | {head} |" + "".join(f" {'ray/' + v:>8}" for v in others))
     for nbytes in sizes:
         med = {v: statistics.median(r["sizes"][str(nbytes)] for r in runs[v]) for v in variants}
         bw = {v: nbytes * 2 * (n - 1) / n / med[v] / 1e9 for v in variants}
