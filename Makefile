@@ -375,6 +375,7 @@ cluster-ps: ## each worker of the cluster: address, NET_ADMIN, link rate (tc qdi
 
 test/cluster: build/horovod build/horovod-torch ## compose clusters of 2 and 3 workers: collectives, training, faults
 	IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
+include compose/ray.mk  # the Ray cluster: make ray-up, ray-run, ray-down, demo-ray
 
 # ---------------------------------------------------------------------------------------------
 # Registries and Kubernetes: `make push` puts FLAVOUR's layers into a registry a cluster can pull

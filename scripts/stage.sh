@@ -76,6 +76,24 @@ if [[ ${PIP_SOURCE:-stage} == stage ]]; then
   args+=(--build-arg PIP_NO_INDEX=1 --build-arg "PIP_FIND_LINKS=$url/wheels/" --build-arg PIP_TRUSTED_HOST=127.0.0.1)
 fi
 
+# ---- the ray layer's wheels (CPU flavour only: images/layers) -----------------------------------
+# ray[default] and its requirements, resolved together with the CPU wheels above, so what Ray
+# shares with TensorFlow (protobuf, grpcio, numpy, ...) resolves as in the parent image, which
+# installs with its own packages as constraints (images/ray/Dockerfile). A stamp of its own.
+if [[ ${PIP_SOURCE:-stage} == stage && $flavour == cpu ]]; then
+  ray_key="ray[default]==$RAY_VERSION ${wheels[*]}"
+  if [[ $(cat "$stage/wheels/.stamp-ray" 2>/dev/null) != "$ray_key" ]]; then
+    echo "stage: pip download ray[default]==$RAY_VERSION" >&2
+    arch=$(uname -m) platforms=()
+    for v in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${v}_$arch"); done
+    platforms+=(--platform "manylinux2014_$arch" --platform "manylinux2010_$arch" --platform "manylinux1_$arch")
+    $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
+      --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" \
+      "ray[default]==$RAY_VERSION" "${wheels[@]}"
+    echo "$ray_key" >"$stage/wheels/.stamp-ray"
+  fi
+fi
+
 # ---- Debian packages ----------------------------------------------------------------------------
 apt_source=${APT_SOURCE:-auto}
 if [[ $apt_source == auto ]]; then

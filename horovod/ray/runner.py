@@ -421,6 +421,11 @@ class RayExecutor:
             return (kind, heard)
 
         _, (rank, record) = min(enumerate(failures), key=key)
+        if record.get("collateral") and stopped:
+            # Only collateral errors: a rank that never answered (its node killed before Ray
+            # noticed) is the likelier cause, so it is the one named.
+            why = f"no answer {FAILURE_GRACE_SECONDS:g} s after rank {rank}'s {record['type']}"
+            rank, record = stopped[0], {"ray_error": TimeoutError(f"{why}: {record['text']}")}
         return worker_error(record, self._slots[rank], self.size, what, stopped)
 
 
