@@ -376,6 +376,8 @@ cluster-ps: ## each worker of the cluster: address, NET_ADMIN, link rate (tc qdi
 test/cluster: build/horovod build/horovod-torch ## compose clusters of 2 and 3 workers: collectives, training, faults
 	IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
 
+include compose/spark.mk
+
 # ---------------------------------------------------------------------------------------------
 # Registries and Kubernetes: `make push` puts FLAVOUR's layers into a registry a cluster can pull
 # from; charts/horovod (Helm 3/4 chart) and deploy/mpijob.yaml run them there. No cluster runs
