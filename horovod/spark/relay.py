@@ -1,9 +1,15 @@
 """The output relay between the ranks' tasks and the driver: one TCP connection per task.
 
-Task -> driver, one line each: `HELLO <token> <rank>` first (a connection without the job's
-token is closed), then `O <text>` (a stdout line of the rank), `E <text>` (stderr), `FAIL` (the
-rank failed). Driver -> task: `STOP` (another rank failed: stop yours). The driver prints each
-line as upstream does, `[rank]<stdout>:text`, optionally after a timestamp.
+Task -> driver, one line each: `HELLO <token> <rank> <host>` first (a connection without the
+job's token is closed), then `O <text>` (a stdout line of the rank), `E <text>` (stderr), `FAIL`
+(the rank failed), and `BYE` last, as the task ends with its record. Driver -> task: `STOP`
+(another rank failed: stop yours). The driver prints each line as upstream does,
+`[rank]<stdout>:text`, optionally after a timestamp.
+
+A connection that ends without BYE is a lost task (its executor, worker or host died): Spark
+would re-run the whole barrier stage, which cannot meet again, so the driver's `on_lost` cancels
+the stage at once and the error names the lost ranks and hosts. Keepalive probes end a
+connection to a host that vanished without a word within about KEEPALIVE_SECONDS.
 
 Bounded: a line longer than MAX_LINE is cut into pieces of that size, so a connection that has
 not said HELLO within its first line (at most MAX_LINE bytes) is closed; the driver's thread ends
@@ -17,8 +23,11 @@ import threading
 import time
 
 STDOUT, STDERR = b"O", b"E"
-FAIL, STOP = b"FAIL", b"STOP"
+FAIL, STOP, BYE = b"FAIL", b"STOP", b"BYE"
 MAX_LINE = 1 << 16
+# TCP keepalive on the driver's end: idle 5 s, then 3 probes 2 s apart (Linux's knobs).
+KEEPALIVE = {"TCP_KEEPIDLE": 5, "TCP_KEEPINTVL": 2, "TCP_KEEPCNT": 3}
+KEEPALIVE_SECONDS = 11
 
 
 class LineSplitter:
@@ -79,6 +88,7 @@ class TaskLink:
         return self
 
     def __exit__(self, *exc):
+        self._send(BYE + b"\n")  # the task ends with its record: not a lost task
         self.sock.close()
 
 
@@ -92,7 +102,7 @@ class LineCollector:
         return whole
 
 
-def connect(addr, port, token, rank, timeout):
+def connect(addr, port, token, rank, timeout, host="?"):
     """A TaskLink to the driver's relay, retried until `timeout` seconds (raises OSError)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -104,7 +114,7 @@ def connect(addr, port, token, rank, timeout):
                 raise
             time.sleep(0.5)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(b"HELLO %s %d\n" % (token.encode(), rank))
+    sock.sendall(b"HELLO %s %d %s\n" % (token.encode(), rank, host.encode()))
     # Reads happen when the selector says readable; a send to a driver that stopped reading
     # fails after this long instead of blocking the rank's output for ever.
     sock.settimeout(30.0)
@@ -115,6 +125,8 @@ class _Peer:
     def __init__(self, sock, on_line):
         self.sock = sock
         self.rank = None  # set by HELLO
+        self.host = None
+        self.said_bye = False
         # A wire line is a rank's line (at most MAX_LINE) with its tag.
         self.lines = LineSplitter(None, lambda _tag, line: on_line(self, line), MAX_LINE + 16)
 
@@ -122,13 +134,17 @@ class _Peer:
 class DriverRelay:
     """The driver's end: a thread that accepts the tasks' connections, prints their lines to
     `stdout`/`stderr` (text files) and, on the first FAIL, sends STOP to every other task.
-    `failures` lists the ranks that reported FAIL, first first."""
+    `failures` lists the ranks that reported FAIL, first first; `lost` the (rank, host) of the
+    tasks whose connection ended without BYE, first first, and `on_lost` (if set) is called at
+    the first."""
 
     def __init__(self, addr, token, stdout, stderr, timestamps=False):
         self.token = token.encode()
         self.out = {STDOUT: (stdout, "stdout"), STDERR: (stderr, "stderr")}
         self.timestamps = timestamps
         self.failures = []
+        self.lost = []
+        self.on_lost = None
         self.finished = set()  # ranks whose connection ended
         self.listener = socket.create_server((addr, 0))
         self.port = self.listener.getsockname()[1]
@@ -176,6 +192,7 @@ class DriverRelay:
         except OSError:
             return
         sock.setblocking(False)
+        _keepalive(sock)
         peer = _Peer(sock, self._line)
         self.peers[sock.fileno()] = peer
         self.selector.register(sock, selectors.EVENT_READ, peer)
@@ -189,7 +206,20 @@ class DriverRelay:
             chunk = b""
         peer.lines.feed(chunk)
         if not chunk:
+            if peer.rank is not None and not peer.said_bye:
+                self._lost(peer)
             self._drop(peer)
+
+    def _lost(self, peer):
+        self.lost.append((peer.rank, peer.host))
+        if len(self.lost) > 1:
+            return
+        self._stop_others(peer)
+        if self.on_lost is not None:
+            try:
+                self.on_lost()
+            except Exception:
+                pass  # the driver's own error path still ends the stage
 
     def _drop(self, peer):
         if peer.rank is not None:
@@ -203,7 +233,9 @@ class DriverRelay:
             self._hello(peer, line)
             return
         tag, _, text = line.partition(b" ")
-        if tag == FAIL:
+        if tag == BYE:
+            peer.said_bye = True
+        elif tag == FAIL:
             if not self.failures:
                 self._stop_others(peer)
             self.failures.append(peer.rank)
@@ -212,9 +244,12 @@ class DriverRelay:
 
     def _hello(self, peer, line):
         words = line.split(b" ")
-        if len(words) == 3 and words[0] == b"HELLO" and hmac.compare_digest(words[1], self.token):
+        if len(words) == 4 and words[0] == b"HELLO" and hmac.compare_digest(words[1], self.token):
             try:
                 peer.rank = int(words[2])
+                peer.host = words[3].decode(errors="replace")
+                if self.failures or self.lost:  # late: the others were told already
+                    self._send_stop(peer)
                 return
             except ValueError:
                 pass
@@ -223,10 +258,14 @@ class DriverRelay:
     def _stop_others(self, failed):
         for peer in list(self.peers.values()):
             if peer is not failed and peer.rank is not None:
-                try:
-                    peer.sock.send(STOP + b"\n")
-                except OSError:
-                    pass
+                self._send_stop(peer)
+
+    @staticmethod
+    def _send_stop(peer):
+        try:
+            peer.sock.send(STOP + b"\n")
+        except OSError:
+            pass
 
     def _print(self, rank, tag, text):
         dst, name = self.out[tag]
@@ -238,3 +277,26 @@ class DriverRelay:
             dst.flush()
         except (OSError, ValueError):
             pass  # the driver's own output is gone: keep serving the tasks
+
+
+def _keepalive(sock):
+    """Probes an idle connection, so one to a host that vanished (no FIN) ends in seconds."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in KEEPALIVE.items():
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+def lost_error(lost, size):
+    """RankFailedError naming the first lost rank and its host, and the others lost."""
+    from horovod.spark.errors import RankFailedError
+
+    (rank, host), others = lost[0], lost[1:]
+    text = (
+        f"horovod.spark.run: rank {rank} of {size} (host {host}) was lost: its Spark task ended "
+        "without a word to the driver (its executor, worker or host died?)"
+    )
+    if others:
+        text += "; lost too: " + ", ".join(f"rank {r} (host {h})" for r, h in others)
+    text += ". The stage was cancelled rather than retried (its ranks cannot meet again)."
+    return RankFailedError(text, rank, host)

@@ -24,7 +24,7 @@ import uuid
 from horovod.runner import tcp_rank
 from horovod.spark import task as rank_task
 from horovod.spark.errors import RankFailedError, SparkSetupError
-from horovod.spark.relay import DriverRelay
+from horovod.spark.relay import DriverRelay, lost_error
 
 log = logging.getLogger("horovod.spark")
 
@@ -110,7 +110,7 @@ def run(
         )  # fmt: skip
         if verbose >= 2:
             log.info("rendezvous at %s:%d, output relay at %s:%d", bind, rdv_port, bind, relay_port)
-        records = run_stage(sc, job)
+        records = run_stage(sc, job, relay)
     finally:
         if relay is not None:
             relay.close(expected=num_proc)
@@ -225,15 +225,20 @@ def driver_address(sc):
         return host
 
 
-def run_stage(sc, job):
-    """Runs the barrier stage in a job group of its own; returns the tasks' records."""
+def run_stage(sc, job, relay=None):
+    """Runs the barrier stage in a job group of its own; returns the tasks' records. A task
+    lost mid-stage (relay.py) cancels it and raises RankFailedError naming the lost ranks."""
     group = f"horovod.spark.run-{uuid.uuid4().hex[:12]}"
     sc.setJobGroup(group, f"horovod.spark.run: {job.size} ranks", interruptOnCancel=True)
+    if relay is not None:
+        relay.on_lost = lambda: sc.cancelJobGroup(group)
     try:
         rdd = sc.parallelize(range(job.size), job.size)
         return rdd.barrier().mapPartitions(rank_task.run_partition(job)).collect()
-    except BaseException:
+    except BaseException as e:
         sc.cancelJobGroup(group)  # e.g. Ctrl-C on the driver: the tasks end too
+        if relay is not None and relay.lost and isinstance(e, Exception):
+            raise lost_error(relay.lost, job.size) from e
         raise
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)

@@ -126,7 +126,7 @@ class RankTask:
             try:
                 link = relay.connect(
                     self.job.relay_addr, self.job.relay_port, self.job.relay_token,
-                    self.slot.rank, CONNECT_SECONDS,
+                    self.slot.rank, CONNECT_SECONDS, self.slot.host,
                 )  # fmt: skip
             except OSError as e:
                 where = f"{self.job.relay_addr}:{self.job.relay_port}"

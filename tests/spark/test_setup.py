@@ -101,3 +101,23 @@ def test_the_relay_ignores_strangers_and_stops_the_others_at_the_first_failure()
     assert driver.failures == [1]
     assert out.getvalue() == "[0]<stdout>:before\n"
     assert not driver.thread.is_alive()
+
+
+def test_a_task_gone_without_bye_is_lost_and_stops_the_others():
+    """A task's connection that ends without BYE (its executor died) is a lost rank: named with
+    its host, on_lost called once, STOP to the others; a task that ends says BYE, not lost."""
+    driver, port, _, _ = _relay()
+    called = []
+    driver.on_lost = lambda: called.append(list(driver.lost))
+    with relay.connect("127.0.0.1", port, "t0ken", 0, 5, "hostA"):
+        pass  # ends with BYE
+    rank1 = relay.connect("127.0.0.1", port, "t0ken", 1, 5, "hostB")
+    with relay.connect("127.0.0.1", port, "t0ken", 2, 5, "hostC") as rank2:
+        rank1.sock.close()  # no BYE: as if its worker were killed
+        rank2.sock.settimeout(5)
+        assert rank2.sock.recv(10) == relay.STOP + b"\n"
+    driver.close(expected=3)
+    assert driver.lost == [(1, "hostB")] and called == [[(1, "hostB")]]
+    error = relay.lost_error(driver.lost, 3)
+    assert (error.rank, error.host) == (1, "hostB")
+    assert "rank 1 of 3 (host hostB) was lost" in str(error)
