@@ -6,10 +6,12 @@ job's token is closed), then `O <text>` (a stdout line of the rank), `E <text>` 
 (another rank failed: stop yours). The driver prints each line as upstream does,
 `[rank]<stdout>:text`, optionally after a timestamp.
 
-A connection that ends without BYE is a lost task (its executor, worker or host died): Spark
-would re-run the whole barrier stage, which cannot meet again, so the driver's `on_lost` cancels
-the stage at once and the error names the lost ranks and hosts. Keepalive probes end a
-connection to a host that vanished without a word within about KEEPALIVE_SECONDS.
+A connection that ends without BYE is a lost task (its executor, worker or host died). Spark's
+own error for it (ExecutorLostFailure, "Could not recover from a failed barrier ResultStage")
+names neither rank nor host, and comes only once Spark has noticed the executor's loss (a
+vanished host: its heartbeat timeout); so the driver's `on_lost` cancels the stage at once and
+the error names the lost ranks and hosts. Keepalive probes end a connection to a host that
+vanished without a word within about KEEPALIVE_SECONDS.
 
 Bounded: a line longer than MAX_LINE is cut into pieces of that size, so a connection that has
 not said HELLO within its first line (at most MAX_LINE bytes) is closed; the driver's thread ends
@@ -298,5 +300,5 @@ def lost_error(lost, size):
     )
     if others:
         text += "; lost too: " + ", ".join(f"rank {r} (host {h})" for r, h in others)
-    text += ". The stage was cancelled rather than retried (its ranks cannot meet again)."
+    text += ". The stage was cancelled: the other ranks cannot go on without it."
     return RankFailedError(text, rank, host)
