@@ -31,5 +31,7 @@ demo-spark: build/spark ## horovod.spark.run trains the Keras digits model on 4 
 	  && $(MAKE) --no-print-directory spark-run SPARK_CMD="$(SPARK_DEMO_CMD)"; rc=$$?; \
 	  $(MAKE) --no-print-directory spark-down; exit $$rc
 
-# tests/cluster/test_spark.py runs on this image.
+# tests/cluster/test_spark.py runs on this image (a layer of the CPU flavour only).
+ifneq ($(filter spark,$(IMAGES)),)
 test/cluster: build/spark
+endif

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.support.compose import TIMINGS
+from tests.support.compose import TAG, TIMINGS
 from tests.support.spark_compose import make_spark_cluster
 
 RANK_PROCESS = "horovod.spark.child"  # a rank: python -m horovod.spark.child WORKDIR
@@ -24,6 +24,8 @@ LOST_BOUND_SECONDS = 30
 
 @pytest.fixture(scope="module")
 def spark():
+    if TAG.endswith("-gpu"):
+        pytest.skip(f"IMAGE_TAG={TAG}: the spark layer is in the CPU flavour only (images/layers)")
     c = make_spark_cluster(workers=2, cores=2)
     TIMINGS.append(("spark cluster up (2 workers registered)", c.up_seconds))
     yield c
