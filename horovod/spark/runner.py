@@ -33,8 +33,12 @@ DEFAULT_START_TIMEOUT = 600.0
 # With fewer slots than ranks, how long the slot count must stay unchanged before giving up
 # (executors of a starting application register one after another).
 SLOTS_SETTLE_SECONDS = 5.0
-# Exception types that are a consequence of another rank's failure, not a cause.
-COLLATERAL_TYPES = ("horovod.common.exceptions.HorovodInternalError",)
+# Exception types that are a consequence of another rank's failure, not a cause (a shutdown: a
+# peer that raised exited first, and its task's word may reach the driver after this one's).
+COLLATERAL_TYPES = (
+    "horovod.common.exceptions.HorovodInternalError",
+    "horovod.common.exceptions.HorovodShutdownError",
+)
 
 # What the tasks need to run a rank (pickled into the stage's closure).
 JobSpec = collections.namedtuple(

@@ -121,3 +121,20 @@ def test_a_task_gone_without_bye_is_lost_and_stops_the_others():
     error = relay.lost_error(driver.lost, 3)
     assert (error.rank, error.host) == (1, "hostB")
     assert "rank 1 of 3 (host hostB) was lost" in str(error)
+
+
+def test_the_root_cause_is_the_rank_that_raised_not_a_peer_shut_down_after_it():
+    """Rank 2 raised and exited; rank 1 then failed with the engine's shutdown error, and its
+    word reached the driver first: rank 2 is the one named."""
+    from pyspark import cloudpickle
+
+    from horovod.spark.runner import root_cause
+
+    def record(rank, kind):
+        outcome = {"ok": False, "type": kind, "text": "", "traceback": "", "exception": None}
+        return {"rank": rank, "host": "h", "stopped": None, "ok": False,
+                "result": cloudpickle.dumps(outcome), "exit_code": 1}  # fmt: skip
+
+    failed = [record(1, "horovod.common.exceptions.HorovodShutdownError"),
+              record(2, "builtins.ValueError")]  # fmt: skip
+    assert root_cause(failed, failures=[1, 2])["rank"] == 2
