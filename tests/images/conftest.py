@@ -31,6 +31,7 @@ from tests.support.images import (
     LATEST_TORCH,
     PARENTS,
     PINS,
+    TAG_SUFFIX,
     TEST_LABEL,
     TF_PACKAGE,
     Containers,
@@ -168,7 +169,11 @@ def torch_pins(pins, flavour):
 
 
 @pytest.fixture(scope="session")
-def latest_ref(framework):
+def latest_ref(image, framework):
+    """The floating tag of an image users run: horovod:latest(-torch)(-gpu), and the CPU
+    leaves' horovod:latest-<suffix> (the Makefile's EXTRA_TAGS: spark, ray)."""
+    if image in TAG_SUFFIX and image != "horovod-torch":
+        return f"horovod:latest{TAG_SUFFIX[image]}"
     return (LATEST_TORCH if framework == "torch" else LATEST)[FLAVOUR]
 
 

@@ -67,14 +67,16 @@ def test_runs_as_the_other_images(inspect, run_ok, user_host):
     assert run_ok(user_host, "id -un") == "mpiuser"
 
 
-def test_labels_and_latest_tag(inspect, client, ref, pins):
+def test_labels_and_latest_tag(inspect, client, ref, pins, latest_ref):
+    """The horovod layer's release labels kept (title, version, revision), its own on top."""
     labels = inspect["Labels"]
-    assert labels["org.opencontainers.image.title"] == "horovod-spark"
+    assert labels["org.opencontainers.image.title"] == "horovod"
+    assert labels["org.opencontainers.image.version"] == pins["HOROVOD_VERSION"]
     assert labels["org.opencontainers.image.base.name"] == ref.removesuffix("-spark")
     assert pins["PYSPARK_VERSION"] in labels["org.opencontainers.image.description"]
-    assert labels["io.horovod.version"] == pins["HOROVOD_VERSION"]  # the horovod layer's, kept
     assert all(k.startswith(("org.opencontainers.image.", "io.horovod.")) for k in labels), labels
-    assert client.images.get("horovod:latest-spark").id == client.images.get(ref).id
+    assert latest_ref == "horovod:latest-spark"
+    assert client.images.get(latest_ref).id == client.images.get(ref).id
 
 
 def test_horovod_spark_run_in_a_local_session_as_mpiuser(user_host, run_ok):
