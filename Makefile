@@ -377,6 +377,8 @@ test/cluster: build/horovod build/horovod-torch ## compose clusters of 2 and 3 w
 	IMAGE_TAG=$(IMAGE_TAG) $(PYTEST_IMAGES) tests/cluster
 include compose/ray.mk  # the Ray cluster: make ray-up, ray-run, ray-down, demo-ray
 
+include compose/spark.mk
+
 # ---------------------------------------------------------------------------------------------
 # Registries and Kubernetes: `make push` puts FLAVOUR's layers into a registry a cluster can pull
 # from; charts/horovod (Helm 3/4 chart) and deploy/mpijob.yaml run them there. No cluster runs

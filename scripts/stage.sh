@@ -94,6 +94,18 @@ if [[ ${PIP_SOURCE:-stage} == stage && $flavour == cpu ]]; then
   fi
 fi
 
+# ---- the spark layer's wheels (images/spark) ------------------------------------------------------
+# pyspark is an sdist on PyPI (its jars inside, no wheel): built into a wheel here, once (a stamp
+# of its own, whatever the flavour), with the host's pip; then its py4j, downloaded as that
+# wheel's requirement, so the layer installs from the stage with no index.
+if [[ ${PIP_SOURCE:-stage} == stage && $(cat "$stage/wheels/.stamp-spark" 2>/dev/null) != "pyspark==$PYSPARK_VERSION" ]]; then
+  echo "stage: pip wheel pyspark==$PYSPARK_VERSION (an sdist on PyPI) and its py4j" >&2
+  $pip wheel --quiet --no-deps --wheel-dir "$stage/wheels" "pyspark==$PYSPARK_VERSION"
+  $pip download --quiet --dest "$stage/wheels" --only-binary=:all: --implementation cp \
+    --python-version "${PYTHON_VERSION%.*}" "$stage/wheels/pyspark-$PYSPARK_VERSION-py2.py3-none-any.whl"
+  echo "pyspark==$PYSPARK_VERSION" >"$stage/wheels/.stamp-spark"
+fi
+
 # ---- Debian packages ----------------------------------------------------------------------------
 apt_source=${APT_SOURCE:-auto}
 if [[ $apt_source == auto ]]; then
@@ -115,7 +127,7 @@ if [[ $apt_source == stage ]]; then
   debs=(ca-certificates iproute2 procps tini "python3=$PYTHON_DEB_VERSION" python3-venv
         "openmpi-bin=$OPENMPI_DEB_VERSION" "libopenmpi3=$OPENMPI_DEB_VERSION" openmpi-common
         openssh-server openssh-client g++ cmake ninja-build "libopenmpi-dev=$OPENMPI_DEB_VERSION"
-        "python3-dev=$PYTHON_DEB_VERSION")
+        "python3-dev=$PYTHON_DEB_VERSION" "openjdk-17-jre-headless=$OPENJDK_JRE_DEB_VERSION")
   key="$root_image ${debs[*]}"
   if [[ $(cat "$stage/debs/.stamp" 2>/dev/null) != "$key" ]]; then
     echo "stage: apt-get download of ${#debs[@]} packages and their dependencies" >&2

@@ -5,10 +5,12 @@ on that image and on every image built FROM it, so a child re-runs all its ances
 check shared by sibling layers names them all (`@pytest.mark.layer("horovod", "horovod-torch")`).
 The graph of layers comes from images/layers, the file the Makefile builds from.
 `--image NAME` picks one image (`make test/NAME`) with every ancestor's check; `--image all`
-every image of the chain, where an ancestor's checks run on the last images (horovod,
-horovod-torch) only, not again on each layer between: each check still runs on its own layer and
-on every image a user runs, over all the layers in between (a layer that broke an ancestor's
-check fails it there), and the chain's image tests take a third less time (docs/benchmarks.md).
+every image of the chain, where an ancestor's checks run on the images users run (horovod,
+horovod-torch and the leaves: `users_images`) only, not again on each layer between: each check
+runs on its own layer and on the first image users run at or below it, over all the layers in
+between (a layer that broke an ancestor's check fails it there), and the chain's image tests take
+a third less time (docs/benchmarks.md). A leaf on an image users run (spark, ray on horovod) gets
+its own checks only: its parent's ran on the parent.
 $FLAVOUR (cpu, gpu) picks the chain: checks of a layer outside it (cuda on cpu) are deselected,
 checks marked `@pytest.mark.flavour("gpu")` are skipped on the other flavours.
 """
@@ -29,6 +31,7 @@ from tests.support.images import (
     LATEST_TORCH,
     PARENTS,
     PINS,
+    TAG_SUFFIX,
     TEST_LABEL,
     TF_PACKAGE,
     Containers,
@@ -72,7 +75,7 @@ def pytest_collection_modifyitems(config, items):
     layer is not in this flavour's chain): with `--image all`, for that layer and the last
     images only; skip flavour-specific checks of other flavours."""
     every = config.getoption("--image") == "all"
-    last = {layer for layer in CHAIN if layer not in PARENTS.values()}
+    users = users_images()
     keep, drop = [], []
     for item in items:
         flavour = item.get_closest_marker("flavour")
@@ -91,12 +94,32 @@ def pytest_collection_modifyitems(config, items):
         for layer in marker.args:
             assert any(layer in g for g in GRAPH.values()), f"{item.nodeid}: unknown layer {layer}"
         image = cs.params["image"]
-        chain = ancestors(PARENTS, image) if not every or image in last else [image]
+        chain = checked_layers(image, users) if every else ancestors(PARENTS, image)
         applies = any(layer in chain for layer in marker.args)
         (keep if applies else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def users_images():
+    """The images users run: horovod:<tag> and its siblings horovod:<tag>-<suffix> (horovod,
+    horovod-torch, spark, ray) and every leaf of the graph."""
+    leaves = {layer for layer in CHAIN if layer not in PARENTS.values()}
+    return leaves | {layer for layer in CHAIN if image_ref(layer).startswith("horovod:")}
+
+
+def checked_layers(image, users):
+    """With `--image all`: the layers whose checks run on `image`: its own; on an image users
+    run also its ancestors' up to the next image users run above it (which ran them)."""
+    if image not in users:
+        return [image]
+    chain = [image]
+    for layer in ancestors(PARENTS, image)[1:]:
+        if layer in users:
+            break
+        chain.append(layer)
+    return chain
 
 
 @pytest.fixture(scope="session")
@@ -146,7 +169,11 @@ def torch_pins(pins, flavour):
 
 
 @pytest.fixture(scope="session")
-def latest_ref(framework):
+def latest_ref(image, framework):
+    """The floating tag of an image users run: horovod:latest(-torch)(-gpu), and the CPU
+    leaves' horovod:latest-<suffix> (the Makefile's EXTRA_TAGS: spark, ray)."""
+    if image in TAG_SUFFIX and image != "horovod-torch":
+        return f"horovod:latest{TAG_SUFFIX[image]}"
     return (LATEST_TORCH if framework == "torch" else LATEST)[FLAVOUR]
 
 

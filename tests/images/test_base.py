@@ -74,6 +74,9 @@ def test_no_apt_leftovers(host, run_ok):
     assert run_ok(host, "ls /var/cache/apt/archives | grep '\\.deb$' || true") == ""
 
 
+# Also on the spark image: with --image all a leaf on horovod gets only its own checks, and the
+# layer must hold no secret either (JDK and pyspark trees included).
+@pytest.mark.layer("base", "spark")
 def test_no_private_key_in_image(containers, ref):
     """No private key (host or user) in the image filesystem: fresh container, nothing started."""
     c = containers.start(ref)

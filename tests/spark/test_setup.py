@@ -116,3 +116,20 @@ def test_the_relay_names_a_task_whose_connection_ends_without_its_last_word():
     assert driver.lost == [1]
     assert driver.hosts == {0: "host-a", 1: "host-b"}
     driver.close(expected=2)
+
+
+def test_the_root_cause_is_the_rank_that_raised_not_a_peer_shut_down_after_it():
+    """Rank 2 raised and exited; rank 1 then failed with the engine's shutdown error, and its
+    word reached the driver first: rank 2 is the one named."""
+    from pyspark import cloudpickle
+
+    from horovod.spark.runner import root_cause
+
+    def record(rank, kind):
+        outcome = {"ok": False, "type": kind, "text": "", "traceback": "", "exception": None}
+        return {"rank": rank, "host": "h", "stopped": None, "ok": False,
+                "result": cloudpickle.dumps(outcome), "exit_code": 1}  # fmt: skip
+
+    failed = [record(1, "horovod.common.exceptions.HorovodShutdownError"),
+              record(2, "builtins.ValueError")]  # fmt: skip
+    assert root_cause(failed, failures=[1, 2])["rank"] == 2
