@@ -174,6 +174,8 @@ EXTRA_TAGS_horovod = -t $(LATEST)
 EXTRA_TAGS_horovod-torch = -t $(LATEST_TORCH)
 EXTRA_TAGS_spark = -t horovod:latest-spark
 EXTRA_TAGS_ray = -t horovod:latest-ray
+# The CPU flavour's other floating tags (its spark and ray layers): make clean/images removes them.
+LATEST_EXTRA_cpu := horovod:latest-spark horovod:latest-ray
 # Labels that change every build go on the last layer only (a parent's new image ID would
 # invalidate the cache of every child).
 # The git revision goes into the last layers' one LABEL step as a build arg (`docker build
@@ -302,7 +304,7 @@ clean/images: ## remove FLAVOUR's images (children first; not the rootfs), test 
 	@c=$$($(DOCKER) ps -aq --filter label=io.horovod.test); [ -z "$$c" ] || $(DOCKER) rm -f $$c
 	@n=$$($(DOCKER) network ls -q --filter label=io.horovod.test); [ -z "$$n" ] || $(DOCKER) network rm $$n
 	@v=$$($(DOCKER) volume ls -q --filter label=io.horovod.test); [ -z "$$v" ] || $(DOCKER) volume rm $$v
-	-$(DOCKER) rmi $(LATEST) $(LATEST_TORCH) $(BUILDER_REF) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
+	-$(DOCKER) rmi $(LATEST) $(LATEST_TORCH) $(LATEST_EXTRA_$(FLAVOUR)) $(BUILDER_REF) $(foreach i,$(call reverse,$(IMAGES)),$(call image_ref,$(i))) 2>/dev/null
 	@# Dangling images carrying the tensorflow layer's label: replaced builders (which inherit
 	@# it; a LABEL step of their own costs 12 s) and replaced tensorflow layers.
 	-$(DOCKER) image prune -f --filter label=io.horovod.tensorflow.version >/dev/null
@@ -388,7 +390,7 @@ include compose/spark.mk
 REGISTRY ?=
 REGISTRY_LATEST_cpu := latest
 REGISTRY_LATEST_gpu := latest-gpu
-latest_ref = $(if $(filter horovod,$(1)),horovod:$(REGISTRY_LATEST_$(FLAVOUR)),$(if $(filter horovod-torch,$(1)),$(LATEST_TORCH),horovod/$(1):$(REGISTRY_LATEST_$(FLAVOUR))))
+latest_ref = $(if $(filter horovod,$(1)),horovod:$(REGISTRY_LATEST_$(FLAVOUR)),$(if $(filter horovod-torch,$(1)),$(LATEST_TORCH),$(if $(TAG_SUFFIX_$(1)),horovod:latest$(TAG_SUFFIX_$(1)),horovod/$(1):$(REGISTRY_LATEST_$(FLAVOUR)))))
 K8S_VALUES ?=
 K8S_SET ?=
 
