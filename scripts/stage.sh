@@ -20,6 +20,11 @@ mkdir -p "$stage"
 args=()
 
 # ---- wheels -------------------------------------------------------------------------------------
+# Wheels for the image's interpreter and glibc (2.36), whatever the host runs; pip does not
+# expand --platform to older manylinux tags, so list them all.
+arch=$(uname -m) platforms=()
+for v in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${v}_$arch"); done
+platforms+=(--platform "manylinux2014_$arch" --platform "manylinux2010_$arch" --platform "manylinux1_$arch")
 flavour=${FLAVOUR:-cpu}
 wheels=("mpi4py==$MPI4PY_VERSION" "numpy==$NUMPY_VERSION" "scikit-learn==$SCIKIT_LEARN_VERSION"
         "scikit-build-core==$SCIKIT_BUILD_CORE_VERSION" "pybind11==$PYBIND11_VERSION")
@@ -54,11 +59,6 @@ if [[ ${PIP_SOURCE:-stage} == stage ]]; then
   key="${wheels[*]} ${nodeps[*]}"
   if [[ $(cat "$stage/wheels/.stamp-$flavour" 2>/dev/null) != "$key" ]]; then
     echo "stage: pip download ${wheels[*]} ${nodeps[*]}" >&2
-    # Wheels for the image's interpreter and glibc (2.36), whatever the host runs; pip does not
-    # expand --platform to older manylinux tags, so list them all.
-    arch=$(uname -m) platforms=()
-    for v in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${v}_$arch"); done
-    platforms+=(--platform "manylinux2014_$arch" --platform "manylinux2010_$arch" --platform "manylinux1_$arch")
     # shellcheck disable=SC2086
     $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
       --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" "${wheels[@]}"
@@ -84,9 +84,6 @@ if [[ ${PIP_SOURCE:-stage} == stage && $flavour == cpu ]]; then
   ray_key="ray[default]==$RAY_VERSION ${wheels[*]}"
   if [[ $(cat "$stage/wheels/.stamp-ray" 2>/dev/null) != "$ray_key" ]]; then
     echo "stage: pip download ray[default]==$RAY_VERSION" >&2
-    arch=$(uname -m) platforms=()
-    for v in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${v}_$arch"); done
-    platforms+=(--platform "manylinux2014_$arch" --platform "manylinux2010_$arch" --platform "manylinux1_$arch")
     $pip download --quiet --dest "$stage/wheels" --only-binary=:all: \
       --implementation cp --python-version "${PYTHON_VERSION%.*}" "${platforms[@]}" \
       "ray[default]==$RAY_VERSION" "${wheels[@]}"

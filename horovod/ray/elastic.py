@@ -15,7 +15,6 @@ cooldown_range); the job ends after reset_limit resets, or when fewer than min_w
 placed for elastic_timeout seconds.
 """
 
-import dataclasses
 import logging
 import threading
 import time
@@ -25,6 +24,7 @@ import uuid
 from horovod.ray import discovery as ray_discovery
 from horovod.ray.errors import RayExecutorStateError, ResetLimitError, TooFewWorkersError
 from horovod.ray.generation import Generation
+from horovod.ray.worker import StartArgs
 from horovod.runner.elastic_blacklist import Blacklist
 from horovod.runner.elastic_channel import Channel
 from horovod.runner.elastic_driver import HostWatch, _fill
@@ -36,14 +36,6 @@ STORE_ROOT = "/dev/shm/horovod-ray"  # + /<node id>/<job id>/slot-<local rank>.c
 
 def say(text):
     log.warning("horovod.ray: elastic: %s", text)
-
-
-@dataclasses.dataclass
-class _StartArgs:
-    executable_cls: object = None
-    executable_args: list = None
-    executable_kwargs: dict = None
-    extra_env_vars: dict = None
 
 
 class ElasticExecutor:
@@ -108,7 +100,7 @@ class ElasticExecutor:
             raise RayExecutorStateError("RayExecutor.start: already started; shutdown() first")
         if not ray.is_initialized():
             ray.init()
-        self.start_args = _StartArgs(executable_cls, executable_args, executable_kwargs,
+        self.start_args = StartArgs(executable_cls, executable_args, executable_kwargs,
                                      dict(extra_env_vars or {}))  # fmt: skip
         self.token = secrets.token_hex(16)
         self.channel = Channel(self.token, self._answer, self._record)

@@ -22,7 +22,7 @@ import time
 from horovod.ray import placement
 from horovod.ray.coordinator import Coordinator  # noqa: F401  (upstream's name, from here)
 from horovod.ray.errors import RayExecutorStateError, worker_error
-from horovod.ray.worker import ENGINE_FRESH, ENGINE_RUNNING, BaseHorovodWorker
+from horovod.ray.worker import ENGINE_FRESH, ENGINE_RUNNING, BaseHorovodWorker, StartArgs
 from horovod.runner import tcp_rank
 
 log = logging.getLogger("horovod.ray")
@@ -45,14 +45,6 @@ class RaySettings:
 
 
 MiniSettings = RaySettings  # upstream's name
-
-
-@dataclasses.dataclass
-class _StartArgs:
-    executable_cls: object = None
-    executable_args: list = None
-    executable_kwargs: dict = None
-    extra_env_vars: dict = None
 
 
 class RayExecutor:
@@ -170,7 +162,7 @@ class RayExecutor:
 
         if not ray.is_initialized():
             ray.init()
-        self._start_args = _StartArgs(
+        self._start_args = StartArgs(
             executable_cls, executable_args, executable_kwargs, dict(extra_env_vars or {})
         )
         per_worker = placement.worker_resources(

@@ -6,6 +6,7 @@ process, so what one run leaves there (modules, globals, the executable object) 
 the next, as upstream; so is the engine: `hvd.init()` in a later run is a no-op while it runs.
 """
 
+import dataclasses
 import os
 import socket
 import sys
@@ -18,6 +19,16 @@ ENGINE_RUNNING = "running"
 # again; or never started by a function that only imported Horovod (the engine cannot tell the
 # two apart, and new workers are right for both).
 ENGINE_ENDED = "ended"
+
+
+@dataclasses.dataclass
+class StartArgs:
+    """start()'s arguments, kept: every new set of actors is made with them again."""
+
+    executable_cls: object = None
+    executable_args: list = None
+    executable_kwargs: dict = None
+    extra_env_vars: dict = None
 
 
 def _engine():

@@ -36,7 +36,6 @@ from horovod.spark.errors import ElasticJobError
 
 log = logging.getLogger("horovod.spark")
 
-RELAUNCH_EXIT_CODE = 75  # horovod/common/elastic_worker.py
 # Upstream's default for elastic_timeout (also read from HOROVOD_ELASTIC_TIMEOUT).
 DEFAULT_ELASTIC_TIMEOUT = 600.0
 # How often the driver asks Spark for its task slots.
@@ -106,7 +105,7 @@ def _own_failure(record):
     if record["ok"] or record["stopped"] is not None:
         return False
     code = record.get("exit_code")
-    if code == RELAUNCH_EXIT_CODE or (code is not None and code < 0):
+    if code == runner.RELAUNCH_EXIT_CODE or (code is not None and code < 0):
         return False
     outcome = runner._outcome(record)
     if outcome is not None:
@@ -296,7 +295,7 @@ class ElasticJob:
         own = [r for r in records if _own_failure(r)]
         if own and not outcome.lost:
             return runner.outcome_results(outcome, size)  # raises the root-cause rank's error
-        relaunched = [r["rank"] for r in records if r.get("exit_code") == RELAUNCH_EXIT_CODE]
+        relaunched = [r["rank"] for r in records if r.get("exit_code") == runner.RELAUNCH_EXIT_CODE]
         if requests or relaunched:
             reason = requests[0].get("reason", "?") if requests else "exit 75"
             why.append(

@@ -33,7 +33,8 @@ COLLATERAL_TYPES = (
     "horovod.common.exceptions.HorovodInternalError",
     "horovod.common.exceptions.HorovodShutdownError",  # a peer exited or shut down
 )
-# A rank of run_elastic that left for a relaunch (horovod/common/elastic_worker.py): collateral.
+# A rank of run_elastic that left for a relaunch: collateral. The value of
+# horovod/common/elastic_worker.py, not imported: the driver needs no numpy.
 RELAUNCH_EXIT_CODE = 75
 
 

@@ -2,6 +2,7 @@
 `ray.cluster_utils.Cluster` of several Ray nodes on this machine, one per test module. The
 modules are skipped, saying so, where ray is not installed (scripts/install-prereqs.sh)."""
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -32,6 +33,31 @@ def ray_local():
             yield ray
         finally:
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def ray_nodes(*nodes):
+    """A `ray.cluster_utils.Cluster` of this machine, connected: a head without CPUs (nothing
+    is placed there) and one Ray node per dict of `add_node` arguments in `nodes`. Shut down
+    when the block ends."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONPATH", ray_env())
+        env.setenv("RAY_AUTH_MODE", "disabled")
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
+        )
+        try:
+            for node in nodes:
+                cluster.add_node(**node)
+            ray.init(address=cluster.address)
+            cluster.wait_for_nodes()
+            yield cluster
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
 
 
 def bounded(call, *args, limit=CALL_LIMIT_SECONDS, **kwargs):

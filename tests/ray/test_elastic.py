@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.ray import rank_fns
-from tests.ray.conftest import bounded, ray_env, wait_gone
+from tests.ray.conftest import bounded, ray_nodes, wait_gone
 
 ray = pytest.importorskip("ray", reason="horovod.ray's tests need ray (install-prereqs.sh)")
 from horovod.ray import (  # noqa: E402
@@ -31,22 +31,8 @@ LIMIT = 150  # one elastic run, its resets included
 
 @pytest.fixture(scope="module")
 def cluster():
-    from ray.cluster_utils import Cluster
-
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYTHONPATH", ray_env())
-        env.setenv("RAY_AUTH_MODE", "disabled")
-        nodes = Cluster(
-            initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
-        )
-        try:
-            nodes.add_node(num_cpus=2)
-            ray.init(address=nodes.address)
-            nodes.wait_for_nodes()
-            yield nodes
-        finally:
-            ray.shutdown()
-            nodes.shutdown()
+    with ray_nodes(dict(num_cpus=2)) as nodes:
+        yield nodes
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ ranks follow the nodes, and the ranks reduce across them."""
 import pytest
 
 from tests.ray import rank_fns
-from tests.ray.conftest import bounded, ray_env
+from tests.ray.conftest import bounded, ray_nodes
 
 ray = pytest.importorskip("ray", reason="horovod.ray's tests need ray (install-prereqs.sh)")
 from horovod.ray import PlacementTimeoutError, RayExecutor  # noqa: E402
@@ -16,23 +16,8 @@ NODES, CPUS_PER_NODE = 2, 2
 
 @pytest.fixture(scope="module")
 def cluster():
-    from ray.cluster_utils import Cluster
-
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYTHONPATH", ray_env())
-        env.setenv("RAY_AUTH_MODE", "disabled")
-        nodes = Cluster(
-            initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
-        )
-        try:
-            for _ in range(NODES):
-                nodes.add_node(num_cpus=CPUS_PER_NODE)
-            ray.init(address=nodes.address)
-            nodes.wait_for_nodes()
-            yield nodes
-        finally:
-            ray.shutdown()
-            nodes.shutdown()
+    with ray_nodes(*[dict(num_cpus=CPUS_PER_NODE)] * NODES) as nodes:
+        yield nodes
 
 
 def test_num_hosts_puts_each_hosts_ranks_on_one_node(cluster):

@@ -55,8 +55,12 @@ class Cluster:
         return p
 
     def up(self):
+        return self.up_service("worker")
+
+    def up_service(self, workers):
+        """`up --wait` with self.workers of the service `workers`; the seconds it took."""
         start = time.monotonic()
-        self.compose("up", "-d", "--wait", "--scale", f"worker={self.workers}")
+        self.compose("up", "-d", "--wait", "--scale", f"{workers}={self.workers}")
         return time.monotonic() - start
 
     def down(self):
@@ -175,14 +179,18 @@ class Job:
         return rc, time.monotonic() - start
 
 
-def make_cluster(workers, slots=2, extra_files=(), env=None):
-    c = Cluster(workers, slots, extra_files, env)
+def bring_up(cluster):
+    """`cluster` up (its up_seconds set), or down again and the error raised."""
     try:
-        c.up_seconds = c.up()
+        cluster.up_seconds = cluster.up()
     except BaseException:
-        c.down()
+        cluster.down()
         raise
-    return c
+    return cluster
+
+
+def make_cluster(workers, slots=2, extra_files=(), env=None):
+    return bring_up(Cluster(workers, slots, extra_files, env))
 
 
 def check_network_matrix(out, title):

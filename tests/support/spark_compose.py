@@ -4,10 +4,9 @@ bounded commands of tests/support/compose.py's Cluster, with the driver containe
 launcher's place. Its owner takes it down with down()."""
 
 import os
-import time
 import uuid
 
-from tests.support.compose import CLUSTER_DIR, TAG, Cluster
+from tests.support.compose import CLUSTER_DIR, TAG, Cluster, bring_up
 from tests.support.paths import ROOT
 
 
@@ -34,16 +33,8 @@ class SparkCluster(Cluster):
         return f"{self.project}-spark-worker-{i}"
 
     def up(self):
-        start = time.monotonic()
-        self.compose("up", "-d", "--wait", "--scale", f"spark-worker={self.workers}")
-        return time.monotonic() - start
+        return self.up_service("spark-worker")
 
 
 def make_spark_cluster(workers=2, cores=2):
-    c = SparkCluster(workers, cores)
-    try:
-        c.up_seconds = c.up()
-    except BaseException:
-        c.down()
-        raise
-    return c
+    return bring_up(SparkCluster(workers, cores))
