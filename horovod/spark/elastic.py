@@ -107,9 +107,9 @@ def _own_failure(record):
     code = record.get("exit_code")
     if code == runner.RELAUNCH_EXIT_CODE or (code is not None and code < 0):
         return False
-    outcome = runner._outcome(record)
-    if outcome is not None:
-        return outcome.get("type") not in runner.COLLATERAL_TYPES
+    error = runner._error_outcome(record)
+    if error is not None:
+        return error.get("type") not in runner.COLLATERAL_TYPES
     return code is not None or bool(record.get("error"))
 
 

@@ -248,11 +248,9 @@ def root_cause(failed, failures):
     order = {rank: i for i, rank in reversed(list(enumerate(failures)))}
 
     def key(r):
-        outcome = _outcome(r)
-        raised = outcome is not None and outcome.get("type") not in COLLATERAL_TYPES
-        collateral = (outcome is not None and not raised) or r.get(
-            "exit_code"
-        ) == RELAUNCH_EXIT_CODE
+        error = _error_outcome(r)  # None too for a rank whose fn returned before the STOP
+        raised = error is not None and error.get("type") not in COLLATERAL_TYPES
+        collateral = (error is not None and not raised) or r.get("exit_code") == RELAUNCH_EXIT_CODE
         stopped = r["stopped"] is not None
         return (not raised, stopped, collateral, order.get(r["rank"], len(order)), r["rank"])
 
@@ -270,10 +268,17 @@ def _outcome(record):
         return None
 
 
+def _error_outcome(record):
+    """The rank's fn error ({type, text, traceback, exception}), or None: no outcome, or fn
+    returned (a rank the driver stopped after its fn had ended counts as failed too)."""
+    outcome = _outcome(record)
+    return None if outcome is None or outcome.get("ok") else outcome
+
+
 def rank_error(record, size):
     rank, host = record["rank"], record["host"]
     where = f"rank {rank} of {size} (host {host})"
-    outcome = _outcome(record)
+    outcome = _error_outcome(record)
     if outcome is None:
         if record.get("error"):
             text = f"horovod.spark.run: {where} could not run: {record['error']}"

@@ -133,3 +133,20 @@ def test_the_root_cause_is_the_rank_that_raised_not_a_peer_shut_down_after_it():
     failed = [record(1, "horovod.common.exceptions.HorovodShutdownError"),
               record(2, "builtins.ValueError")]  # fmt: skip
     assert root_cause(failed, failures=[1, 2])["rank"] == 2
+
+
+def test_the_root_cause_is_not_a_rank_whose_fn_returned_before_the_stop():
+    """Rank 1 exited with code 7 (no result); rank 0's fn had returned when the driver's STOP
+    reached it, so its record failed with a good outcome: rank 1 is named, by its exit code."""
+    from pyspark import cloudpickle
+
+    from horovod.spark.runner import rank_error, root_cause
+
+    good = cloudpickle.dumps({"ok": True, "value": b""})
+    returned = {"rank": 0, "host": "h", "stopped": "the driver stopped it", "ok": False,
+                "result": good, "exit_code": None}  # fmt: skip
+    exited = {"rank": 1, "host": "h", "stopped": None, "ok": False, "result": None,
+              "exit_code": 7}  # fmt: skip
+    cause = root_cause([returned, exited], failures=[1])
+    assert cause["rank"] == 1
+    assert "rank 1 of 2 (host h) exited with code 7" in str(rank_error(cause, 2))
