@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import k8s
 from tests.support.compose import TAG, TIMINGS
-from tests.support.images import CHAIN, FLAVOUR, LATEST_TORCH, TEST_LABEL, image_ref
+from tests.support.images import CHAIN, FLAVOUR, LATEST_TORCH, TAG_SUFFIX, TEST_LABEL, image_ref
 from tests.support.paths import EXAMPLES, ROOT, pins
 
 LATEST = {"cpu": "latest", "gpu": "latest-gpu"}[FLAVOUR]
@@ -86,12 +86,18 @@ def test_make_push_puts_every_layer_with_both_tags(registry):
     )
     assert p.returncode == 0, p.stdout + p.stderr
     repos = _get(f"http://{registry}/v2/_catalog")["repositories"]
-    # {repository: its tags}: each layer's versioned tag and its floating one; the two last
-    # layers share the horovod repository (horovod:<tag> and horovod:<tag>-torch).
+    # {repository: its tags}: each layer's versioned tag and its floating one; the images
+    # users run share the horovod repository (horovod:<tag>, horovod:<tag>-torch, the CPU
+    # flavour's -spark and -ray, each with its own floating tag).
     want = {}
     for layer in CHAIN:
         repo, tag = image_ref(layer).split(":")
-        latest = LATEST_TORCH[FLAVOUR].split(":")[1] if layer == "horovod-torch" else LATEST
+        if layer == "horovod-torch":
+            latest = LATEST_TORCH[FLAVOUR].split(":")[1]
+        elif layer in TAG_SUFFIX:
+            latest = "latest" + TAG_SUFFIX[layer]
+        else:
+            latest = LATEST
         want.setdefault(repo, set()).update({tag, latest})
     assert sorted(repos) == sorted(want)
     for repo, wanted in want.items():
@@ -113,11 +119,18 @@ def test_pull_back_after_removing_the_local_tags(registry):
     assert pulled.id == local_id  # the same image, config and layers
 
 
-def test_build_from_the_registry_push_and_pull_a_derived_image(registry):
+def test_build_from_the_registry_push_and_pull_a_derived_image(registry, tmp_path):
     client = docker.from_env()
     tag = f"{registry}/hvdtest-user:{uuid.uuid4().hex[:8]}"
+    # The example with a train.py of this test's own (a comment line): another build of the
+    # example beside this test (tests/cluster/test_user_image.py) would otherwise hold the very
+    # same layers, and the pull below would find them present and fetch nothing.
+    context = tmp_path / "user-image"
+    shutil.copytree(EXAMPLES / "user-image", context)
+    with open(context / "train.py", "a") as f:
+        f.write(f"# {tag}\n")
     client.images.build(
-        path=str(EXAMPLES / "user-image"),
+        path=str(context),
         tag=tag,
         buildargs={"BASE_IMAGE": f"{registry}/horovod:{TAG}"},
         labels=TEST_LABEL,
