@@ -22,6 +22,8 @@ IMAGE_PINS = (
     "TORCHVISION_VERSION",
     "CUDA_VERSION",
     "NCCL_VERSION",
+    "PYSPARK_VERSION",
+    "RAY_VERSION",
 )
 
 
@@ -102,6 +104,14 @@ def _torch_row(installed):
     return ("PyTorch", True, f"{installed} (horovod.torch: Python over the engine, no build)")
 
 
+def _launcher_row(name, package, what):
+    """A framework that starts ranks (no build of its own: the ranks use the TCP transport)."""
+    installed = _dist_version(package)
+    if not installed:
+        return (name, None, f"{package} not installed")
+    return (name, None, f"{package} {installed} installed ({what}, over the TCP transport)")
+
+
 def rows(info, error, env=os.environ):
     """The table as (component, built, details) rows; `built` is True, False or None (n/a)."""
     from horovod import __version__
@@ -131,6 +141,8 @@ def rows(info, error, env=os.environ):
             out.append(("Transport", None, f"{info['transport']} (what hvd.init() chooses here)"))
     out.append(_tensorflow_row(tf))
     out.append(_torch_row(_dist_version("torch")))
+    out.append(_launcher_row("Spark", "pyspark", "horovod.spark.run, run_elastic"))
+    out.append(_launcher_row("Ray", "ray", "horovod.ray.RayExecutor, static and elastic"))
     mpi4py = _dist_version("mpi4py")
     out.append(("mpi4py", None, f"{mpi4py} installed" if mpi4py else "not installed"))
     pins = " ".join(f"{k}={env[k]}" for k in IMAGE_PINS if env.get(k))

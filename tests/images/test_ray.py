@@ -105,3 +105,12 @@ def test_ray_executor_allreduce_in_the_image(ray_host, run_ok):
     assert all(r[3] == [3.0] * 4 for r in rows), rows
     assert rows[0][4] != rows[1][4], "two ranks in one process"
     assert result["left"] == [], f"actor processes left after shutdown(): {result['left']}"
+
+
+@pytest.mark.layer("ray")
+def test_check_build_names_ray(host, pins, run_ok):
+    """`horovodrun --check-build` says the Ray it has and echoes the image's pin."""
+    out = run_ok(host, "horovodrun --check-build")
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines()}
+    assert f"ray {pins['RAY_VERSION']} installed" in rows["Ray"], out
+    assert f"RAY_VERSION={pins['RAY_VERSION']}" in rows["image pins"], out

@@ -87,3 +87,11 @@ def test_horovod_spark_run_in_a_local_session_as_mpiuser(user_host, run_ok):
     assert line, out
     got = json.loads(line[len("RESULT ") :])
     assert got == [[0, 2, 0, [3.0, 3.0, 3.0], 1000], [1, 2, 1, [3.0, 3.0, 3.0], 1000]], out
+
+
+def test_check_build_names_pyspark(host, pins, run_ok):
+    """`horovodrun --check-build` says the Spark it has and echoes the image's pin."""
+    out = run_ok(host, "horovodrun --check-build")
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines()}
+    assert f"pyspark {pins['PYSPARK_VERSION']} installed" in rows["Spark"], out
+    assert f"PYSPARK_VERSION={pins['PYSPARK_VERSION']}" in rows["image pins"], out

@@ -106,6 +106,19 @@ def test_table_with_engine():
     assert not any("WARNING" in line or "NCCL defect" in line for line in lines)
 
 
+def test_table_names_spark_and_ray_and_their_image_pins():
+    """build/venv has pyspark and ray (install-prereqs.sh): the rows say their versions; the
+    spark and ray images' ENV pins are echoed."""
+    import importlib.metadata
+
+    env = {"PYSPARK_VERSION": "4.3.0", "RAY_VERSION": "2.60.0"}
+    lines = check_build.format_table(check_build.rows(None, "no _core", env=env)).splitlines()
+    for name, package in (("Spark", "pyspark"), ("Ray", "ray")):
+        row = next(line for line in lines if line.split("  ")[0] == name)
+        assert f"{package} {importlib.metadata.version(package)} installed" in row, row
+    assert "PYSPARK_VERSION=4.3.0 RAY_VERSION=2.60.0" in lines[-1]
+
+
 def test_table_warns_when_the_loaded_nccl_has_known_defects():
     """build_info()["nccl_defects"] (csrc/common/nccl_defects.cc) for a fake NCCL 2.27.5: the NCCL
     row warns and each defect gets a row of its own (tests/gpu/test_build.py checks the engine's
