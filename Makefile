@@ -220,6 +220,8 @@ build/tensorflow: ## layer 3: + tensorflow-cpu (FLAVOUR=gpu: tensorflow, the CUD
 build/horovod: check-versions ## layer 4: + our package with its TensorFlow ops (built in a builder stage; gpu: + NCCL), examples/
 build/torch: ## beside tensorflow, on mpi: + torch, torchvision (cpu: CUDA stand-ins; gpu: torch's CUDA 12 build on the cuda layer)
 build/horovod-torch: check-versions ## on torch: + our package without TensorFlow (horovod.torch), examples/
+build/spark: ## CPU only, on horovod: + Debian's Java 17 JRE and pyspark (horovod:<v>-cpu-spark, horovod:latest-spark; make demo-spark)
+build/ray: ## CPU only, on horovod: + ray[default] (horovod:<v>-cpu-ray, horovod:latest-ray; make demo-ray)
 $(foreach i,$(IMAGES),$(eval build/$(i): $(if $(filter rootfs,$(call parent_of,$(i))),,build/$(call parent_of,$(i)))))
 # A layer never rebuilds by itself: docker's cache decides, so re-running is cheap.
 # STAGE_SERVED=1: a stage server already runs on STAGE_PORT (images-all's, for both flavours).
@@ -249,6 +251,8 @@ test/horovod-torch: ## every check on horovod:<version>-<flavour>-torch
 $(addprefix test/,$(filter-out $(HOST_SUITE_LAYERS),$(IMAGES))): test/%: build/%
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
 .PHONY: test/spark-image test/ray-image
+test/spark-image: ## every check on horovod:<v>-cpu-spark (its own and its ancestors')
+test/ray-image: ## every check on horovod:<v>-cpu-ray (its own and its ancestors')
 test/spark-image test/ray-image: test/%-image: build/%
 	IMAGE_TAG=$(IMAGE_TAG) FLAVOUR=$(FLAVOUR) $(PYTEST_IMAGES) tests/images --image $*
 
