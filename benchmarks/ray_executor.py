@@ -31,7 +31,7 @@ import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
-from transports import parse_size  # noqa: E402
+from transports import parse_size, result_of  # noqa: E402
 
 
 def transports_worker(bench_dir, sizes, latency_ops):
@@ -72,12 +72,7 @@ def horovodrun(variant, args, hosts):
     cmd += ["--latency-ops", str(args.latency_ops)]
     env = dict(os.environ, HOROVOD_TRANSPORT=variant, HOROVOD_SUMMARY="0")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    for line in p.stdout.splitlines():
-        if "RESULT " in line:
-            return json.loads(line.split("RESULT ", 1)[1])
-    raise SystemExit(
-        f"{variant}: no result (rc={p.returncode})\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    )
+    return result_of(p.stdout, f"{variant} (rc={p.returncode}, stderr: {p.stderr[-3000:]})")
 
 
 def timed(call):

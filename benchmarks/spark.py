@@ -18,7 +18,6 @@ runs itself with --in-driver in the driver container, then takes the cluster dow
 
 import argparse
 import io
-import json
 import os
 import statistics
 import subprocess
@@ -89,6 +88,8 @@ def run_timings(runs):
 
 
 def spark_trial(sizes, latency_ops):
+    from transports import result_of
+
     import horovod.spark
 
     out = io.StringIO()
@@ -100,18 +101,13 @@ def spark_trial(sizes, latency_ops):
 
 
 def gloo_trial(sizes, latency_ops):
+    from transports import result_of
+
     cmd = ["horovodrun", "--gloo", "-np", str(RANKS), "python", "/bench/transports.py"]
     cmd += ["--worker", "--sizes", ",".join(map(str, sizes)), "--latency-ops", str(latency_ops)]
     env = dict(os.environ, HOROVOD_SUMMARY="0")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     return result_of(p.stdout, f"horovodrun --gloo (rc={p.returncode}, stderr: {p.stderr[-2000:]})")
-
-
-def result_of(text, what):
-    for line in text.splitlines():
-        if "RESULT " in line:
-            return json.loads(line.split("RESULT ", 1)[1])
-    raise SystemExit(f"{what}: no RESULT line in:\n{text[-3000:]}")
 
 
 def run_bandwidth(sizes, trials, latency_ops=500):

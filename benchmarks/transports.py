@@ -74,6 +74,15 @@ def worker(sizes, latency_ops):
         print("RESULT " + json.dumps(out), flush=True)
 
 
+def result_of(text, what):
+    """The RESULT that worker() printed on rank 0, found in a job's output `text`; SystemExit
+    naming `what` (the job, its exit code and stderr) when there is none."""
+    for line in text.splitlines():
+        if "RESULT " in line:
+            return json.loads(line.split("RESULT ", 1)[1])
+    raise SystemExit(f"{what}: no RESULT line in:\n{text[-3000:]}")
+
+
 def launch(variant, args, tree):
     cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", str(args.np)]
     if args.hosts:
@@ -92,12 +101,7 @@ def launch(variant, args, tree):
     if variant == "old":  # an earlier build may not know the knob: let it choose (mpirun: MPI)
         env.pop("HOROVOD_TRANSPORT")
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    for line in p.stdout.splitlines():
-        if "RESULT " in line:
-            return json.loads(line.split("RESULT ", 1)[1])
-    raise SystemExit(
-        f"{variant}: no result (rc={p.returncode})\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    )
+    return result_of(p.stdout, f"{variant} (rc={p.returncode}, stderr: {p.stderr[-3000:]})")
 
 
 def main():
