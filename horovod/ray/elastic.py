@@ -17,7 +17,6 @@ placed for elastic_timeout seconds.
 
 import logging
 import threading
-import time
 import types
 import uuid
 
@@ -232,33 +231,27 @@ class ElasticExecutor:
     def _wait_for_slots(self, watch):
         """The usable nodes once they hold min_workers workers; TooFewWorkersError after
         elastic_timeout otherwise."""
-        deadline = time.monotonic() + self.elastic_timeout
-        said = False
-        while True:
-            watch.poll()
-            with watch.lock:
-                found, error = watch.latest or [], watch.discovery_error
-            slots = sum(s for _, s in found)
-            if slots >= self.min_workers:
-                return found
-            per = f"{self.cpus_per_worker} CPU" + (
-                f", {self.gpus_per_worker or 1} GPU" if self.use_gpu else ""
-            )
-            have = ", ".join(f"{ray_discovery.node_words(h)}:{s}" for h, s in found) or "none"
-            if time.monotonic() >= deadline:
-                raise TooFewWorkersError(
-                    f"horovod.ray: elastic: needed {self.min_workers} worker(s) (min_workers) "
-                    f"of {per} each, but for {self.elastic_timeout:g} s (elastic_timeout) "
-                    f"Ray's nodes could hold {slots} (node:workers {have}); blacklisted: "
-                    f"{self.blacklist.describe()}" + (f"; discovery: {error}" if error else "")
-                )
-            if not said:
-                say(
-                    f"waiting up to {self.elastic_timeout:g} s for {self.min_workers} "
-                    f"worker(s) of {per}; the nodes hold {slots}"
-                )
-                said = True
-            time.sleep(0.5)
+        per = f"{self.cpus_per_worker} CPU" + (
+            f", {self.gpus_per_worker or 1} GPU" if self.use_gpu else ""
+        )
+        found, slots, error = watch.wait_until(
+            self.min_workers,
+            self.elastic_timeout,
+            lambda slots, _: say(
+                f"waiting up to {self.elastic_timeout:g} s for {self.min_workers} "
+                f"worker(s) of {per}; the nodes hold {slots}"
+            ),
+            interval=0.5,
+        )
+        if slots >= self.min_workers:
+            return found
+        have = ", ".join(f"{ray_discovery.node_words(h)}:{s}" for h, s in found) or "none"
+        raise TooFewWorkersError(
+            f"horovod.ray: elastic: needed {self.min_workers} worker(s) (min_workers) "
+            f"of {per} each, but for {self.elastic_timeout:g} s (elastic_timeout) "
+            f"Ray's nodes could hold {slots} (node:workers {have}); blacklisted: "
+            f"{self.blacklist.describe()}" + (f"; discovery: {error}" if error else "")
+        )
 
     def _remove_commits(self):
         """Deletes the commit files the runs left: a task on each node still there (bounded),

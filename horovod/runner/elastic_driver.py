@@ -123,33 +123,44 @@ class HostWatch:
 
     def wait_for_slots(self):
         """The usable hosts once they have >= --min-np slots, or None after --elastic-timeout."""
-        deadline = time.monotonic() + self.args.elastic_timeout
+        found, slots, error = self.wait_until(
+            self.args.min_np,
+            self.args.elastic_timeout,
+            lambda slots, error: log(
+                f"waiting up to {self.args.elastic_timeout:g} s for {self.args.min_np} "
+                f"slot(s); discovery lists {slots}"
+                + (f" ({discovery_words(error)})" if error else "")
+            ),
+        )
+        if slots >= self.args.min_np:
+            return found
+        log(
+            f"needed {self.args.min_np} slot(s) (--min-np) but for "
+            f"{self.args.elastic_timeout:g} s (--elastic-timeout) discovery listed "
+            f"{slots}: {hostlib.format_hosts(found) if found else 'no host'}; "
+            f"blacklisted: {self.blacklist.describe()}"
+            + (f"; {discovery_words(error)}" if error else "")
+            + "; ending the job"
+        )
+        return None
+
+    def wait_until(self, needed, timeout, on_wait, interval=DISCOVERY_INTERVAL):
+        """Polls discovery every `interval` s until the usable hosts have >= `needed` slots or
+        `timeout` s passed: (hosts, their slots, the discovery error) of the last poll.
+        on_wait(slots, error) is called once, when the first poll falls short."""
+        deadline = time.monotonic() + timeout
         said = False
         while True:
             self.poll()
             with self.lock:
                 found, error = self.latest or [], self.discovery_error
             slots = sum(s for _, s in found)
-            if slots >= self.args.min_np:
-                return found
-            if time.monotonic() >= deadline:
-                log(
-                    f"needed {self.args.min_np} slot(s) (--min-np) but for "
-                    f"{self.args.elastic_timeout:g} s (--elastic-timeout) discovery listed "
-                    f"{slots}: {hostlib.format_hosts(found) if found else 'no host'}; "
-                    f"blacklisted: {self.blacklist.describe()}"
-                    + (f"; {discovery_words(error)}" if error else "")
-                    + "; ending the job"
-                )
-                return None
+            if slots >= needed or time.monotonic() >= deadline:
+                return found, slots, error
             if not said:
-                log(
-                    f"waiting up to {self.args.elastic_timeout:g} s for {self.args.min_np} "
-                    f"slot(s); discovery lists {slots}"
-                    + (f" ({discovery_words(error)})" if error else "")
-                )
+                on_wait(slots, error)
                 said = True
-            time.sleep(DISCOVERY_INTERVAL)
+            time.sleep(interval)
 
     def begin(self, hosts, np_):
         """The generation starting runs `np_` ranks on `hosts`: nothing has changed yet."""
