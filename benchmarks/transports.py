@@ -9,12 +9,14 @@ noisy moment on a shared machine hits every variant alike:
         one host, TCP between hosts;
   tcp   horovodrun --gloo: the engine's TCP transport (sockets from its rendezvous, no mpirun);
   old   with --old-tree PATH: mpirun, importing horovod from PATH (an earlier build), to show that
-        the transport seam costs the MPI path nothing.
+        the transport seam costs the MPI path nothing;
+  sock  with --socket: the TCP transport with HOROVOD_TCP_SINGLE_COPY=0 (ranks of one machine
+        move every byte through their Unix socket), to show what single copy gains.
 A worker times `iters` back-to-back hvd.allreduce(x, op=Sum, out=y) per size after a warm-up (the
 slowest rank's time counts), and the median of single 4 KiB allreduces (the latency). Printed per
 size: each variant's time and bus bandwidth (bytes * 2(n-1)/n / time), the median over trials,
-and the ratios tcp/mpi and mpi/old of bus bandwidth (> 1: the first is faster); the latency ratio
-tcp/mpi of time (< 1: tcp is faster).
+and the ratios tcp/mpi, mpi/old and tcp/sock of bus bandwidth (> 1: the first is faster); the
+latency ratios of time (< 1: the first is faster).
 """
 
 import argparse
@@ -87,13 +89,15 @@ def launch(variant, args, tree):
     cmd = [sys.executable, "-m", "horovod.runner.launch", "-np", str(args.np)]
     if args.hosts:
         cmd += ["-H", args.hosts]
-    if variant == "tcp":
+    if variant in ("tcp", "sock"):
         cmd.append("--gloo")
     cmd += [sys.executable, os.path.abspath(__file__), "--worker", "--sizes", args.sizes]
     cmd += ["--latency-ops", str(args.latency_ops)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["HOROVOD_TRANSPORT"] = "tcp" if variant == "tcp" else "mpi"
+    env["HOROVOD_TRANSPORT"] = "tcp" if variant in ("tcp", "sock") else "mpi"
+    if variant == "sock":
+        env["HOROVOD_TCP_SINGLE_COPY"] = "0"
     env.setdefault("HOROVOD_SUMMARY", "0")
     for kv in args.env:
         k, _, v = kv.partition("=")
@@ -113,6 +117,7 @@ def main():
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--latency-ops", type=int, default=2000)
     p.add_argument("--old-tree", help="a tree whose horovod/ holds an earlier build (variant old)")
+    p.add_argument("--socket", action="store_true", help="add variant sock (no single copy)")
     p.add_argument("--env", action="append", default=[], help="VAR=value for the ranks")
     p.add_argument("--timeout", type=float, default=600)
     args = p.parse_args()
@@ -123,6 +128,8 @@ def main():
     variants = {"mpi": here, "tcp": here}
     if args.old_tree:
         variants["old"] = os.path.abspath(args.old_tree)
+    if args.socket:
+        variants["sock"] = here
     runs = {v: [] for v in variants}
     for t in range(args.trials):
         for v, tree in variants.items():
@@ -130,6 +137,8 @@ def main():
         print(f"trial {t + 1}/{args.trials} done", file=sys.stderr, flush=True)
     n = args.np
     got = {v: runs[v][0]["transport"] if v != "old" else "mpi" for v in variants}
+    extra = [r for r in ("old", "sock") if r in variants]
+    names = {"old": "mpi/old", "sock": "tcp/sock"}
     where = args.hosts or (
         "$HOROVOD_HOSTFILE" if os.environ.get("HOROVOD_HOSTFILE") else "this host"
     )
@@ -138,7 +147,7 @@ def main():
         f"{args.trials} trials, medians; env {args.env or '-'}"
     )
     head = " ".join(f"{v + ' us':>10} {v + ' GB/s':>9}" for v in variants)
-    print(f"{'size':>8} | {head} | tcp/mpi" + (" mpi/old" if "old" in variants else ""))
+    print(f"{'size':>8} | {head} | tcp/mpi" + "".join(f" {names[r]}" for r in extra))
     for nbytes in sizes:
         med = {v: statistics.median(r["sizes"][str(nbytes)] for r in runs[v]) for v in variants}
         bw = {v: nbytes * 2 * (n - 1) / n / med[v] / 1e9 for v in variants}
@@ -146,6 +155,8 @@ def main():
         ratios = f"{bw['tcp'] / bw['mpi']:>7.2f}"
         if "old" in variants:
             ratios += f" {bw['mpi'] / bw['old']:>7.2f}"
+        if "sock" in variants:
+            ratios += f" {bw['tcp'] / bw['sock']:>8.2f}"
         print(f"{nbytes:>8} | {cells} | {ratios}")
     lat = {v: statistics.median(r["latency_4k"] for r in runs[v]) for v in variants}
     print(
@@ -153,6 +164,7 @@ def main():
         + ", ".join(f"{v} {lat[v] * 1e6:.1f}" for v in variants)
         + f"; tcp/mpi {lat['tcp'] / lat['mpi']:.2f}"
         + (f"; mpi/old {lat['mpi'] / lat['old']:.2f}" if "old" in variants else "")
+        + (f"; tcp/sock {lat['tcp'] / lat['sock']:.2f}" if "sock" in variants else "")
     )
 
 

@@ -101,7 +101,10 @@ enum class Scope { LOCAL, AGREE };
     "variables are set and no MPI launcher's are, else mpi)")                                     \
   X(rendezvous_timeout_s, "HOROVOD_RENDEZVOUS_TIMEOUT", double, 120.0, 1, 86400, LOCAL,           \
     "tcp transport: seconds every rank may take to reach the rendezvous and its peers before "    \
-    "init fails, naming the address and the ranks missing")
+    "init fails, naming the address and the ranks missing")                                       \
+  X(tcp_single_copy, "HOROVOD_TCP_SINGLE_COPY", bool, true, 0, 0, LOCAL,                          \
+    "tcp transport: a rank's large messages to ranks of its machine are copied once, by the "     \
+    "receiver, from its memory (process_vm_readv) where the kernel allows it; 0: over the socket")
 
 struct Config {
 #define HVD_DECLARE_FIELD(field, env, type, def, lo, hi, scope, doc) type field = def;

@@ -29,6 +29,7 @@ Status StartTransport(const Config& c, uintptr_t comm_handle, std::unique_ptr<Tr
     if (!s.ok()) return s;
     o.timeout_us = static_cast<int64_t>(c.rendezvous_timeout_s * 1e6);
     o.ranks_per_host = static_cast<int>(c.topology_ranks_per_host);
+    o.single_copy = c.tcp_single_copy;
     return CreateTcpTransport(o, net);
   }
   auto m = std::make_unique<MpiTransport>();

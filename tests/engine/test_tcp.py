@@ -3,7 +3,8 @@
 scenarios one after another in one process per rank), so that the whole module takes seconds:
 
   np 2 and 3 (`world`): every op against NumPy (allreduce of every dtype and reduce op, with
-    prescale/postscale, fused and many tensors, the ring in 4 KiB chunks, the direct exchange and
+    prescale/postscale, fused and many tensors, the ring in 4 KiB chunks over the Unix socket
+    (np 2) and 64 KiB single-copy chunks (np 3), the direct exchange and
     the eager path; allgather, broadcast, alltoall, reducescatter, grouped ops), the response
     cache (repeated names, steady and order), errors named on every rank (mismatched shapes,
     dtypes, splits, arguments; sizes that overflow), process sets added and removed at run time,
@@ -11,8 +12,9 @@ scenarios one after another in one process per rank), so that the whole module t
     and the end-of-job summary of that launch checked too;
   np 4 as 2 hosts x 2 (HOROVOD_TOPOLOGY_RANKS_PER_HOST=2): hierarchical allreduce and allgather,
     process sets across the hosts, and Adasum;
-  small launches of their own: sets given to init (and init with sets that differ), knobs that
-    differ between ranks, a rank that exits early, and a job of one rank.
+  small launches of their own: the ops with no single copy, sets given to init (and init with
+    sets that differ), knobs that differ between ranks, a rank that exits early, and a job of one
+    rank.
 
 Not run here, because they are about MPI rather than the engine over a transport:
   topology -> tcp_transport (tcp_scenarios.py): it asserts mpi_enabled();
@@ -89,8 +91,14 @@ BY_WORLD = {
     2: ["adasum", "adasum_fused", "adasum_scaled", "adasum_refused", "adasum_join"],
     3: ["adasum_not_power_of_two", "idle_cpu"],
 }
-# Many pipelined chunks per ring step: many messages in flight on every connection.
-WORLD_ENV = {"HOROVOD_RING_CHUNK_BYTES": "4096", "HOROVOD_SUMMARY": "1"}
+# Many pipelined chunks per ring step: many messages in flight on every connection. The ranks
+# share a machine, so their links are Unix sockets: at np 2 the 4 KiB chunks cross the socket,
+# at np 3 chunks of 64 KiB cross as single-copy descriptors (the receiver copies them out of the
+# sender's memory; HOROVOD_TCP_SINGLE_COPY). test_socket_path_alone runs the ops with no single
+# copy.
+WORLD_ENV = {"HOROVOD_SUMMARY": "1"}
+RING_CHUNK = {2: "4096", 3: "65536"}
+SOCKET_ALONE = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "grouped"]
 
 _batches = {}
 
@@ -101,7 +109,11 @@ def batch(world, tmp_path_factory):
     count, shared by the tests of this module. Returns (Batch, timeline path)."""
     if world not in _batches:
         timeline = tmp_path_factory.mktemp(f"tcp{world}") / "timeline.json"
-        env = {**WORLD_ENV, "HOROVOD_TIMELINE": str(timeline)}
+        env = {
+            **WORLD_ENV,
+            "HOROVOD_RING_CHUNK_BYTES": RING_CHUNK[world],
+            "HOROVOD_TIMELINE": str(timeline),
+        }
         names = COMMON + BY_WORLD[world]
         _batches[world] = (
             TCP.run_batch(world, names, GPU_CLAIM, env=env, transport="tcp", timeout=240),
@@ -209,6 +221,16 @@ def test_two_hosts_of_two(tmp_path):
 
 
 # -- launches of their own ----------------------------------------------------------------------
+
+
+def test_socket_path_alone():
+    """Every message through the Unix sockets between the ranks (no single copy), in 1 MiB
+    chunks: the path of ranks that may not read each other's memory."""
+    env = {"HOROVOD_TCP_SINGLE_COPY": "0"}
+    b = TCP.run_batch(2, SOCKET_ALONE, GPU_CLAIM, env=env, transport="tcp", timeout=120)
+    for name in SOCKET_ALONE:
+        b.check(name)
+    assert b.rc == 0, b.err[-3000:]
 
 
 def test_sets_given_to_init_and_removed(world):

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "transport/tcp/single_copy.h"
 #include "transport/tcp/socket_util.h"
 
 namespace hvd {
@@ -70,13 +71,15 @@ UniqueFd ConnectUnix(const std::string& name) {
 struct Offer {
   std::string machine, listener;
   Token token{};
+  ProbeWord probe;  // addr 0: no single-copy transfers from that rank
 };
 
 // One MoveLocalLinksToUnixSockets call: the state its steps share, in the order they run.
 class LocalLinkMover {
  public:
-  LocalLinkMover(TcpMesh* mesh, bool offer, int64_t timeout_us)
+  LocalLinkMover(TcpMesh* mesh, bool offer, bool single_copy, int64_t timeout_us)
       : mesh_(mesh),
+        single_copy_(offer && single_copy),
         me_(mesh->rank()),
         size_(mesh->size()),
         timeout_us_(timeout_us),
@@ -86,21 +89,28 @@ class LocalLinkMover {
         mine_(size_),
         theirs_(size_),
         local_(size_, false),
-        unix_fd_(size_) {}
+        unix_fd_(size_),
+        reads_them_(size_, 0),
+        they_read_(size_, 0) {
+    if (single_copy_) AllowPeersToReadMemory();
+  }
 
-  Status Run(int* moved) {
+  Status Run(int* moved, int* single_copy) {
     Status s = SendOffers();
     if (s.ok()) s = ReadOffers();
     if (s.ok()) s = DialLowerRanks();
     int expected = 0;
     if (s.ok()) s = ReadVerdicts(&expected);
     if (s.ok()) s = AcceptHigherRanks(expected);
+    if (s.ok()) s = ProbeSingleCopy();
     if (!s.ok()) return s;
     for (int q = 0; q < size_; ++q) {
       if (!unix_fd_[q].valid()) continue;
       TuneDataSocket(unix_fd_[q].get());  // the buffers; TCP_NODELAY does not apply
       mesh_->SetPeer(q, std::move(unix_fd_[q]), mesh_->PeerAddr(q) + ", over a Unix socket");
+      mesh_->SetSingleCopy(q, reads_them_[q], they_read_[q] != 0);
       ++*moved;
+      if (they_read_[q]) ++*single_copy;
     }
     return Status();
   }
@@ -122,6 +132,9 @@ class LocalLinkMover {
       w.Str(machine_);
       w.Str(name_);
       w.Bytes(mine_[q].data(), mine_[q].size());
+      const ProbeWord probe = single_copy_ ? OwnProbeWord() : ProbeWord{};
+      w.U64(probe.addr);
+      w.U64(probe.value);
       Status s = WriteFrameBy(mesh_->PeerFd(q), w.data(), deadline_);
       if (!s.ok()) return Failed(q, "offering a local link", s);
     }
@@ -141,6 +154,8 @@ class LocalLinkMover {
       o.machine = r.Str();
       o.listener = r.Str();
       r.Bytes(o.token.data(), o.token.size());
+      o.probe.addr = r.U64();
+      o.probe.value = r.U64();
       if (magic != kLocalMagic || !r.done())
         return Status::Internal("rank " + std::to_string(q) + " sent a malformed local-link offer");
       local_[q] = o.machine == machine_ && !o.listener.empty() && !name_.empty();
@@ -212,7 +227,33 @@ class LocalLinkMover {
     return Status();
   }
 
+  // On every moved link: whether this rank can read the peer's probe word (through the Unix
+  // socket's peer pid), and the peer's answer to the same question; one byte each way on TCP,
+  // all written before any is read.
+  Status ProbeSingleCopy() {
+    for (int q = 0; q < size_; ++q) {
+      if (!unix_fd_[q].valid()) continue;
+      const pid_t pid = UnixPeerPid(unix_fd_[q].get());
+      if (single_copy_ && CanReadProbe(pid, theirs_[q].probe)) reads_them_[q] = pid;
+      const uint8_t verdict = reads_them_[q] ? 1 : 0;
+      Status s = WriteAllBy(mesh_->PeerFd(q), &verdict, 1, deadline_);
+      if (!s.ok()) return Failed(q, "probing single-copy transfers", s);
+    }
+    for (int q = 0; q < size_; ++q) {
+      if (!unix_fd_[q].valid()) continue;
+      uint8_t verdict = 0;
+      Status s = ReadExactBy(mesh_->PeerFd(q), &verdict, 1, deadline_);
+      if (!s.ok()) return Failed(q, "probing single-copy transfers", s);
+      they_read_[q] = verdict == 1 && single_copy_;
+      if (single_copy_ && theirs_[q].probe.addr != 0 && !reads_them_[q])
+        HVD_LOG(DEBUG, "rank " << me_ << " cannot read rank " << q
+                               << "'s memory (ptrace rules): its messages come over the socket");
+    }
+    return Status();
+  }
+
   TcpMesh* const mesh_;
+  const bool single_copy_;
   const int me_, size_;
   const int64_t timeout_us_, deadline_;
   const std::string machine_;
@@ -222,14 +263,18 @@ class LocalLinkMover {
   std::vector<Offer> theirs_;  // each peer's offer
   std::vector<bool> local_;    // the pair may move
   std::vector<UniqueFd> unix_fd_;
+  std::vector<pid_t> reads_them_;   // the peer's pid where this rank can read its memory, else 0
+  std::vector<uint8_t> they_read_;  // the peer can read this rank's memory
 };
 
 }  // namespace
 
-Status MoveLocalLinksToUnixSockets(TcpMesh* mesh, bool offer, int64_t timeout_us, int* moved) {
+Status MoveLocalLinksToUnixSockets(TcpMesh* mesh, bool offer, bool single_copy, int64_t timeout_us,
+                                   int* moved, int* single_copy_links) {
   *moved = 0;
+  *single_copy_links = 0;
   if (mesh->size() == 1) return Status();
-  return LocalLinkMover(mesh, offer, timeout_us).Run(moved);
+  return LocalLinkMover(mesh, offer, single_copy, timeout_us).Run(moved, single_copy_links);
 }
 
 }  // namespace hvd

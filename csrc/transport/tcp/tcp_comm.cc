@@ -13,76 +13,12 @@
 #include <stdexcept>
 
 #include "common/logging.h"
+#include "transport/tcp/single_copy.h"
+#include "transport/tcp/tcp_mesh_state.h"
 
 namespace hvd {
-namespace {
 
-constexpr size_t kHeader = 16;
-constexpr size_t kStage = 64 << 10;
-// A payload rest at least this large is read straight into its destination, not staged.
-constexpr size_t kDirectRead = 16 << 10;
-// A message at least this large that arrives before its receive waits in the kernel (held)
-// rather than in a malloc'd buffer: a ring's next chunk often lands while the previous one is
-// reduced, and buffering it cost an allocation, its page faults and a second copy (16 MiB
-// allreduces at 2 ranks: a fifth of the bytes).
-constexpr size_t kHoldBytes = 64 << 10;
-constexpr int kMaxBatch = 32;  // messages per sendmsg()
-// Up to this many peers, a test reads and writes each connection straight away rather than
-// poll() first: one system call per connection instead of two where data waits.
-constexpr int kDirectPeers = 2;
-
-}  // namespace
-
-struct TcpMesh::Request {
-  // Every request not yet reported complete is on the mesh's list, so that the mesh frees those
-  // a caller abandoned (after a TransportError) when it goes away.
-  Request *prev = nullptr, *next = nullptr;
-  bool send = false, done = false;
-  char* buf = nullptr;
-  uint64_t len = 0;            // send: payload bytes; receive: capacity
-  uint64_t got = 0;            // receive: the matched message's length
-  size_t* received = nullptr;  // receive: where the caller wants that length, if anywhere
-  uint32_t ctx = 0;
-  int32_t tag = 0;
-  char hdr[kHeader];
-};
-
-struct TcpMesh::Unexpected {
-  uint32_t ctx;
-  int32_t tag;
-  char* data;  // malloc'd, null when len is 0
-  uint64_t len;
-  bool complete;
-};
-
-struct TcpMesh::Peer {
-  UniqueFd fd;
-  std::string addr;
-  // Why the connection closed while nothing was pending with this peer (it finished first):
-  // no failure yet, but any later transfer with it is one.
-  std::string gone;
-  // Sending: queued messages, and how much of the first one (header + payload) went out.
-  std::deque<Request*> sendq;
-  size_t head_sent = 0;
-  // Receiving: the header being read, then the payload of the message it announced.
-  char hdr[kHeader];
-  size_t hdr_got = 0;
-  bool in_payload = false;
-  uint64_t pay_len = 0, pay_got = 0;
-  char* pay_dst = nullptr;
-  uint32_t pay_ctx = 0;
-  int32_t pay_tag = 0;
-  // The message's payload stays in the kernel until a receive for it (or for a later message)
-  // is posted, or this rank naps; nothing behind it on this connection is read meanwhile.
-  bool held = false;
-  Request* pay_req = nullptr;       // the posted receive it goes to, or
-  Unexpected* pay_unexp = nullptr;  // the buffer it goes to until one is posted
-  std::unique_ptr<char[]> stage;
-  size_t stage_off = 0, stage_len = 0;
-  std::deque<Request*> posted;       // unmatched receives, in posting order
-  std::list<Unexpected> unexpected;  // unmatched messages, in arrival order
-};
-
+using namespace tcp_mesh;  // NOLINT: the mesh's own constants
 TcpMesh::TcpMesh(int rank, int size) : rank_(rank), size_(size) {
   for (int q = 0; q < size; ++q) peers_.push_back(std::make_unique<Peer>());
 }
@@ -171,7 +107,18 @@ Transfer TcpMesh::Isend(const void* data, size_t bytes, int peer, uint32_t ctx, 
   r->send = true;
   r->buf = static_cast<char*>(const_cast<void*>(data));
   r->len = bytes;
-  const uint64_t len = bytes;
+  uint64_t len = bytes;
+  if (p.send_descriptors && bytes >= kSingleCopyBytes && tag >= 0 && tag < kTagUserMax) {
+    r->await_ack = true;
+    r->ack_id = next_ack_id_++;
+    const uint64_t addr = reinterpret_cast<uint64_t>(data);
+    std::memcpy(r->desc, &addr, 8);
+    std::memcpy(r->desc + 8, &r->ack_id, 8);
+    r->buf = r->desc;
+    r->len = kDescriptorBytes;
+    len = bytes | kDescriptorBit;
+    p.acks_due.push_back(r);
+  }
   std::memcpy(r->hdr, &ctx, 4);
   std::memcpy(r->hdr + 4, &tag, 4);
   std::memcpy(r->hdr + 8, &len, 8);
@@ -180,6 +127,7 @@ Transfer TcpMesh::Isend(const void* data, size_t bytes, int peer, uint32_t ctx, 
   if (p.sendq.size() == 1) WritePeer(peer);
   if (failed_) {
     p.sendq.erase(std::remove(p.sendq.begin(), p.sendq.end(), r), p.sendq.end());
+    p.acks_due.erase(std::remove(p.acks_due.begin(), p.acks_due.end(), r), p.acks_due.end());
     Release(r);
     ThrowFailure();
   }
@@ -229,6 +177,15 @@ Transfer TcpMesh::Irecv(void* data, size_t bytes, int peer, uint32_t ctx, int32_
       ThrowFailure();
     }
     const uint64_t len = it->len;
+    if (it->remote) {
+      const uint64_t addr = it->raddr, id = it->rid;
+      p.unexpected.erase(it);
+      if (!CopyFromPeer(peer, data, addr, len)) ThrowFailure();
+      if (received) *received = static_cast<size_t>(len);
+      SendAck(peer, id);
+      if (failed_) ThrowFailure();
+      return Transfer{};
+    }
     if (it->complete) {
       if (received) *received = static_cast<size_t>(len);
       if (len > 0) std::memcpy(data, it->data, len);
@@ -323,9 +280,12 @@ void TcpMesh::WritePeer(int q) {
         break;
       }
       left -= rest;
-      r->done = true;
       p.sendq.pop_front();
       p.head_sent = 0;
+      if (r->internal)
+        Release(r);
+      else if (!r->await_ack)
+        r->done = true;
     }
     if (static_cast<size_t>(w) < total) return;  // the kernel's buffer is full
   }
@@ -333,6 +293,19 @@ void TcpMesh::WritePeer(int q) {
 
 void TcpMesh::StartMessage(int q, uint32_t ctx, int32_t tag, uint64_t len) {
   Peer& p = *peers_[q];
+  if (len & kDescriptorBit) {  // the descriptor is read first; FinishDescriptor matches it
+    p.pay_desc = true;
+    p.desc_len = len & ~kDescriptorBit;
+    p.pay_len = kDescriptorBytes;
+    p.pay_got = 0;
+    p.pay_ctx = ctx;
+    p.pay_tag = tag;
+    p.pay_req = nullptr;
+    p.pay_unexp = nullptr;
+    p.pay_dst = p.desc;
+    p.in_payload = true;
+    return;
+  }
   p.pay_len = len;
   p.pay_got = 0;
   p.pay_ctx = ctx;
@@ -401,7 +374,7 @@ void TcpMesh::ReadPeer(int q) {
           (n == 0 ? std::string("end of stream (its process exited or finalized)")
                   : std::string(std::strerror(errno)));
       const bool idle = p.sendq.empty() && p.posted.empty() && !p.in_payload && p.hdr_got == 0 &&
-                        p.stage_len == 0;
+                        p.stage_len == 0 && p.acks_due.empty();
       if (idle) {
         // A peer that finalized first (the end of a job, or of a test): not a failure unless
         // this rank still wants something from it.
@@ -439,7 +412,10 @@ void TcpMesh::ReadPeer(int q) {
       std::memcpy(&tag, p.hdr + 4, 4);
       std::memcpy(&len, p.hdr + 8, 8);
       p.hdr_got = 0;
-      StartMessage(q, ctx, tag, len);
+      if (ctx == kAckContext)
+        Acknowledged(q, len);
+      else
+        StartMessage(q, ctx, tag, len);
       continue;
     }
     const uint64_t left = p.pay_len - p.pay_got;
@@ -457,7 +433,12 @@ void TcpMesh::ReadPeer(int q) {
     } else if (!refill()) {
       return;
     }
-    if (p.pay_got == p.pay_len) FinishMessage(p);
+    if (p.pay_got == p.pay_len) {
+      if (p.pay_desc)
+        FinishDescriptor(q);
+      else
+        FinishMessage(p);
+    }
   }
 }
 

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <deque>
@@ -54,6 +55,9 @@ class TcpMesh {
   // Adopts the handshaken connection to world rank `peer`; `addr` names it in errors. Before any
   // transfer, setup may replace a connection this way (local_links.h).
   void SetPeer(int peer, UniqueFd fd, const std::string& addr);
+  // Setup, on a link to a peer of this machine (single_copy.h): `read_pid` (its pid, 0: none) if
+  // this rank may copy messages out of its memory; `send_descriptors` if it may out of this one.
+  void SetSingleCopy(int peer, pid_t read_pid, bool send_descriptors);
   int PeerFd(int peer) const;  // setup only: the connection's socket
   const std::string& PeerAddr(int peer) const;
   // Closes every connection; later calls throw ("the TCP transport was finalized").
@@ -84,6 +88,12 @@ class TcpMesh {
   // if out of memory (the mesh failed).
   bool Buffer(int q);
   void FinishMessage(Peer& p);
+  // Single copy: a descriptor read from `q` is matched (and copied) or kept as unexpected; the
+  // copy out of `q`'s memory (false: the mesh failed); the acknowledgement both ways.
+  void FinishDescriptor(int q);
+  bool CopyFromPeer(int q, void* dst, uint64_t addr, uint64_t len);
+  void SendAck(int q, uint64_t id);
+  void Acknowledged(int q, uint64_t id);
   static void Matched(Request* r, uint64_t len);
   void TooLong(int q, uint64_t len, int32_t tag,
                uint64_t capacity);  // fails the mesh  // `r` takes a message of `len` bytes
@@ -96,6 +106,7 @@ class TcpMesh {
   int rank_, size_;
   std::vector<std::unique_ptr<Peer>> peers_;  // index = world rank; this rank's: loopback
   Request* live_ = nullptr;                   // requests not yet reported complete
+  uint64_t next_ack_id_ = 1;                  // single-copy sends, numbered
   bool failed_ = false, closed_ = false;
   int fail_peer_ = -1;
   std::string fail_what_;

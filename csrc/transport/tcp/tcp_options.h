@@ -30,6 +30,9 @@ struct TcpOptions {
   // Peers on this machine talk over Unix sockets where they can (local_links.h); false keeps
   // every link on TCP (tests of the TCP path itself).
   bool local_unix_sockets = true;
+  // Large messages between ranks of one machine are copied once, by the receiver, straight from
+  // the sender's memory where the kernel allows it (single_copy.h); HOROVOD_TCP_SINGLE_COPY.
+  bool single_copy = true;
 };
 
 // Fills `o` from the environment. With HOROVOD_GLOO_RENDEZVOUS_ADDR: HOROVOD_RANK, HOROVOD_SIZE,

@@ -89,7 +89,7 @@ Status CreateTcpTransport(const TcpOptions& o, std::unique_ptr<Transport>* out) 
   if (o.timeout_us <= 0) return Status::InvalidArgument("TCP transport: timeout must be > 0");
   const std::string hostname = o.hostname.empty() ? LocalHostname() : o.hostname;
   auto mesh = std::make_shared<TcpMesh>(o.rank, o.size);
-  int unix_links = 0;
+  int unix_links = 0, single_copy_links = 0;
 
   if (o.size > 1) {
     if (o.rendezvous_addr.empty() || o.rendezvous_port <= 0 || o.rendezvous_port > 65535)
@@ -128,10 +128,12 @@ Status CreateTcpTransport(const TcpOptions& o, std::unique_ptr<Transport>* out) 
     if (!s.ok()) return s;
     s = BuildMesh(table, o.secret_key, std::move(listener), o.timeout_us, mesh.get());
     if (!s.ok()) return s;
-    s = MoveLocalLinksToUnixSockets(mesh.get(), o.local_unix_sockets, o.timeout_us, &unix_links);
+    s = MoveLocalLinksToUnixSockets(mesh.get(), o.local_unix_sockets, o.single_copy, o.timeout_us,
+                                    &unix_links, &single_copy_links);
     if (!s.ok()) return s;
     HVD_LOG(DEBUG, "rank " << o.rank << ": " << unix_links << " of " << o.size - 1
-                           << " links over Unix sockets (peers on this machine)");
+                           << " links over Unix sockets (peers on this machine), "
+                           << single_copy_links << " with single-copy sends");
   }
 
   std::vector<int> all(o.size);
@@ -140,6 +142,7 @@ Status CreateTcpTransport(const TcpOptions& o, std::unique_ptr<Transport>* out) 
       mesh, std::make_unique<TcpComm>(mesh, kGlobalContext, all), hostname, true);
   t->ranks_per_host = o.ranks_per_host;
   t->set_unix_links(unix_links);
+  t->set_single_copy_links(single_copy_links);
   Status s = t->FormTopology();
   if (!s.ok()) return s;
   if (o.ranks_per_host == 0 && o.local_rank >= 0 &&

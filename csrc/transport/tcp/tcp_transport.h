@@ -41,6 +41,9 @@ class TcpTransport : public Transport {
   // How many of this rank's links run over Unix sockets (local_links.h): logs and tests.
   int unix_links() const { return unix_links_; }
   void set_unix_links(int n) { unix_links_ = n; }
+  // To how many of those peers this rank sends large messages as single-copy descriptors.
+  int single_copy_links() const { return single_copy_links_; }
+  void set_single_copy_links(int n) { single_copy_links_ = n; }
 
  protected:
   std::unique_ptr<Comm> SubComm(const std::vector<int>& members, int purpose) override;
@@ -50,7 +53,7 @@ class TcpTransport : public Transport {
   std::string hostname_;
   bool owns_mesh_;
   int subsets_made_ = 0;  // every rank counts every Subset call: the same on all
-  int unix_links_ = 0;
+  int unix_links_ = 0, single_copy_links_ = 0;
 };
 
 }  // namespace hvd

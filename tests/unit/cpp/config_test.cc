@@ -197,7 +197,7 @@ TEST_F(ConfigEnv, AgreedValuesListOnlyTheKnobsRanksMustShare) {
 
 TEST_F(ConfigEnv, DescribeListsEveryKnobWithRangeAndScope) {
   const auto knobs = Config::Describe();
-  ASSERT_EQ(knobs.size(), 30u);
+  ASSERT_EQ(knobs.size(), 31u);
   EXPECT_EQ(knobs[0].env, "HOROVOD_FUSION_THRESHOLD");
   EXPECT_EQ(knobs[0].default_value, "134217728");
   EXPECT_EQ(knobs[0].type, "int");
