@@ -77,6 +77,10 @@ bool UdpRollCall::Bind(const std::string& addr, int port, std::string* error) {
     *error = "cannot bind UDP " + HostPort(addr, port) + ": " + std::strerror(errno);
     return false;
   }
+  // Room for every peer's hello (and a burst of notes) before the first poll; the kernel caps
+  // it at net.core.rmem_max.
+  const int rcvbuf = 1 << 20;
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   if (port == 0) {  // tests: the port the kernel chose
     socklen_t got = sizeof(sa);
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &got);

@@ -1,8 +1,8 @@
 // The watchdog's roll call over the TCP transport (roll_call_udp.h): notes between 3 ranks as
-// threads (tcp_harness.h), to one peer and to all, with and without HOROVOD_SECRET_KEY; what the
-// channel drops (a forger without the key, a sender not in the table, garbage, another job, a
-// replay) through real datagrams on 127.0.0.1; and a job where one rank cannot bind its UDP
-// socket, which then has no roll call on any rank and works as before.
+// threads (tcp_harness.h), to one peer and to all, with and without HOROVOD_SECRET_KEY, over
+// IPv4 and IPv6 loopback; what the channel drops (a forger without the key, a sender not in the
+// table, garbage, another job, a replay) through real datagrams on 127.0.0.1; and a job where one
+// rank cannot bind its UDP socket, which then has no roll call on any rank and works as before.
 #include <algorithm>
 #include <map>
 
@@ -28,12 +28,13 @@ Notes Collect(const std::function<void(Notes*)>& poll, size_t want) {
   return got;
 }
 
-void NotesBetweenThreeRanks(const std::string& key) {
+void NotesBetweenThreeRanks(const std::string& key, const std::string& addr = "127.0.0.1") {
   const int port = FreePort();
   std::vector<TcpOptions> opts;
   for (int r = 0; r < 3; ++r) {
     opts.push_back(Opts(r, 3, port));
     opts.back().secret_key = key;
+    opts.back().rendezvous_addr = addr;
   }
   std::map<int, Notes> got;
   std::mutex mu;
@@ -58,6 +59,17 @@ void NotesBetweenThreeRanks(const std::string& key) {
 
 TEST(TcpRollCall, NotesWithoutKey) { NotesBetweenThreeRanks(""); }
 TEST(TcpRollCall, NotesWithKey) { NotesBetweenThreeRanks("roll-call-key"); }
+
+TEST(TcpRollCall, NotesOverIpv6) {
+  const int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool v6 = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  if (fd >= 0) close(fd);
+  if (!v6) GTEST_SKIP() << "no IPv6 loopback here";
+  NotesBetweenThreeRanks("roll-call-key", "::1");
+}
 
 // A UDP socket on 127.0.0.1 that is no rank's.
 struct Stranger {
