@@ -9,9 +9,10 @@ prints what its rank saw on stdout, one line each, so that the test can assert o
   steady init, then allreduces of a few sizes for about argv[2] seconds (until a rank's time is
          up: the ranks agree on it with an allreduce of their own), every result checked:
          "FORMED rank=<r>" after init, "DONE rank=<r> steps=<n>" at the end.
-  stopped rank 1 stops itself (SIGSTOP) inside a large ring allreduce; rank 0 sees it stopped
-         (/proc), waits argv[2] seconds and sends it SIGCONT; every rank then checks the sum and
-         prints "DONE rank=<r>". The watchdog's reports meanwhile are the test's to read.
+  stopped rank 1 stops itself (SIGSTOP) inside a large ring allreduce (argv[3] "ring") or
+         between ops, so that the others block in a negotiation round ("idle"); rank 0 sees it
+         stopped (/proc), waits argv[2] seconds and sends it SIGCONT; every rank then checks the
+         sum and prints "DONE rank=<r>". The watchdog's reports meanwhile are the test's.
   busy   rank 0 allgathers argv[2] MiB, the others one row: rank 0 copies its segment into the
          output (seconds) while the others wait for it; "OK busy rank=<r> <seconds>".
 """
@@ -106,6 +107,15 @@ def job_stopped():
     if r == 0:
         waker = threading.Thread(target=wake_when_stopped, args=(int(pids[1]), float(sys.argv[2])))
         waker.start()
+    if sys.argv[3] == "idle":
+        if r == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        got = hvd.allreduce(np.ones(2), op=hvd.Sum, name="stopped/idle")
+        assert (got == n).all(), got
+        if r == 0:
+            waker.join()
+        say(f"DONE rank={r}")
+        return
     h = hvd.allreduce_async(x, op=hvd.Sum, name="stopped/big", out=x)
     if r == 1:
         # Stop once the ring certainly runs: it reduces into x in place, so partial sums show.
