@@ -45,10 +45,10 @@ class UdpRollCall {
  public:
   // Why datagrams were dropped, by the check that refused them.
   struct Drops {
-    int64_t malformed = 0;    // wrong size, magic, job or receiver
-    int64_t bad_source = 0;   // not from the address and port its `from` rank registered
-    int64_t bad_mac = 0;      // a forger without the key, or a corrupted datagram
-    int64_t replayed = 0;     // a counter used before (or too old to tell)
+    int64_t malformed = 0;   // wrong size, magic, job or receiver
+    int64_t bad_source = 0;  // not from the address and port its `from` rank registered
+    int64_t bad_mac = 0;     // a forger without the key, or a corrupted datagram
+    int64_t replayed = 0;    // a counter used before (or too old to tell)
     int64_t total() const { return malformed + bad_source + bad_mac + replayed; }
   };
 

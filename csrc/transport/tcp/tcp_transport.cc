@@ -65,9 +65,9 @@ Status TcpTransport::AgreeOnRollCall(std::unique_ptr<UdpRollCall> rc) {
   for (int q = 0; q < size; ++q)
     if (all[q] != "1") without.push_back(q);
   if (without.empty()) {
-    HVD_LOG(DEBUG, "rank " << rank << ": the watchdog's roll call runs over UDP port "
-                           << rc->port() << " (every hello in " << (heard - start)
-                           << " us, the agreement in " << (NowMicros() - heard) << " us)");
+    HVD_LOG(DEBUG, "rank " << rank << ": the watchdog's roll call runs over UDP port " << rc->port()
+                           << " (every hello in " << (heard - start) << " us, the agreement in "
+                           << (NowMicros() - heard) << " us)");
     roll_call_ = std::move(rc);
   } else {
     if (rc) rc->Close();

@@ -101,7 +101,7 @@ TEST(TcpRollCall, DropsForgedStrayAndReplayedNotes) {
     ASSERT_TRUE(ch[r].Start(table, r, r == 1 ? "a guess" : key, &why)) << why;
   }
   EXPECT_EQ(ch[0].AwaitHellos(300000), std::vector<int>{1});  // its hellos fail the mac too
-  EXPECT_EQ(ch[0].drops().bad_mac, 1);                          // its one hello, at Start
+  EXPECT_EQ(ch[0].drops().bad_mac, 1);                        // its one hello, at Start
   const UdpRollCall::Drops before = ch[0].drops();
 
   ch[1].Send(0, 40);  // bad mac
