@@ -104,8 +104,8 @@ void Watchdog::Progressed(int64_t now) {
   announced_ = false;  // blocked again later: say so again
 }
 
-// Both called with the lock held; they release it around the MPI calls (the background thread
-// must never wait on them).
+// Both called with the lock held; they release it around the transport's calls (the background
+// thread must never wait on them).
 void Watchdog::ReadNotes(int64_t now, std::unique_lock<std::mutex>* lk) {
   std::vector<std::pair<int, int64_t>> notes;
   lk->unlock();
@@ -166,7 +166,8 @@ void Watchdog::Run() {
         Progressed(now);
       }
     }
-    // Read at every tick, active or not, so that notes never pile up in MPI's queues.
+    // Read at every tick, active or not, so that notes never pile up (MPI's queues, a socket's
+    // buffer).
     if (roll_call_.poll) {
       ReadNotes(now, &lk);
       if (active_ && now - local_progress_us_ < busy_window_us) AnswerPeers(&lk);

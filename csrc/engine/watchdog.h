@@ -10,7 +10,9 @@
 // as pieces complete. A rank waiting on a peer that is busy with local work (copying a 1 GB
 // segment into fresh pages, say) sees none of it, so the peer tells it (below).
 //
-// The roll call (one-word notes on a communicator of its own): every rank enters the same
+// The roll call (one-word notes on a channel of their own: an MPI communicator, or a UDP socket
+// per rank beside the TCP mesh, tcp/roll_call_udp.h; the transport's SendNote/PollNotes, which
+// this thread alone calls, while the engine's thread may be blocked): every rank enters the same
 // sections in the same order (negotiation rounds and the collectives they decide), so a
 // section's sequence number is the same everywhere.
 //   - A rank whose section has made no progress for a quarter of the check time tells every
@@ -44,7 +46,8 @@ struct WatchSection {
   int recv_from = -1, send_to = -1;     // ring neighbours; -1: every rank
 };
 
-// The roll call's transport (MPI); absent when MPI cannot be called from a second thread.
+// The roll call's channel (MPI or UDP); absent where the transport has none: MPI without
+// MPI_THREAD_MULTIPLE, a TCP job whose ranks could not all bind or reach each other over UDP.
 struct RollCall {
   std::function<void(int to, int64_t word)> send;                         // to < 0: every peer
   std::function<void(std::vector<std::pair<int, int64_t>>* notes)> poll;  // (sender, word)

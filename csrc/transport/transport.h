@@ -195,7 +195,10 @@ class Transport {
   virtual std::vector<std::string> AllgatherStrings(const std::string& blob);
 
   // Roll call of the watchdog (its own thread): one-word notes ("blocked in section s", "working
-  // in section s"; engine/watchdog.h) between ranks, where the transport has a channel for them.
+  // in section s"; engine/watchdog.h) between ranks, where the transport has a channel for them
+  // that needs nothing of the engine's thread: MPI's own communicator, TCP's UDP sockets
+  // (tcp/roll_call_udp.h). Only the global set's transport has one. Best effort: a lost note
+  // makes a peer look silent in one report, never blocks or fails anything.
   virtual bool roll_call_available() const { return false; }
   virtual void SendNote(int to, int64_t word) {}  // to < 0: every peer
   // Appends (sender, word) for every note that has arrived.

@@ -9,11 +9,18 @@ prints what its rank saw on stdout, one line each, so that the test can assert o
   steady init, then allreduces of a few sizes for about argv[2] seconds (until a rank's time is
          up: the ranks agree on it with an allreduce of their own), every result checked:
          "FORMED rank=<r>" after init, "DONE rank=<r> steps=<n>" at the end.
+  stopped rank 1 stops itself (SIGSTOP) inside a large ring allreduce (argv[3] "ring") or
+         between ops, so that the others block in a negotiation round ("idle"); rank 0 sees it
+         stopped (/proc), waits argv[2] seconds and sends it SIGCONT; every rank then checks the
+         sum and prints "DONE rank=<r>". The watchdog's reports meanwhile are the test's.
+  busy   rank 0 allgathers argv[2] MiB, the others one row: rank 0 copies its segment into the
+         output (seconds) while the others wait for it; "OK busy rank=<r> <seconds>".
 """
 
 import os
 import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -78,5 +85,71 @@ def job_steady():
     say(f"DONE rank={r} steps={steps}")
 
 
+def wake_when_stopped(pid, after):
+    """Sends `pid` SIGCONT `after` seconds after /proc shows it stopped (60 s bound)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                break
+        time.sleep(0.01)
+    say(f"SEEN STOPPED pid={pid}")
+    time.sleep(after)
+    os.kill(pid, signal.SIGCONT)
+
+
+def job_stopped():
+    init_or_exit()
+    r, n = hvd.rank(), hvd.size()
+    pids = hvd.allgather(np.array([os.getpid()], np.int64), name="stopped/pids")
+    x = np.ones(32 << 20, np.float32)  # 128 MiB: the ring runs for a fraction of a second
+    hvd.allreduce(x, op=hvd.Sum, name="stopped/big", out=x)
+    if r == 0:
+        waker = threading.Thread(target=wake_when_stopped, args=(int(pids[1]), float(sys.argv[2])))
+        waker.start()
+    if sys.argv[3] == "idle":
+        if r == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        got = hvd.allreduce(np.ones(2), op=hvd.Sum, name="stopped/idle")
+        assert (got == n).all(), got
+        if r == 0:
+            waker.join()
+        say(f"DONE rank={r}")
+        return
+    h = hvd.allreduce_async(x, op=hvd.Sum, name="stopped/big", out=x)
+    if r == 1:
+        # Stop once the ring certainly runs: it reduces into x in place, so partial sums show.
+        sample = x[:: 1 << 16]
+        deadline = time.monotonic() + 60
+        while (sample == n).all():
+            assert time.monotonic() < deadline, "the ring never started on rank 1"
+        os.kill(os.getpid(), signal.SIGSTOP)
+    hvd.synchronize(h)
+    assert (x == n * n).all(), x[:4]
+    if r == 0:
+        waker.join()
+    say(f"DONE rank={r}")
+
+
+def job_busy():
+    init_or_exit()
+    r, n = hvd.rank(), hvd.size()
+    mib = int(sys.argv[2])
+    rows = mib << 20 if r == 0 else 1
+    x = np.full((rows, 1), r + 1, np.int8)
+    # A barrier of Horovod's own once x exists everywhere: submitted while rank 0 still filled
+    # x, the allgather would wait for it in negotiation, which the watchdog rightly reports.
+    hvd.allreduce(np.ones(1), name="busy/barrier")
+    start = time.perf_counter()
+    got = hvd.allgather(x, name="busy/local")
+    elapsed = time.perf_counter() - start
+    big = mib << 20
+    assert got.shape == (big + n - 1, 1), got.shape
+    assert (got[:big] == 1).all() and (got[big:, 0] == np.arange(2, n + 1)).all()
+    say(f"OK busy rank={r} {elapsed:.3f}")
+
+
 if __name__ == "__main__":
-    {"init": job_init, "killed": job_killed, "steady": job_steady}[sys.argv[1]]()
+    jobs = {"init": job_init, "killed": job_killed, "steady": job_steady}
+    jobs.update(stopped=job_stopped, busy=job_busy)
+    jobs[sys.argv[1]]()

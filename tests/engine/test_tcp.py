@@ -22,11 +22,13 @@ Not run here, because they are about MPI rather than the engine over a transport
   ps_init, ps_init_mismatch, ps_init_fewer -> their *_tcp versions: mpi4py for a set's
     communicator or for the rank before init;
   log_rank: a warning about MPI's thread level (mpi4py initializes MPI);
-  slow_local_step: an mpi4py barrier, and the watchdog's roll call over MPI_THREAD_MULTIPLE;
+  slow_local_step: an mpi4py barrier; over TCP the same case (a peer busy with local work,
+    answering the watchdog's roll call over UDP) is test_tcp_faults.py's "busy" job;
   allreduce with HOROVOD_CPU_OPERATIONS=mpi: MPI_Allreduce;
   killed, stopped_rank, stopped_idle_rank, stall_shutdown, stall_exit: their tests assert
     Open MPI's report of a lost process, MPI_Abort, and mpirun ending a stopped rank (no TCP
-    launcher here ends the others); a lost peer over TCP is test_tcp_faults.py's.
+    launcher here ends the others); over TCP a lost peer, and a stopped one named silent by
+    the roll call, are test_tcp_faults.py's.
 Left out for time only (they ran over TCP by hand: stall_warning, stall_shutdown): stall_warning
 (7 s), stall_shutdown (7 s), dropped_handles, autotune, many_tensors, long_op_progressing and
 the per-knob variants of test_hardening.py (one knob is here).

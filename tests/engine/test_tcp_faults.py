@@ -1,7 +1,8 @@
 """Faults of a TCP-transport job (test_faults.py is MPI's): what goes wrong while the ranks meet
 (no server, a world size or a rank claimed twice, a rank that never comes, a port taken, a
-wrong HOROVOD_SECRET_KEY) and while they run (a peer killed, stray connections). Each runs plain
-processes (tests/support/tcp.py, the ranks' side in tcp_fault_jobs.py) with short rendezvous
+wrong HOROVOD_SECRET_KEY) and while they run (a peer killed, stray connections, and the
+watchdog's roll call over UDP: a stopped peer named silent, a busy peer not reported). Each runs
+plain processes (tests/support/tcp.py, the ranks' side in tcp_fault_jobs.py) with short rendezvous
 timeouts; each asserts the message of every rank that is still alive, a time bound, and that
 no process of the job is left (every rank runs in a session of its own: none may outlive it).
 """
@@ -163,6 +164,52 @@ def test_peer_killed_mid_collective(size):
         assert kind == "HorovodInternalError" and "rank 1" in msg, o.report
         assert seconds < 5, o.report
     assert o.seconds < 15, o.report
+
+
+def blocked_reports(err):
+    return [ln for ln in err.splitlines() if "has been blocked for" in ln]
+
+
+@pytest.mark.parametrize("where", ["ring", "idle"])
+def test_stopped_rank_is_named_silent_by_the_roll_call(where):
+    """(g) Rank 1 of 3 stops (SIGSTOP) inside a ring allreduce ("ring") or between ops, the
+    others then blocked in a negotiation round ("idle"); rank 0 wakes it 4 s later. Meanwhile
+    the watchdog of ranks 0 and 2 reports the blocked section naming rank 1 as silent and the
+    other as blocked too: the roll call over UDP. Without it (the UDP channel off) rank 0 named
+    "rank 2 (receiving from it) or rank 1 (sending to it)" in the ring, and "every rank" in a
+    negotiation round. The job then ends well."""
+    port = tcp.free_port(pair=True)
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "1"}
+    o = run([torchrun(r, 3, port, **env) for r in range(3)], "stopped", "4", where, timeout=90)
+    assert o.rcs == [0, 0, 0] and "SEEN STOPPED" in o.outs[0], o.report
+    for r in range(3):
+        assert f"DONE rank={r}" in o.outs[r], o.report
+    assert not blocked_reports(o.errs[1]), o.report  # its own stop is no one's stall
+    section = "RING_ALLREDUCE of tensor 'stopped/big'" if where == "ring" else "negotiation round"
+    for r, other in ((0, 2), (2, 0)):
+        lines = [ln for ln in blocked_reports(o.errs[r]) if section in ln]
+        assert lines, f"rank {r} reported nothing\n{o.report}"
+        for ln in lines:
+            assert "waiting for rank 1 (silent" in ln, o.report
+        assert any(f"rank {other} is blocked in it too" in ln for ln in lines), o.report
+
+
+def test_peer_busy_with_local_work_is_not_a_stall():
+    """(h) Rank 0 allgathers 400 MiB, ranks 1 and 2 one row each, with a stall shutdown at
+    0.6 s. The receivers copy rank 0's segment out of its memory (single copy), so rank 0 waits
+    for seconds while they work: without the roll call its watchdog aborted the job at 0.6 s
+    ("blocked ... waiting for rank 2 (receiving from it) or rank 1 (sending to it)"), 3 runs of 3
+    here. Now the busy ranks answer its roll call ("working in this section") over UDP and the
+    job ends well. Bounds as tight as the answers allow (a tick of 100 ms each way)."""
+    port = tcp.free_port(pair=True)
+    env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "0.2", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "0.6"}
+    o = run([torchrun(r, 3, port, **env) for r in range(3)], "busy", "400", timeout=120)
+    assert o.rcs == [0, 0, 0], o.report
+    for r in range(3):
+        assert f"OK busy rank={r}" in o.outs[r], o.report
+        assert "Aborting the job" not in o.errs[r], o.report
+    elapsed = [float(t) for t in re.findall(r"OK busy rank=\d+ ([\d.]+)", "".join(o.outs))]
+    print(f"allgather of 400 MiB took {elapsed} s; watchdog shutdown at 0.6 s")
 
 
 def listening(port):

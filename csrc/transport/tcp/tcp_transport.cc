@@ -32,6 +32,50 @@ TcpTransport::~TcpTransport() { Finalize(); }
 
 void TcpTransport::Finalize() {
   if (owns_mesh_ && mesh_) mesh_->Close();
+  if (roll_call_) roll_call_->Close();
+}
+
+void TcpTransport::SendNote(int to, int64_t word) {
+  if (roll_call_) roll_call_->Send(to, word);
+}
+
+void TcpTransport::PollNotes(std::vector<std::pair<int, int64_t>>* notes) {
+  if (roll_call_) roll_call_->Poll(notes);
+}
+
+Status TcpTransport::AgreeOnRollCall(std::unique_ptr<UdpRollCall> rc) {
+  // Every peer greeted before it built its mesh, and the mesh is whole: the hellos have been
+  // sent and are all here but for a lost datagram or a network that drops UDP, hence the bound.
+  const int64_t start = NowMicros();
+  std::vector<int> unheard;
+  if (rc) unheard = rc->AwaitHellos(500000);
+  const int64_t heard = NowMicros();
+  const bool mine = rc && unheard.empty();
+  if (rc && !mine)
+    HVD_LOG(DEBUG, "rank " << rank << ": no roll call over UDP: no hello from " << Ranks(unheard)
+                           << " within 0.5 s");
+  std::vector<std::string> all;
+  try {
+    all = AllgatherStrings(mine ? "1" : "0");
+  } catch (const TransportError& e) {
+    return Status::Internal(std::string("the TCP job could not agree on its roll call: ") +
+                            e.what());
+  }
+  std::vector<int> without;
+  for (int q = 0; q < size; ++q)
+    if (all[q] != "1") without.push_back(q);
+  if (without.empty()) {
+    HVD_LOG(DEBUG, "rank " << rank << ": the watchdog's roll call runs over UDP port " << rc->port()
+                           << " (every hello in " << (heard - start) << " us, the agreement in "
+                           << (NowMicros() - heard) << " us)");
+    roll_call_ = std::move(rc);
+  } else {
+    if (rc) rc->Close();
+    HVD_LOG(DEBUG, "rank " << rank << ": the watchdog's roll call is off: " << Ranks(without)
+                           << " could not bind or hear every peer over UDP; blocked collectives "
+                              "name the ring neighbours instead");
+  }
+  return Status();
 }
 
 void TcpTransport::Abort(const std::string& why) {
@@ -90,6 +134,7 @@ Status CreateTcpTransport(const TcpOptions& o, std::unique_ptr<Transport>* out) 
   const std::string hostname = o.hostname.empty() ? LocalHostname() : o.hostname;
   auto mesh = std::make_shared<TcpMesh>(o.rank, o.size);
   int unix_links = 0, single_copy_links = 0;
+  std::unique_ptr<UdpRollCall> roll_call;
 
   if (o.size > 1) {
     if (o.rendezvous_addr.empty() || o.rendezvous_port <= 0 || o.rendezvous_port > 65535)
@@ -114,6 +159,13 @@ Status CreateTcpTransport(const TcpOptions& o, std::unique_ptr<Transport>* out) 
       if (s.ok()) {
         TuneDataSocket(listener.get());  // accepted connections inherit the buffer sizes
         if (auto hook = listener_hook.load()) hook(o.rank, port);
+        // Bound before registering: once any rank has the table, every peer's socket is there.
+        roll_call = std::make_unique<UdpRollCall>();
+        std::string why;
+        if (!roll_call->Bind(bind, port, &why)) {
+          HVD_LOG(DEBUG, "rank " << o.rank << ": no roll call over UDP: " << why);
+          roll_call.reset();
+        }
         PeerInfo me{hostname, bind, port};
         s = client.Register(o.rank, o.size, o.secret_key, me, &table);
       }
@@ -126,6 +178,11 @@ Status CreateTcpTransport(const TcpOptions& o, std::unique_ptr<Transport>* out) 
       if (s.ok() && !ss.ok()) s = ss;
     }
     if (!s.ok()) return s;
+    std::string why;
+    if (roll_call && !roll_call->Start(table, o.rank, o.secret_key, &why)) {
+      HVD_LOG(DEBUG, "rank " << o.rank << ": no roll call over UDP: " << why);
+      roll_call.reset();
+    }
     s = BuildMesh(table, o.secret_key, std::move(listener), o.timeout_us, mesh.get());
     if (!s.ok()) return s;
     s = MoveLocalLinksToUnixSockets(mesh.get(), o.local_unix_sockets, o.single_copy, o.timeout_us,
@@ -144,6 +201,7 @@ Status CreateTcpTransport(const TcpOptions& o, std::unique_ptr<Transport>* out) 
   t->set_unix_links(unix_links);
   t->set_single_copy_links(single_copy_links);
   Status s = t->FormTopology();
+  if (s.ok() && o.size > 1) s = t->AgreeOnRollCall(std::move(roll_call));
   if (!s.ok()) return s;
   if (o.ranks_per_host == 0 && o.local_rank >= 0 &&
       (o.local_rank != t->local_rank || (o.local_size > 0 && o.local_size != t->local_size)))

@@ -3,6 +3,7 @@
 // apart by host name (or HOROVOD_TOPOLOGY_RANKS_PER_HOST); local and cross Comms and process
 // sets are Comms over the same connections with their own context ids, so nothing but the
 // mesh's size - 1 sockets per rank stays open, and no thread runs once the job has formed.
+// The watchdog's roll call goes beside the mesh, on a UDP socket per rank (roll_call_udp.h).
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "common/common.h"
+#include "transport/tcp/roll_call_udp.h"
 #include "transport/tcp/tcp_comm.h"
 #include "transport/tcp/tcp_options.h"
 #include "transport/transport.h"
@@ -31,7 +33,9 @@ class TcpTransport : public Transport {
   ~TcpTransport() override;
   const char* Name() const override { return "tcp"; }
   Status Subset(const std::vector<int>& ranks, std::unique_ptr<Transport>* out) override;
-  // The global set's closes every connection (its process sets' Comms with it); idempotent.
+  // The global set's closes every connection (its process sets' Comms with it) and the roll
+  // call's socket; idempotent. The engine stops the watchdog first, and the socket is closed
+  // under the channel's lock, so a late note cannot meet a closed or reused descriptor.
   void Finalize() override;
   [[noreturn]] void Abort(const std::string& why) override;
   std::string ProcessorName() const override { return hostname_; }
@@ -45,6 +49,16 @@ class TcpTransport : public Transport {
   int single_copy_links() const { return single_copy_links_; }
   void set_single_copy_links(int n) { single_copy_links_ = n; }
 
+  // The roll call (global set only): on when every rank bound its UDP socket and heard every
+  // peer's hello at setup. Collective over this set: every rank learns every rank's outcome, so
+  // that the job has the roll call everywhere or nowhere (a rank without it would be named
+  // silent by the others). `rc` is null where this rank could not bind.
+  Status AgreeOnRollCall(std::unique_ptr<UdpRollCall> rc);
+  bool roll_call_available() const override { return roll_call_ != nullptr; }
+  void SendNote(int to, int64_t word) override;
+  void PollNotes(std::vector<std::pair<int, int64_t>>* notes) override;
+  UdpRollCall* roll_call_for_test() { return roll_call_.get(); }
+
  protected:
   std::unique_ptr<Comm> SubComm(const std::vector<int>& members, int purpose) override;
 
@@ -54,6 +68,7 @@ class TcpTransport : public Transport {
   bool owns_mesh_;
   int subsets_made_ = 0;  // every rank counts every Subset call: the same on all
   int unix_links_ = 0, single_copy_links_ = 0;
+  std::unique_ptr<UdpRollCall> roll_call_;
 };
 
 }  // namespace hvd
