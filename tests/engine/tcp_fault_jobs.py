@@ -14,7 +14,8 @@ prints what its rank saw on stdout, one line each, so that the test can assert o
          stopped (/proc), waits argv[2] seconds and sends it SIGCONT; every rank then checks the
          sum and prints "DONE rank=<r>". The watchdog's reports meanwhile are the test's.
   busy   rank 0 allgathers argv[2] MiB, the others one row: rank 0 copies its segment into the
-         output (seconds) while the others wait for it; "OK busy rank=<r> <seconds>".
+         output (seconds) while the others wait for it; "OK busy rank=<r> <seconds>". Rank 0
+         creates the file argv[3] once its tensor is filled; the others wait for it.
 """
 
 import os
@@ -138,7 +139,16 @@ def job_busy():
     rows = mib << 20 if r == 0 else 1
     x = np.full((rows, 1), r + 1, np.int8)
     # A barrier of Horovod's own once x exists everywhere: submitted while rank 0 still filled
-    # x, the allgather would wait for it in negotiation, which the watchdog rightly reports.
+    # x, the allgather would wait for it in negotiation, which the watchdog rightly reports. The
+    # barrier itself waits as long for rank 0, so the others enter it only once rank 0 says its x
+    # is ready (the file argv[3]).
+    ready = sys.argv[3]
+    if r == 0:
+        open(ready, "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(ready):
+        assert time.monotonic() < deadline, "rank 0 never filled its tensor"
+        time.sleep(0.01)
     hvd.allreduce(np.ones(1), name="busy/barrier")
     start = time.perf_counter()
     got = hvd.allgather(x, name="busy/local")

@@ -194,7 +194,7 @@ def test_stopped_rank_is_named_silent_by_the_roll_call(where):
         assert any(f"rank {other} is blocked in it too" in ln for ln in lines), o.report
 
 
-def test_peer_busy_with_local_work_is_not_a_stall():
+def test_peer_busy_with_local_work_is_not_a_stall(tmp_path):
     """(h) Rank 0 allgathers 1 GiB, ranks 1 and 2 one row each, with a stall shutdown at 1.5 s.
     The receivers copy rank 0's segment out of its memory (single copy), so rank 0 waits for
     seconds while they work: without the roll call its watchdog aborted the job ("blocked ...
@@ -204,7 +204,8 @@ def test_peer_busy_with_local_work_is_not_a_stall():
     slack on a loaded 2-core machine."""
     port = tcp.free_port(pair=True)
     env = {"HOROVOD_STALL_CHECK_TIME_SECONDS": "0.5", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "1.5"}
-    o = run([torchrun(r, 3, port, **env) for r in range(3)], "busy", "1024", timeout=120)
+    ready = str(tmp_path / "x-filled")
+    o = run([torchrun(r, 3, port, **env) for r in range(3)], "busy", "1024", ready, timeout=120)
     assert o.rcs == [0, 0, 0], o.report
     for r in range(3):
         assert f"OK busy rank={r}" in o.outs[r], o.report
