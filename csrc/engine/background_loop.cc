@@ -231,6 +231,7 @@ void BackgroundLoop(Engine* e) {
     const std::string reason =
         std::string("Horovod stopped on rank ") + std::to_string(e->topo.rank) + ": " + err.what();
     HVD_LOG(ERROR, reason);
+    TransportBroke() = true;  // before any op fails: an init() the error prompts re-forms
     e->queue.FailAll(Status::Internal(reason));
     e->sets.FailAll(Status::Internal(reason));
   }

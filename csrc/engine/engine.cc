@@ -31,6 +31,7 @@ std::mutex g_mu;
 Engine* g_engine = nullptr;
 std::atomic<int64_t> g_spin_us{0};
 bool g_running = false;
+int64_t g_worlds = 0;  // under g_mu
 
 }  // namespace engine_internal
 
@@ -41,6 +42,7 @@ using engine_internal::g_engine;
 using engine_internal::g_mu;
 using engine_internal::g_running;
 using engine_internal::g_spin_us;
+using engine_internal::g_worlds;
 
 // Init while running: the same communicator (or none given) is a no-op; another one cannot take
 // effect silently.
@@ -56,6 +58,14 @@ Status CheckSameCommunicator(uintptr_t comm_handle) {
         " ranks; init(comm=...) with another communicator cannot switch it (call it once, "
         "before any op; Horovod cannot be re-initialized after shutdown)");
   return Status();
+}
+
+// The engine of a new world takes the old one's place; the old one is shut down already (its
+// thread joined, its transport closed), so only its memory goes. Callers on other threads must
+// not race init() with ops (as upstream): they read g_engine without the lock.
+void Replace(Engine* e) {
+  delete g_engine;
+  g_engine = e;
 }
 
 // Init after a failed Init or after Shutdown: MPI cannot be initialized twice.
@@ -147,48 +157,8 @@ void StartWatchdog(Engine* e) {
       std::move(roll_call));
 }
 
-}  // namespace
-
-Status Init(uintptr_t comm_handle, const std::string& initial_sets) {
-  std::lock_guard<std::mutex> lk(g_mu);
-  if (g_running) return CheckSameCommunicator(comm_handle);
-  if (g_engine) return RefuseReinit();
-  auto e = std::make_unique<Engine>();
-  std::string config_error;
-  e->config = Config::FromEnvironment(&config_error);
-  if (config_error.empty()) SetLogLevel(e->config.log_level);
-  MpiTransport* mpi = nullptr;
-  Status s = StartTransport(e->config, comm_handle, &e->net, &mpi);
-  e->mpi = mpi;
-  if (!s.ok()) return s;
-  s = AgreeAcrossRanks(e.get(), config_error, initial_sets);
-  if (!s.ok()) {
-    // Keep the dead engine: a later init() says why instead of re-initializing MPI.
-    if (!e->init_error.empty()) g_engine = e.release();
-    return s;
-  }
-  SetLogRank(e->net->rank);
-  LogGpuLibraries();  // the NCCL loaded at run time, and its known defects
-  // After the check above: every rank now knows that all of them create it (a collective).
-  if (e->config.summary_level > 0) e->net->CreateSummaryComm();
-  e->topo = {e->net->rank,       e->net->size,       e->net->local_rank,       e->net->local_size,
-             e->net->cross_rank, e->net->cross_size, e->net->threads_multiple, e->net->homogeneous,
-             e->net->Name()};
-  ChooseWaits(e.get());
-  OpenConfiguredTimeline(e.get());
-  e->controller = std::make_unique<Controller>(e->net.get(), e->config, &e->timeline, &e->queue);
-  e->ops = std::make_unique<Operations>(e->net.get(), e->config, &e->timeline, &e->queue);
-  MakeAutotuner(e.get());
-  if (!e->config.stall_check_disable) StartWatchdog(e.get());
-  e->stats.start_us = NowMicros();
-  e->thread = std::thread(engine_internal::BackgroundLoop, e.get());
-  g_engine = e.release();
-  g_running = true;
-  return Status();
-}
-
-void Shutdown() {
-  std::lock_guard<std::mutex> lk(g_mu);
+// Shutdown's work, under g_mu (Init calls it too, before re-forming over TCP).
+void ShutdownLocked() {
   if (!g_running) return;
   {
     std::lock_guard<std::mutex> exit_lk(g_engine->exit_mu);
@@ -210,6 +180,72 @@ void Shutdown() {
   g_engine->sets.Clear();  // their communicators, before the global set's
   g_engine->net->Finalize();
   g_running = false;
+}
+
+// Init after Shutdown: over TCP a new world may form; MPI refuses. After an Init whose ranks
+// disagreed (config, process sets) every transport refuses, saying why: the same environment
+// would disagree again.
+bool MayReinit() { return !g_engine->mpi && g_engine->init_error.empty(); }
+
+}  // namespace
+
+Status Init(uintptr_t comm_handle, const std::string& initial_sets) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_running) {
+    // A peer died under a TCP job: this rank's side is over, so init re-forms (elastic).
+    if (!TransportBroke() || !MayReinit()) return CheckSameCommunicator(comm_handle);
+    ShutdownLocked();
+  }
+  if (g_engine && !MayReinit()) return RefuseReinit();
+  TransportBroke() = false;  // the last world's: this one has not failed
+  auto e = std::make_unique<Engine>();
+  std::string config_error;
+  e->config = Config::FromEnvironment(&config_error);
+  if (config_error.empty()) SetLogLevel(e->config.log_level);
+  MpiTransport* mpi = nullptr;
+  Status s = StartTransport(e->config, comm_handle, &e->net, &mpi);
+  e->mpi = mpi;
+  if (!s.ok()) return s;
+  s = AgreeAcrossRanks(e.get(), config_error, initial_sets);
+  if (!s.ok()) {
+    // Keep the dead engine: a later init() says why instead of re-initializing MPI.
+    if (!e->init_error.empty()) Replace(e.release());
+    return s;
+  }
+  SetLogRank(e->net->rank);
+  LogGpuLibraries();  // the NCCL loaded at run time, and its known defects
+  // After the check above: every rank now knows that all of them create it (a collective).
+  if (e->config.summary_level > 0) e->net->CreateSummaryComm();
+  e->topo = {e->net->rank,       e->net->size,       e->net->local_rank,       e->net->local_size,
+             e->net->cross_rank, e->net->cross_size, e->net->threads_multiple, e->net->homogeneous,
+             e->net->Name()};
+  ChooseWaits(e.get());
+  OpenConfiguredTimeline(e.get());
+  e->controller = std::make_unique<Controller>(e->net.get(), e->config, &e->timeline, &e->queue);
+  e->ops = std::make_unique<Operations>(e->net.get(), e->config, &e->timeline, &e->queue);
+  MakeAutotuner(e.get());
+  if (!e->config.stall_check_disable) StartWatchdog(e.get());
+  e->stats.start_us = NowMicros();
+  e->thread = std::thread(engine_internal::BackgroundLoop, e.get());
+  Replace(e.release());
+  g_running = true;
+  ++g_worlds;
+  return Status();
+}
+
+void Shutdown() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  ShutdownLocked();
+}
+
+bool PeerLossEnded() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_running && TransportBroke();
+}
+
+int64_t WorldsFormed() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_worlds;
 }
 
 bool IsInitialized() {

@@ -27,7 +27,14 @@ struct Topology {
 // MPI_COMM_WORLD; MPI is initialized if needed. Idempotent while running.
 // `initial_sets`: this rank's description of the process sets given to init (every rank must
 // give the same; a mismatch fails init on every rank, naming them).
+// Over TCP it may be called again after Shutdown, or after a TransportError ended the engine (a
+// peer died; Init then shuts this rank's side down first): it forms a new world from the
+// environment at that moment, with everything per-world fresh. Over MPI it refuses (MPI
+// cannot be initialized twice).
 Status Init(uintptr_t mpi_comm = 0, const std::string& initial_sets = "");
+// Worlds this process has formed (successful Inits that started an engine): a frontend
+// compares it around init() to learn whether a new world began.
+int64_t WorldsFormed();
 // Negotiates shutdown with the other ranks (their pending ops fail, naming this rank), stops
 // the background thread, and closes the transport (finalizing MPI if Init initialized it).
 // Every rank's background thread ends in the same final round; with HOROVOD_SUMMARY > 0 rank 0
@@ -35,6 +42,9 @@ Status Init(uintptr_t mpi_comm = 0, const std::string& initial_sets = "");
 // summary to stderr.
 void Shutdown();
 bool IsInitialized();
+// Initialized, but the background thread ended on a TransportError (a peer died; TCP): every op
+// fails until Shutdown, or an Init that re-forms.
+bool PeerLossEnded();
 Topology GetTopology();
 // How long a caller waiting for a result polls before it blocks (0: it blocks at once); chosen
 // at Init from the cores this rank may use and its ranks on the host.

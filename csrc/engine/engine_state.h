@@ -61,7 +61,8 @@ struct Engine {
 
 // Defined in engine.cc.
 extern std::mutex g_mu;   // guards g_engine across Init/Shutdown
-extern Engine* g_engine;  // owned; stays alive after Shutdown so late callers get errors
+extern Engine* g_engine;  // owned; stays alive after Shutdown so late callers get errors,
+                          // until a re-init over TCP replaces it (engine.cc, Init)
 extern std::atomic<int64_t> g_spin_us;  // WaitSpinMicros(): set by Init, read by any caller
 extern bool g_running;
 

@@ -64,6 +64,11 @@ std::vector<size_t> OutputBlockOffsets(const std::vector<size_t>& bytes, size_t*
   return offsets;
 }
 
+std::atomic<bool>& TransportBroke() {
+  static std::atomic<bool> broke{false};
+  return broke;
+}
+
 Operations::Operations(Transport* net, const Config& config, Timeline* timeline, TensorQueue* queue)
     : net_(net), config_(config), timeline_(timeline), queue_(queue) {
   std::string why_ar, why_ag;
@@ -143,6 +148,7 @@ Status Operations::Execute(const Response& r, int64_t* payload_bytes) {
   s = RunCollective(r, entries, &broken, &broken_peer);
   if (timeline_->enabled())
     for (const auto& e : entries) timeline_->OpEnd(e.request.name);
+  if (!broken.empty()) TransportBroke() = true;
   for (auto& e : entries) e.done(s);
   if (!broken.empty()) throw TransportError(broken, broken_peer);
   return s;

@@ -2,6 +2,7 @@
 // fusion buffer, applies scale factors, calls the collective, and completes each entry.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,11 @@
 #include "transport/transport.h"
 
 namespace hvd {
+
+// Set when the network failed under the engine (a TransportError: a peer died, TCP), before
+// any op completes with the error, so that an init() the error prompts finds the engine ending
+// (its background thread stops after it) and re-forms; Init clears it.
+std::atomic<bool>& TransportBroke();
 
 class Operations {
  public:

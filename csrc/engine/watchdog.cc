@@ -26,6 +26,10 @@ void Watchdog::Start(int rank, int size, double warn_s, double abort_s, AbortFn 
   roll_call_ = std::move(roll_call);
   peers_blocked_in_.assign(size, -1);
   asks_.assign(size, false);
+  // A re-formed world (TCP, elastic) starts counting sections anew on every rank, survivors too.
+  seq_ = -1;
+  active_ = announced_ = false;
+  local_progress_us_ = kNever;
   stop_ = false;
   running_ = true;
   thread_ = std::thread(&Watchdog::Run, this);

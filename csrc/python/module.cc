@@ -315,9 +315,12 @@ void BindLifecycle(py::module_& m) {
           py::gil_scoped_release nogil;
           s = Init(comm, initial_sets);
         }
+        ReapAbandoned();  // a re-init over TCP shut the failed world down: its ops ended
         if (!s.ok()) Raise(s);
       },
       py::arg("comm") = 0, py::arg("initial_sets") = "");
+  m.def("worlds_formed", &WorldsFormed);
+  m.def("engine_alive", [] { return IsInitialized() && !PeerLossEnded(); });
   m.def("shutdown", [] {
     {
       py::gil_scoped_release nogil;

@@ -9,6 +9,7 @@ import importlib
 import os
 
 from horovod import __version__
+from horovod.common import naming as _naming
 from horovod.common import process_sets as _ps
 from horovod.common.engine_types import JOIN as _JOIN
 from horovod.common.engine_types import (  # noqa: F401  (the engine's, re-exported)
@@ -37,14 +38,11 @@ def init(comm=None, process_sets=None):
     """Start the engine. `comm` may be an mpi4py communicator (the job then runs on its
     ranks) or None for MPI_COMM_WORLD. `process_sets`: hvd.ProcessSet objects to create (every
     rank passes the same list), or "dynamic" (upstream's spelling; sets can always be added
-    later). Calling it again while running is a no-op."""
+    later). Calling it again while running is a no-op. Over TCP, calling it after shutdown(),
+    or after a peer's death ended the engine (HorovodInternalError), forms a new world from the
+    environment at that moment (rank, size, rendezvous): elastic training in process."""
     global _topology
-    running = is_initialized()
     sets = _ps.init_process_sets(process_sets, comm)
-    if running and sets:
-        raise ValueError(
-            "Horovod is already initialized: add process sets with hvd.add_process_set()"
-        )
     handle = 0
     if comm is not None:
         if isinstance(comm, (list, tuple)):
@@ -57,13 +55,34 @@ def init(comm=None, process_sets=None):
         if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
             raise ValueError("init(comm=...) takes an mpi4py communicator other than COMM_NULL")
         handle = MPI._handleof(comm)
+    # The engine tells whether this call formed a new world: the first init, or (TCP) one after
+    # shutdown() or after a peer's death ended the last one. Running on, it is a no-op.
+    worlds = _lib().worlds_formed()
+    if is_initialized() and sets and _engine_alive():
+        raise ValueError(
+            "Horovod is already initialized: add process sets with hvd.add_process_set()"
+        )
     _lib().init(handle, _ps.describe_initial_sets(sets))
     _topology = _lib().topology()
-    if not running:
+    if _lib().worlds_formed() != worlds:
+        _new_world()
         _ps.add_initial_sets(sets)
     # atexit runs handlers last-registered-first: registering again here puts our shutdown
-    # before the MPI_Finalize of an mpi4py imported before init().
+    # before the MPI_Finalize of an mpi4py imported before init(); once, however many worlds.
+    atexit.unregister(shutdown)
     atexit.register(shutdown)
+
+
+def _engine_alive():
+    """Whether the running engine still runs: not after a peer's death ended it (TCP)."""
+    return _lib().engine_alive()
+
+
+def _new_world():
+    """What a frontend keeps per world starts afresh: unnamed ops count from 0 on every rank
+    (survivors and newcomers alike), and the last world's process sets are gone."""
+    _naming.reset()
+    _ps.reset()
 
 
 def shutdown():

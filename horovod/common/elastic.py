@@ -6,7 +6,9 @@ Under an elastic launch (`horovodrun --host-discovery-script ...`; elastic_worke
 it works) a commit is also written to a memory-backed file on the rank's host, a failed peer or
 a membership change ends the ranks for the driver to relaunch, and the next generation resumes
 from the newest commit. The user's function sees only upstream's two exceptions; the code before
-it runs again in each generation's new processes.
+it runs again in each generation's new processes. Over TCP (`horovodrun --gloo`) a surviving
+process instead re-forms in place (shutdown, its place from the driver, init) and resumes from
+its commit in memory; only new slots run the code before the function.
 
 Without the driver (plain `mpirun -np N` / `horovodrun -np N`) the world is FIXED: there is no
 host-update notification to watch, `check_host_updates()` has nothing to detect, and a failed
@@ -134,13 +136,27 @@ def _gist(error):
     return " / ".join(telling or lines[:1])[:600]
 
 
+def _reform_in_process(state, reset, why):
+    """This process joins the next generation (elastic_worker.reform), takes the newest commit
+    (its own from memory, or a peer's), then resets. Returns whether to skip the sync: every
+    rank holds the resumed commit (else none had one, and rank 0's state is synced)."""
+    elastic_worker.reform(why)
+    resumed = elastic_worker.resume(state, in_memory=True)
+    if resumed is not None:
+        state._commits = resumed
+    reset()
+    state.on_reset()
+    return resumed is not None
+
+
 def run_fn(func, reset, translate_error=None):
     """Wraps `func(state, *args, **kwargs)` in the elastic loop: sync the state, call func;
     on a HostsUpdatedInterrupt, `reset()`, `state.on_reset()` and call again (syncing first
     unless the interrupt says `skip_sync`). On a HorovodInternalError, restore the last commit
     and re-raise (fixed world; see the module docstring). Under an elastic launch both end the
     process for the driver to relaunch, and a relaunched generation resumes from the newest
-    commit and runs the reset callbacks (the world's size has changed) before calling func.
+    commit and runs the reset callbacks (the world's size has changed) before calling func;
+    over TCP (horovodrun --gloo) the process re-forms in place instead and does the same.
     `translate_error(e)` may turn a framework's exception into a HorovodInternalError (or
     return None to leave it alone)."""
 
@@ -161,10 +177,11 @@ def run_fn(func, reset, translate_error=None):
                 return func(state, *args, **kwargs)
             except HostsUpdatedInterrupt as e:
                 if elastic:  # the commit before it is on disk: the next generation resumes it
-                    elastic_worker.exit_for_relaunch(
-                        f"hosts changed at commit {state._commits}; the new generation "
-                        "resumes from it"
-                    )
+                    why = f"hosts changed at commit {state._commits}"
+                    if elastic_worker.in_process():
+                        skip_sync = _reform_in_process(state, reset, why)
+                        continue
+                    elastic_worker.exit_for_relaunch(f"{why}; the new generation resumes from it")
                 skip_sync = getattr(e, "skip_sync", False)
             except Exception as e:
                 internal = e if isinstance(e, HorovodInternalError) else None
@@ -173,10 +190,15 @@ def run_fn(func, reset, translate_error=None):
                 if internal is None:
                     raise
                 if elastic:
-                    elastic_worker.exit_for_relaunch(
+                    why = (
                         f"a collective failed ({_gist(internal)}); rolling "
                         f"back to commit {state._commits}: " + elastic_worker.progress_lost(state)
                     )
+                    if elastic_worker.in_process():
+                        state.restore()
+                        skip_sync = _reform_in_process(state, reset, why)
+                        continue
+                    elastic_worker.exit_for_relaunch(why)
                 state.restore()
                 raise HorovodInternalError(FIXED_WORLD_FAILURE.format(error=internal)) from e
             reset()

@@ -10,6 +10,12 @@ a reader sees a whole commit or the previous one). The ranks of the next generat
 the newest commit any of them holds and the lowest rank holding it broadcasts it: survivors and
 new hosts alike resume from it, never from fresh weights.
 
+Over TCP (`horovodrun --gloo`, HOROVOD_ELASTIC_REFORM=process) a rank re-forms in process
+instead (reform()): it shuts its engine down, asks the driver for its place in the next
+generation (rank, size, the next rendezvous) and inits there, keeping its Python state, model
+and imports; resume() then takes a survivor's commit from memory, and only new slots start new
+processes. A rank that gets no place in time exits for a relaunch, as over MPI.
+
 The ranks of one generation read the driver's notifications through rank 0 (an HTTP request to
 the driver), and rank 0's answer is broadcast, so every rank raises HostsUpdatedInterrupt at the
 same commit. All collectives here go through horovod.numpy, which every frontend's process has.
@@ -20,6 +26,7 @@ import os
 import pickle
 import struct
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -34,6 +41,15 @@ _warned = set()
 def active():
     """True inside a rank started by the elastic driver."""
     return os.environ.get("HOROVOD_ELASTIC") == "1" and "HOROVOD_ELASTIC_JOB_ID" in os.environ
+
+
+def in_process():
+    """True when this rank re-forms in process (horovodrun --gloo's elastic mode over TCP)."""
+    return (
+        active()
+        and os.environ.get("HOROVOD_ELASTIC_REFORM") == "process"
+        and "HOROVOD_ELASTIC_WORKER" in os.environ
+    )
 
 
 def generation():
@@ -92,14 +108,18 @@ def _newest_local():
     return best
 
 
-def resume(state):
-    """Generation > 0: every rank takes the newest commit any rank's host holds. Returns the
-    commit number, or None when no rank has one (the job failed before its first commit: it
+def resume(state, in_memory=False):
+    """Generation > 0: every rank takes the newest commit any rank holds, broadcast by the lowest
+    rank holding it. A rank of the last generation that re-formed in process (`in_memory`)
+    offers the commit it holds in memory, a new process the newest file on its host. Returns
+    the commit number, or None when no rank has one (the job failed before its first commit: it
     starts over from rank 0's state, as generation 0 did)."""
     from horovod.common import array_ops as hnp
     from horovod.common import basics
 
-    mine, path = _newest_local()
+    mine, path = (
+        (state._commits if state._commits > 0 else -1, None) if in_memory else _newest_local()
+    )
     newest = int(
         hnp.allreduce(np.array([mine], np.int64), op=basics.Max, name="elastic.resume.commit")[0]
     )
@@ -112,7 +132,9 @@ def resume(state):
         hnp.allreduce(np.array([holder], np.int64), op=basics.Min, name="elastic.resume.root")[0]
     )
     data = b""
-    if me == root:
+    if me == root and in_memory:
+        data = pickle.dumps(state._snapshot(), protocol=pickle.HIGHEST_PROTOCOL)
+    elif me == root:
         with open(path, "rb") as f:
             f.seek(_HEADER.size)
             data = f.read()
@@ -136,7 +158,7 @@ def resume(state):
     return newest
 
 
-def _driver_request(path, body=None):
+def _driver_request(path, body=None, timeout=5, quiet=False):
     addr = os.environ.get("HOROVOD_ELASTIC_DRIVER")
     if not addr:
         return None
@@ -146,10 +168,10 @@ def _driver_request(path, body=None):
         headers={"X-Horovod-Token": os.environ.get("HOROVOD_ELASTIC_TOKEN", "")},
     )
     try:
-        with urllib.request.urlopen(req, timeout=5) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.load(r)
     except (OSError, ValueError) as e:
-        if path not in _warned:
+        if not quiet and path not in _warned:
             _warned.add(path)
             _say(f"cannot reach the driver at {addr} ({e}); carrying on without it")
         return None
@@ -183,6 +205,70 @@ def exit_for_relaunch(reason):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(RELAUNCH_EXIT_CODE)
+
+
+# One request for a place waits this long at most (the driver answers "wait" after 20 s).
+_PLACE_REQUEST_TIMEOUT = 30
+
+
+def _rank_or_unknown():
+    from horovod.common import basics
+
+    try:
+        return basics.rank()
+    except Exception:  # noqa: BLE001  (the engine may be down; the message matters more)
+        return -1
+
+
+def _place_after(after, deadline):
+    """The driver's answer for this process in the first generation after `after`: {"env": the
+    rank's variables, "rank", "size", "generation"} or {"exit": True, "why": ...}; None when
+    none came by `deadline` (monotonic)."""
+    worker = os.environ["HOROVOD_ELASTIC_WORKER"]
+    while time.monotonic() < deadline:
+        answer = _driver_request(
+            f"/place?worker={worker}&after={after}", timeout=_PLACE_REQUEST_TIMEOUT, quiet=True
+        )
+        if answer is None:  # the driver is busy or unreachable for a moment: ask again
+            time.sleep(1.0)
+        elif not answer.get("wait"):
+            return answer
+    return None
+
+
+def reform(reason):
+    """Leaves this world and joins the next one in this process: tells the driver why, shuts the
+    engine down, asks the driver for this process's place and inits there (a failed init waits
+    for the generation after). A process left out of the next world ends (exit 0); one with no
+    place within HOROVOD_ELASTIC_PLACE_TIMEOUT exits for a relaunch."""
+    from horovod.common import basics
+
+    rank, after = _rank_or_unknown(), generation()
+    body = {"rank": rank, "generation": after, "reason": reason, "in_process": True}
+    _driver_request("/relaunch", body)
+    _say(f"rank {rank}: {reason}; re-forming in this process")
+    basics.shutdown()
+    bound = float(os.environ.get("HOROVOD_ELASTIC_PLACE_TIMEOUT", "600"))
+    deadline = time.monotonic() + bound
+    while True:
+        place = _place_after(after, deadline)
+        if place is None:
+            exit_for_relaunch(f"no place in a generation after {after} within {bound:g} s")
+        if place.get("exit"):
+            _say(f"rank {rank}: not in the next generation ({place.get('why', '')}); ending")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        os.environ.update(place["env"])
+        try:
+            basics.init()
+            return
+        except Exception as e:  # noqa: BLE001  (the engine's error, whatever its class)
+            after = place["generation"]
+            why = f"joining generation {after} as rank {place['rank']} failed ({e})"
+            body = {"rank": place["rank"], "generation": after, "reason": why, "in_process": True}
+            _driver_request("/relaunch", body)
+            _say(f"{why}; waiting for the next one")
 
 
 def progress_lost(state):

@@ -13,6 +13,11 @@ from horovod.common.exceptions import NOT_INITIALIZED
 _counters = {}  # (kind name, process set id) -> counter of unnamed ops
 
 
+def reset():
+    """A new world (hvd.init after a re-form): every rank counts unnamed ops from 0 again."""
+    _counters.clear()
+
+
 def unnamed(kind, process_set_id=0):
     """The next counter name of an unnamed op of `kind` (an op type's name, or e.g.
     "broadcast_object") in the process set."""

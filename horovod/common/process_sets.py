@@ -209,6 +209,16 @@ def add_process_set(process_set):
     return process_set
 
 
+def reset():
+    """A new world (hvd.init after a re-form): the last world's sets are gone from the engine,
+    so their ProcessSet objects no longer name one (their ops say so)."""
+    for pid, ps in list(_by_id.items()):
+        if pid != 0:
+            ps._invalidate()
+    _by_id.clear()
+    _by_id[0] = global_process_set
+
+
 def by_id(pid):
     """The ProcessSet the engine knows as `pid` (ops compiled by torch.compile carry the id)."""
     try:

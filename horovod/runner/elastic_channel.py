@@ -1,6 +1,8 @@
 """The elastic driver's HTTP channel to the ranks (horovod/common/elastic_worker.py): rank 0
 asks at each commit whether the hosts changed (GET ?generation=N), a rank asks for a relaunch
-(POST). Every request carries the job's token (X-Horovod-Token) or is refused."""
+(POST), and a rank re-forming in process asks for its place in the next generation (GET
+/place?worker=W&after=N, answered once the driver has one, or "wait" after a while:
+elastic_pool.py). Every request carries the job's token (X-Horovod-Token) or is refused."""
 
 import http.server
 import json
@@ -13,12 +15,14 @@ from horovod.runner import hosts as hostlib
 
 class Channel:
     """answer(generation the rank asks about, as text) -> the GET reply's body;
-    record(body) keeps a POST's JSON body ({} when it is not JSON)."""
+    record(body) keeps a POST's JSON body ({} when it is not JSON); place(worker, after) -> the
+    reply to /place (None: no in-process re-forming, the request is refused)."""
 
-    def __init__(self, token, answer, record):
+    def __init__(self, token, answer, record, place=None):
         self.token = token
         self.answer = answer
         self.record = record
+        self.place = place
         self.server = None
 
     def start(self):
@@ -45,7 +49,19 @@ class Channel:
             def do_GET(self):  # noqa: N802  (http.server's name)
                 if not self._allowed():
                     return
-                query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                url = urllib.parse.urlparse(self.path)
+                query = urllib.parse.parse_qs(url.query)
+                if url.path == "/place":
+                    try:
+                        worker, after = int(query["worker"][0]), int(query["after"][0])
+                    except (KeyError, ValueError):
+                        self._reply(400, {"error": "/place takes worker= and after= integers"})
+                        return
+                    if channel.place is None:
+                        self._reply(404, {"error": "this job relaunches its ranks"})
+                        return
+                    self._reply(200, channel.place(worker, after))
+                    return
                 self._reply(200, channel.answer(query.get("generation", [""])[0]))
 
             def do_POST(self):  # noqa: N802

@@ -7,6 +7,9 @@ a peer fails (the survivors exit for a relaunch; mpirun reports a rank killed; a
 answering), or when the discovery script lists new hosts (the ranks exit at their next commit).
 The ranks keep their last commit in memory-backed files on their hosts, and the next
 generation resumes from the newest one (horovod/common/elastic_worker.py), new hosts included.
+Over --gloo (the TCP transport) the ranks re-form in their processes instead: a generation is
+elastic_pool.Pool's, which starts processes only for the slots no survivor holds
+(HOROVOD_ELASTIC_REFORM=relaunch: a launch of every rank per generation, as over MPI).
 
 The driver: runs the discovery script every second in a thread (elastic_discovery.py: each call
 bounded by DISCOVERY_TIMEOUT; its process group killed then and at the job's end); answers the
@@ -187,8 +190,9 @@ class Driver:
     """Runs the generations one after another (launch_job each) until one finishes, the job
     is signalled, a generation fails on its own, or --reset-limit is passed."""
 
-    def __init__(self, args, env, launch_job):
+    def __init__(self, args, env, launch_job, place=None, close=None):
         self.launch_job = launch_job  # launch.launch_job: one mpirun (passed in: no import cycle)
+        self.close_ranks = close  # ends ranks that outlive a generation (elastic_pool.Pool)
         self.args = args
         self.env = dict(env)
         self.blacklist = Blacklist(args.blacklist_cooldown_range)
@@ -197,7 +201,7 @@ class Driver:
         self.relaunch_requests = []
         self.job_id = uuid.uuid4().hex[:12]
         self.token = secrets.token_hex(16)
-        self.channel = Channel(self.token, self.host_watch.answer, self._record)
+        self.channel = Channel(self.token, self.host_watch.answer, self._record, place)
 
     @property
     def generation(self):  # kept by HostWatch: its log and the channel's answers name it
@@ -262,6 +266,8 @@ class Driver:
                     return rc or 1
                 self.generation += 1
         finally:
+            if self.close_ranks is not None:  # before the commits go: none is written after
+                self.close_ranks()
             self.host_watch.close()
             self.channel.shutdown()
             elastic_hosts.remove_commits(self.args, self.env, self.job_id, used_hosts)
@@ -310,9 +316,9 @@ class Driver:
         if report.get("stall_abort"):
             why.append(_stalled_words(report.get("stalled") or [], hosts))
         if requests:
+            asked = "to re-form" if requests[0].get("in_process") else "for a relaunch"
             why.append(
-                f"{len(requests)} rank(s) asked for a relaunch: "
-                + str(requests[0].get("reason", "?"))
+                f"{len(requests)} rank(s) asked {asked}: " + str(requests[0].get("reason", "?"))
             )
         if changed:
             why.append("the hosts changed")
@@ -344,4 +350,12 @@ def _fill(found, np_):
 
 
 def run(args, env, launch_job):
+    from horovod.runner import elastic_pool
+
+    if elastic_pool.in_process(args, env):  # --gloo: survivors re-form in their processes
+        pool = elastic_pool.Pool(args)
+        try:
+            return Driver(args, env, pool.launch_job, pool.place, pool.close).run()
+        finally:
+            pool.close()
     return Driver(args, env, launch_job).run()

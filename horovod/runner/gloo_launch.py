@@ -171,21 +171,10 @@ def rendezvous_timeout():
     return float(config_values()["HOROVOD_RENDEZVOUS_TIMEOUT"])
 
 
-def launch_job(args, env, hosts, report=None):
-    """Preflight (remote hosts), the rendezvous, then every rank on `hosts` ([(host, slots)]
-    or None: this host), supervised; returns the job's exit status (2: bad placement or
-    interface, 3: the preflight failed; nothing was launched). Same signature and `report` as
-    launch.launch_job, so that elastic_driver runs generations with either."""
-    report = {} if report is None else report
-    hosts = hosts or [("localhost", args.np or inherited.usable_cpus())]
-    total = sum(s for _, s in hosts)
-    np_ = args.np or total
-    if np_ > total:
-        _say(
-            f"horovodrun: -np {np_} but the hosts have {total} slots "
-            f"({hostlib.format_hosts(hosts)}); give fewer processes or more slots"
-        )
-        return 2
+def prepare(args, env, hosts, report):
+    """What starting ranks on `hosts` needs first: the preflight of remote hosts (and the known
+    links into env), and each host's interface. (choice, ssh_args, {host: interface}), or the
+    exit status when nothing can be launched (2: bad interface, 3: the preflight failed)."""
     from horovod.runner import network, preflight
 
     choice, ssh_args = None, []
@@ -207,19 +196,51 @@ def launch_job(args, env, hosts, report=None):
     except network.NetworkError as e:
         _say(f"horovodrun: {e}")
         return 2
+    return choice, ssh_args, ifaces
+
+
+def serve_rendezvous(args, bind, size, secret):
+    """A rendezvous for `size` ranks on `bind`, waiting for them up to the ranks' own timeout
+    plus --start-timeout: (server, port), or the exit status (1) once said why not."""
     try:
         from horovod.runner.rendezvous import RendezvousServer
     except ImportError as e:
         _say(f"horovodrun: --gloo needs the rendezvous server, which is not importable ({e})")
         return 1
-    bind, advertise = rendezvous_address(hosts, choice)
-    secret = secrets.token_hex(32)
     server = RendezvousServer()
     try:
-        port = server.start(bind, np_, secret, rendezvous_timeout() + args.start_timeout)
+        port = server.start(bind, size, secret, rendezvous_timeout() + args.start_timeout)
     except Exception as e:  # the binding's error: name what could not be served
         _say(f"horovodrun: cannot serve the rendezvous on {bind or '0.0.0.0'}: {e}")
         return 1
+    return server, port
+
+
+def launch_job(args, env, hosts, report=None):
+    """Preflight (remote hosts), the rendezvous, then every rank on `hosts` ([(host, slots)]
+    or None: this host), supervised; returns the job's exit status (2: bad placement or
+    interface, 3: the preflight failed; nothing was launched). Same signature and `report` as
+    launch.launch_job, so that elastic_driver runs generations with either."""
+    report = {} if report is None else report
+    hosts = hosts or [("localhost", args.np or inherited.usable_cpus())]
+    total = sum(s for _, s in hosts)
+    np_ = args.np or total
+    if np_ > total:
+        _say(
+            f"horovodrun: -np {np_} but the hosts have {total} slots "
+            f"({hostlib.format_hosts(hosts)}); give fewer processes or more slots"
+        )
+        return 2
+    prepared = prepare(args, env, hosts, report)
+    if isinstance(prepared, int):
+        return prepared
+    choice, ssh_args, ifaces = prepared
+    bind, advertise = rendezvous_address(hosts, choice)
+    secret = secrets.token_hex(32)
+    served = serve_rendezvous(args, bind, np_, secret)
+    if isinstance(served, int):
+        return served
+    server, port = served
     try:
         starts = [
             rank_launch(

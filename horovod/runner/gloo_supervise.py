@@ -51,13 +51,23 @@ class _PrefixedOutput:
         self.scan = OutputScan()
 
     def add(self, rank, proc):
+        """Relays proc's output. Returns a function that changes the rank its lines are
+        prefixed with (a process that re-forms in place takes a new rank: elastic_pool.py)."""
+        prefixes = []
         for src, dst, tag in (
             (proc.stdout, sys.stdout, "stdout"),
             (proc.stderr, sys.stderr, "stderr"),
         ):
             os.set_blocking(src.fileno(), False)
-            prefix = f"[{rank}]<{tag}>:".encode()
+            prefix = bytearray(f"[{rank}]<{tag}>:".encode())
+            prefixes.append((prefix, tag))
             self.selector.register(src, selectors.EVENT_READ, (dst, prefix, bytearray()))
+
+        def renumber(new_rank):
+            for prefix, tag in prefixes:
+                prefix[:] = f"[{new_rank}]<{tag}>:".encode()
+
+        return renumber
 
     def pump(self, timeout):
         if not self.selector.get_map():

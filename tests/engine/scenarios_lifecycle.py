@@ -63,6 +63,17 @@ def sc_reinit_other_comm():
 
 
 @manages_init
+def sc_no_reinit_over_mpi():
+    """init() after shutdown() over MPI refuses, saying why (a TCP world may re-form instead:
+    test_tcp_reform.py); the process stays usable for everything but Horovod."""
+    hvd.init()
+    assert (hvd.allreduce(np.ones(2), op=hvd.Sum, name="once") == hvd.size()).all()
+    hvd.shutdown()
+    expect_error(hvd.init, ValueError, "shut down in this process", "MPI cannot be re-initialized")
+    assert not hvd.is_initialized()
+
+
+@manages_init
 def sc_config_error():
     """Init must fail on this rank with every needle (argv[2:]) in the message."""
     try:

@@ -33,6 +33,10 @@ def test_polls_yield_the_core_only_where_the_engine_shares_it():
         assert f"polls yield the core: {yields}" in p.stderr, p.stderr
 
 
+def test_no_init_after_shutdown_over_mpi():
+    ENGINE.run_ok(2, "no_reinit_over_mpi")
+
+
 def test_init_on_mpi4py_subcommunicator():
     ENGINE.run_ok(3, "subcomm")
 

@@ -1,8 +1,9 @@
 """An elastic job on horovod.numpy for the driver's tests: `steps` steps, each an allreduce
 and one increment of the state's `w` (so a final w equal to `steps` means every step counted
 exactly once after the rollbacks); commits every `--commit-every` steps. Prints one line per
-step and a DONE line per rank; `--pid-dir` gets a file per rank (its pid) for the test to
-kill."""
+step and a DONE line per rank (with its pid: a process that re-formed in place keeps it);
+`--pid-dir` gets a file per rank and generation (its pid) for the test to kill, written at
+start and, in a process that re-forms in place (horovodrun --gloo), at each reset."""
 
 import argparse
 import os
@@ -21,11 +22,20 @@ p.add_argument("--delay", type=float, default=0.1)
 p.add_argument("--pid-dir")
 args = p.parse_args()
 
+
+def gen():
+    """This process's generation now (one that re-forms in place moves on to the next)."""
+    return os.environ.get("HOROVOD_ELASTIC_GENERATION", "-")
+
+
+def write_pid():
+    if args.pid_dir:
+        with open(os.path.join(args.pid_dir, f"g{gen()}-r{hvd.rank()}.pid"), "w") as f:
+            f.write(str(os.getpid()))
+
+
 hvd.init()
-gen = os.environ.get("HOROVOD_ELASTIC_GENERATION", "-")
-if args.pid_dir:
-    with open(os.path.join(args.pid_dir, f"g{gen}-r{hvd.rank()}.pid"), "w") as f:
-        f.write(str(os.getpid()))
+write_pid()
 
 
 def bcast_object(obj):
@@ -36,7 +46,9 @@ def bcast_object(obj):
 
 
 state = ObjectState(bcast_object, hvd.rank, step=0, w=0.0)
-state.register_reset_callbacks([lambda: print(f"RESET gen={gen} size={hvd.size()}", flush=True)])
+state.register_reset_callbacks(
+    [lambda: print(f"RESET gen={gen()} size={hvd.size()}", flush=True), write_pid]
+)
 
 
 def train(state):
@@ -45,7 +57,7 @@ def train(state):
         assert total[0] == hvd.size(), total[0]
         state.w += 1.0
         state.step += 1
-        print(f"STEP gen={gen} rank={hvd.rank()} step={state.step}", flush=True)
+        print(f"STEP gen={gen()} rank={hvd.rank()} step={state.step}", flush=True)
         if state.step % args.commit_every == 0:
             state.commit()
         time.sleep(args.delay)
@@ -53,5 +65,7 @@ def train(state):
 
 run_fn(train, reset=lambda: None)(state)
 print(
-    f"DONE gen={gen} rank={hvd.rank()} size={hvd.size()} step={state.step} w={state.w}", flush=True
+    f"DONE gen={gen()} rank={hvd.rank()} size={hvd.size()} step={state.step} w={state.w} "
+    f"pid={os.getpid()}",
+    flush=True,
 )

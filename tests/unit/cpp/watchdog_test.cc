@@ -137,5 +137,30 @@ TEST(Watchdog, BlockedRanksDoNotKeepEachOtherAlive) {
   EXPECT_GE(wire.Take(-1, Watchdog::Word(0, Watchdog::kBlocked)), 1) << "it said it is blocked";
 }
 
+TEST(Watchdog, RestartedWatchdogCountsSectionsAfresh) {
+  // A world re-formed in process (TCP, elastic): survivors and new processes must name the same
+  // sections, so a restarted watchdog counts from 0 again, whatever the last world reached.
+  Wire wire;
+  Watchdog w;
+  w.Start(/*rank=*/0, /*size=*/2, kWarnS, kAbortS, wire.Abort(), wire.Transport());
+  for (int i = 0; i < 3; ++i) {
+    w.Enter(Section());
+    w.Leave();
+  }
+  w.Stop();
+  w.Start(/*rank=*/1, /*size=*/3, kWarnS, kAbortS, wire.Abort(), wire.Transport());
+  w.Enter(Section());  // blocked here: it says so for section 0, not 3
+  int said = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (said == 0 && Clock::now() < deadline) {
+    said = wire.Take(-1, Watchdog::Word(0, Watchdog::kBlocked));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  w.Leave();
+  w.Stop();
+  EXPECT_GE(said, 1);
+  EXPECT_EQ(wire.Take(-1, Watchdog::Word(3, Watchdog::kBlocked)), 0);
+}
+
 }  // namespace
 }  // namespace hvd
