@@ -16,7 +16,6 @@ SIGKILL after the grace). HOROVOD_ELASTIC_REFORM=relaunch keeps the relaunch of 
 per generation (gloo_launch.launch_job), as over MPI.
 """
 
-import os
 import secrets
 import signal
 import threading
@@ -28,10 +27,10 @@ from horovod.runner.gloo_supervise import (
     SSH_EXTRA_SECONDS,
     STOP_SIGNALS,
     _killpg,
-    _preexec,
     _PrefixedOutput,
     describe_exit,
     exit_signal,
+    start_rank_process,
 )
 from horovod.runner.job_output import OutputScan
 from horovod.runner.supervise import _say
@@ -157,7 +156,6 @@ class Pool:
         return [w for w in self.workers if w.rc is None and not w.leaving and not w.killed]
 
     def _spawn(self, args, env, slot, size, rendezvous, ifaces, ssh_args, gen):
-        import subprocess
 
         wid = len(self.workers)
         extra = {
@@ -178,21 +176,7 @@ class Pool:
         )
         if args.verbose:
             _say(f"horovodrun: rank {slot.rank} (generation {gen}, new process): {start.shown}")
-        proc = subprocess.Popen(
-            start.argv,
-            env=start.env,
-            stdin=subprocess.PIPE if start.remote else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_preexec(os.getpid()),
-        )
-        if start.remote:
-            try:
-                proc.stdin.write(start.stdin)
-                proc.stdin.flush()
-            except OSError:  # ssh already gone: its exit status says why
-                pass
+        proc = start_rank_process(start)
         with self.io_lock:
             renumber = self.output.add(slot.rank, proc)
         w = Worker(wid, slot, proc, start.remote, renumber)

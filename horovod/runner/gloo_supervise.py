@@ -34,6 +34,27 @@ def _preexec(parent):
     return preexec
 
 
+def start_rank_process(start):
+    """Starts one rank (or its ssh) as `start` (gloo_launch.rank_launch) says: a session of its
+    own, SIGKILLed with horovodrun, output piped; a remote rank reads its secrets from stdin."""
+    proc = subprocess.Popen(
+        start.argv,
+        env=start.env,
+        stdin=subprocess.PIPE if start.remote else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_preexec(os.getpid()),
+    )
+    if start.remote:
+        try:
+            proc.stdin.write(start.stdin)
+            proc.stdin.flush()
+        except OSError:  # ssh already gone: its exit status says why
+            pass
+    return proc
+
+
 class _Rank:
     def __init__(self, start, proc):
         self.start, self.proc = start, proc
@@ -150,23 +171,8 @@ class Job:
         return self._finish(report)
 
     def _spawn(self, start):
-        proc = subprocess.Popen(
-            start.argv,
-            env=start.env,
-            stdin=subprocess.PIPE if start.remote else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=_preexec(os.getpid()),
-        )
-        rank = _Rank(start, proc)
-        self.ranks.append(rank)
-        if start.remote:
-            try:
-                proc.stdin.write(start.stdin)
-                proc.stdin.flush()
-            except OSError:  # ssh already gone: its exit status says why
-                pass
+        proc = start_rank_process(start)
+        self.ranks.append(_Rank(start, proc))
         self.output.add(start.slot.rank, proc)
 
     def _on_signal(self, signum, _frame):
