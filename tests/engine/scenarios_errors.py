@@ -11,6 +11,7 @@ import numpy as np
 import horovod.numpy as hvd
 from horovod.common import basics as _b
 from tests.support.scenario import expect_error
+from tests.support.stops import stop_once_the_ring_runs
 
 
 def sc_mismatch():
@@ -243,14 +244,7 @@ def sc_stopped_rank():
     hvd.allreduce(x, op=hvd.Sum, name="stop/big", out=x)
     h = hvd.allreduce_async(x, op=hvd.Sum, name="stop/big", out=x)
     if r == 1:
-        # Stop once the ring is certainly running: it reduces into x in place, so the first
-        # partial sums show in a sample of x. A fixed sleep raced a slow peer's enqueue on a
-        # loaded machine, and the stop then landed in the negotiation round instead.
-        sample = x[:: 1 << 16]
-        deadline = time.monotonic() + 60
-        while (sample == n).all():
-            assert time.monotonic() < deadline, "the ring never started on rank 1"
-        os.kill(os.getpid(), signal.SIGSTOP)
+        stop_once_the_ring_runs(x, n)
     hvd.synchronize(h)
     hvd.allreduce(np.ones(2), name="stop/after")  # had the stop missed the ring: blocks here
 
