@@ -58,7 +58,10 @@ def test_growth_starts_a_process_for_the_new_slot_only(tmp_path):
         tmp_path, "localhost:2\n", "--gloo", "--min-np", "2", "--max-np", "3", during=grow
     )
     assert rc == 0, out
-    assert "generation 1: 3 rank(s)" in out and "2 rank(s) asked to re-form" in out, out
+    # The driver ends generation 0 at the first rank's request; the other may still be a step
+    # behind ("1 rank(s) asked to re-form"): both keep their processes either way (below).
+    assert "generation 1: 3 rank(s)" in out, out
+    assert re.search(r"generation 0 ended .*[12] rank\(s\) asked to re-form", out), out
     m = re.search(r"resumed from commit (\d+)", out)
     assert m and int(m.group(1)) >= 1, out
     done = done_lines(out)
