@@ -4,7 +4,6 @@ real hosts of the compose network.
 - `horovodrun --gloo` in the launcher: the ranks start over ssh with upstream Gloo's variables
   and the job's secret on stdin; the launcher serves the rendezvous; Keras trains to the same
   weights on every rank, as with mpirun.
-- two ranks of one worker: a Unix socket, large messages copied once (single copy);
 - torchrun on each of two workers of the torch image (torchrun's static rendezvous at worker 1's
   address, as a Kubeflow Trainer or TorchDistributor starts workers): the unchanged PyTorch
   example trains across both, rank 0 serving Horovod's rendezvous at MASTER_PORT + 1.
@@ -41,25 +40,6 @@ def test_gloo_trains_keras_across_containers(cluster):
     )
     for i in range(1, cluster.workers + 1):
         assert not cluster.processes(cluster.worker(i), "orted|keras_digits"), cluster.worker(i)
-
-
-def test_ranks_of_one_worker_copy_once(cluster):
-    """Two ranks in one worker container, started over ssh as the image's user under Docker's
-    default seccomp profile: their link moves to a Unix socket and its large messages are copied
-    once out of the sender's memory (the probe at init passes there); every dtype's results are
-    right."""
-    w = cluster.worker(1)
-    out, err = cluster.run_ok(
-        f"HOROVOD_LOG_LEVEL=debug horovodrun --gloo -np 2 -H {w}:2 "
-        "python /jobs/allreduce_dtypes.py",
-        timeout=180,
-    )
-    assert out.count("OK dtypes") == 2, out + err
-    for r in range(2):
-        assert (
-            f"rank {r}: 1 of 1 links over Unix sockets (peers on this machine), "
-            "1 with single-copy sends" in out + err
-        ), out + err
 
 
 def test_torchrun_across_two_workers():

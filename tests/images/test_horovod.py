@@ -96,6 +96,36 @@ def test_no_command_prints_the_banner(client, ref, pins, flavour, framework, tor
         assert f"CUDA {pins['CUDA_VERSION']}, NCCL {pins['NCCL_VERSION']}" in first, out
 
 
+SINGLE_COPY_JOB = """
+import numpy as np
+import horovod.numpy as hvd
+hvd.init()
+x = hvd.allreduce(np.full(1 << 20, hvd.rank() + 1.0, np.float32), op=hvd.Sum, name="x")
+assert (x == 3).all(), x[:4]
+"""
+
+
+@pytest.mark.parametrize("cap", [None, "SYS_PTRACE"])
+def test_tcp_ranks_of_one_container_copy_once_where_seccomp_allows(client, ref, cap):
+    """Two ranks of one container over the TCP transport (`horovodrun --gloo`, no mpirun). Docker's
+    default seccomp profile allows process_vm_readv only with CAP_SYS_PTRACE: without it the
+    ranks' probe fails and large messages take their Unix socket (as Open MPI's shared memory,
+    whose single copy this image turns off); with `--cap-add SYS_PTRACE` they are copied once.
+    The allreduce is right either way."""
+    out = client.containers.run(
+        ref,
+        ["horovodrun", "--gloo", "-np", "2", "python", "-c", SINGLE_COPY_JOB],
+        environment={"HOROVOD_LOG_LEVEL": "debug"},
+        cap_add=[cap] if cap else None,
+        stderr=True,
+        remove=True,
+    ).decode()
+    copies = 1 if cap else 0
+    for r in range(2):
+        line = f"rank {r}: 1 of 1 links over Unix sockets (peers on this machine), {copies} with"
+        assert line in out, out
+
+
 def test_selftest_through_horovodrun_as_mpiuser(user_host, run_ok):
     run_ok(user_host, "horovodrun -np 2 python -m horovod.selftest")
 
