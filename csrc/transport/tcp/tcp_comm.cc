@@ -293,26 +293,20 @@ void TcpMesh::WritePeer(int q) {
 
 void TcpMesh::StartMessage(int q, uint32_t ctx, int32_t tag, uint64_t len) {
   Peer& p = *peers_[q];
-  if (len & kDescriptorBit) {  // the descriptor is read first; FinishDescriptor matches it
-    p.pay_desc = true;
-    p.desc_len = len & ~kDescriptorBit;
-    p.pay_len = kDescriptorBytes;
-    p.pay_got = 0;
-    p.pay_ctx = ctx;
-    p.pay_tag = tag;
-    p.pay_req = nullptr;
-    p.pay_unexp = nullptr;
-    p.pay_dst = p.desc;
-    p.in_payload = true;
-    return;
-  }
-  p.pay_len = len;
+  // A single-copy message's descriptor is read first; FinishDescriptor then matches it.
+  p.pay_desc = (len & kDescriptorBit) != 0;
+  p.desc_len = len & ~kDescriptorBit;
+  p.pay_len = p.pay_desc ? kDescriptorBytes : len;
   p.pay_got = 0;
   p.pay_ctx = ctx;
   p.pay_tag = tag;
   p.pay_req = nullptr;
   p.pay_unexp = nullptr;
   p.in_payload = true;
+  if (p.pay_desc) {
+    p.pay_dst = p.desc;
+    return;
+  }
   for (auto it = p.posted.begin(); it != p.posted.end(); ++it) {
     Request* r = *it;
     if (r->ctx != ctx || r->tag != tag) continue;
