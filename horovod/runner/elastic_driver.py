@@ -353,9 +353,8 @@ def run(args, env, launch_job):
     from horovod.runner import elastic_pool
 
     if elastic_pool.in_process(args, env):  # --gloo: survivors re-form in their processes
+        # Driver.run's own `finally` closes the pool (before the commit files go); until run
+        # starts a generation the pool holds no process.
         pool = elastic_pool.Pool(args)
-        try:
-            return Driver(args, env, pool.launch_job, pool.place, pool.close).run()
-        finally:
-            pool.close()
+        return Driver(args, env, pool.launch_job, pool.place, pool.close).run()
     return Driver(args, env, launch_job).run()
