@@ -35,6 +35,7 @@ from horovod.common.exceptions import (  # noqa: F401
     HorovodInvalidArgumentError,
     HorovodMismatchError,
     HorovodShutdownError,
+    MixedDevicesError,
 )
 from horovod.common.process_sets import (  # noqa: F401
     ProcessSet,

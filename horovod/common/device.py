@@ -17,6 +17,7 @@ import numpy as np
 
 from horovod.common import basics as _b
 from horovod.common import engine_types as _types
+from horovod.common.exceptions import MixedDevicesError
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 _DL_DEVICE_NAMES = {
@@ -262,7 +263,7 @@ def output_for(name, t, out):
         except Exception:  # noqa: BLE001  (a library refusing: the engine allocates instead)
             return None
     elif not is_device_array(out):
-        raise TypeError(f"tensor '{name}': out must be a device array like the input")
+        raise MixedDevicesError(f"tensor '{name}': out must be a device array like the input")
     o = describe(name, out)
     if o.dtype != t.dtype or o.shape != t.shape:
         raise ValueError(f"tensor '{name}': out must have the input's dtype and shape")

@@ -17,6 +17,14 @@ class HorovodInvalidArgumentError(ValueError, RuntimeError):
     take a program's own mistake for a lost peer and retry it."""
 
 
+class MixedDevicesError(TypeError, RuntimeError):
+    """One call mixed host and device tensors (a group's members, or an input and its `out`),
+    found by the frontend on this rank. A TypeError, as a wrong argument type is in Python; also
+    a RuntimeError, which upstream's torch frontend raises for a group mixing CPU and GPU
+    tensors (its test expects one). The other ranks raise HorovodInvalidArgumentError naming
+    this rank, as for any argument refused on one rank."""
+
+
 class HorovodMismatchError(HorovodInternalError):
     """Ranks disagreed about a tensor (op, dtype, shape, root rank, reduce op or scale factors).
 

@@ -14,6 +14,7 @@ import numpy as np
 from horovod.common import arguments as _args
 from horovod.common import device as _device
 from horovod.common import engine_types as _types
+from horovod.common.exceptions import MixedDevicesError
 from horovod.common.process_sets import ProcessSet
 from horovod.common.process_sets import process_set_id as _process_set_id
 
@@ -79,7 +80,7 @@ def _like(t, out):
 def _device_arg(name, tensor):
     """A device array's DeviceTensor; a host array in a call with device arrays is refused."""
     if not _device.is_device_array(tensor):
-        raise TypeError(
+        raise MixedDevicesError(
             f"a call with device arrays takes only device arrays, got {type(tensor).__name__}"
         )
     return _device.describe(name, tensor)

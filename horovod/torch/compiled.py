@@ -401,7 +401,11 @@ def reducescatter(tensor, name, op, prescale, postscale, process_set):
 
 
 def alltoall(tensor, splits, name, process_set):
-    if isinstance(splits, Tensor):
+    like = splits if isinstance(splits, Tensor) else None
+    if like is not None:
         splits = splits.tolist()  # a graph break: give a list to compile without one
     pid = _ps.process_set_id(process_set)
-    return _alltoall(tensor, None if splits is None else list(splits), name or "", pid)
+    out, received = _alltoall(tensor, None if splits is None else list(splits), name or "", pid)
+    if like is not None:  # upstream's received splits are like the splits tensor given
+        received = received.to(device=like.device, dtype=like.dtype)
+    return out, received

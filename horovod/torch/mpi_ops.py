@@ -28,6 +28,10 @@ from horovod.torch.tensors import plain_view as _plain_view
 # In-place handles: id(handle) -> (handle, the tensor synchronize returns, copy the result into
 # it?). A contiguous tensor is the op's output itself; another gets the result copied in.
 _in_place = {}
+# Alltoall handles given their splits as a tensor: id(handle) -> (handle, that tensor). The
+# received splits come back like it (its device and dtype), as upstream's do: on the GPU for
+# splits on the GPU.
+_splits_like = {}
 
 
 def _op(op, average):
@@ -91,6 +95,10 @@ def synchronize(handle):
         if entry is not None and entry[0] is handle and handle._id is not None:
             _in_place[id(handle)] = entry  # a timeout or Ctrl-C: it can be waited on again
         raise
+    like = _splits_like.pop(id(handle), None)
+    if like is not None and like[0] is handle:
+        out, received = result
+        return out, _like_splits(received, like[1])
     if entry is None or entry[0] is not handle:
         return result
     _, tensor, copy = entry
@@ -430,11 +438,21 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
+def _like_splits(received, splits):
+    """The received splits (int64 on the CPU) on the device and in the dtype of the `splits`
+    tensor given."""
+    return received.to(device=splits.device, dtype=splits.dtype)
+
+
 @_eager_only
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    if isinstance(splits, torch.Tensor):
+    like = splits if isinstance(splits, torch.Tensor) else None
+    if like is not None:
         splits = splits.tolist()
-    return _array_ops.alltoall_async(_dt(tensor), splits, name, process_set, **_IO)
+    handle = _array_ops.alltoall_async(_dt(tensor), splits, name, process_set, **_IO)
+    if like is not None:
+        _splits_like[id(handle)] = (handle, like)
+    return handle
 
 
 class _Alltoall(torch.autograd.Function):

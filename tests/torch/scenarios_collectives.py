@@ -80,6 +80,13 @@ def sc_collectives():
     splits = torch.tensor([2] + [0] * (n - 1))
     out, received = hvd.alltoall(torch.full((2, 3), float(r)), splits=splits, name="c.a2a.s")
     assert out.shape == ((2 * n, 3) if r == 0 else (0, 3)), out.shape
+    # Received splits come back like the splits tensor given (upstream: on its device, in its
+    # dtype); given a list, as int64 on the CPU.
+    assert received.dtype == torch.int64 and received.tolist() == ([2] * n if r == 0 else [0] * n)
+    h = hvd.alltoall_async(torch.ones(n, 2), splits=torch.ones(n, dtype=torch.int32), name="c.i32")
+    assert hvd.synchronize(h)[1].dtype == torch.int32
+    out, received = hvd.alltoall(torch.ones(n), splits=[1] * n, name="c.a2a.list")
+    assert received.dtype == torch.int64 and received.tolist() == [1] * n, received
     got = hvd.reducescatter(torch.ones(n * 2, 3), op=hvd.Sum, name="c.rs")
     assert torch.equal(got, torch.full((2, 3), float(n))), got
     got = hvd.reducescatter(torch.ones(n), name="c.rs.avg")  # Average, as upstream
