@@ -3,7 +3,8 @@
 # nothing): the NCCL build of the engine, scripts/gpu_check.sh through CuPy and then torch (every
 # collective against NumPy, the odd element counts of tests/gpu/odd_counts.py, horovod.torch on
 # CUDA tensors, the bench against NCCL's own call through each library), and upstream Horovod's
-# test/parallel/test_torch.py (v0.28.1, unchanged) at np 1 on the GPU. Every output goes to
+# test/parallel/test_torch.py (v0.28.1, unchanged) at np 1 on the GPU, then where a GPU op's time
+# goes (the profile stage: benchmarks/gpu_latency.py, gpu_torch_profile.py). Every output goes to
 # OUT_DIR (default docs/bench/gpu-lent-<date>), with SUMMARY.txt last.
 #
 #   scripts/gpu_lent.sh [UPSTREAM_TEST_DIR [WHEEL_DIR]]
@@ -18,7 +19,7 @@
 #     pip download mock cloudpickle --no-deps -d build/upstream
 #
 # Environment: PYTHON (default python3: the one with torch and CuPy), MPIRUN (mpirun), OUT_DIR,
-# STAGES (default "info cupy torch upstream"), UPSTREAM_TIMEOUT (seconds, default 420: a hang
+# STAGES (default "info cupy torch upstream profile"), UPSTREAM_TIMEOUT (seconds, default 420: a hang
 # ends there, inside the run tool's 10 minutes), UPSTREAM_K (a pytest -k expression: "not join"), and what
 # gpu_check.sh reads (CC, CXX, HOROVOD_CUDA_HOME, HOROVOD_NCCL_HOME, HVD_BENCH_MAX_BYTES). The
 # first gpu_check of a call builds the engine into GPU_LENT_DIR (default build/gpu-lent), the
@@ -27,7 +28,7 @@
 # Through the run tool (one command at most 10 minutes; its $OUT comes back): two calls on the
 # warm machine, carry ["build/upstream"], the second reusing the first's build:
 #   OUT_DIR=$OUT/gpu-lent STAGES="info cupy" scripts/gpu_lent.sh
-#   OUT_DIR=$OUT/gpu-lent-2 STAGES="torch upstream" REUSE_BUILD=1 scripts/gpu_lent.sh
+#   OUT_DIR=$OUT/gpu-lent-2 STAGES="torch upstream profile" REUSE_BUILD=1 scripts/gpu_lent.sh
 # then copy both folders from files_at into docs/bench/.
 # Exit status: 0 when every stage that ran passed (upstream's test counts are reported, not
 # judged: docs/torch.md's differences table lists the failures expected there).
@@ -41,7 +42,7 @@ MPIRUN=${MPIRUN:-mpirun}
 UPSTREAM=$(cd "${1:-$ROOT/build/upstream/test}" 2>/dev/null && pwd || echo "${1:-$ROOT/build/upstream/test}")
 WHEELS=${2:-$ROOT/build/upstream}
 OUT_DIR=${OUT_DIR:-$ROOT/docs/bench/gpu-lent-$(date -u +%Y%m%d-%H%M)}
-STAGES=${STAGES:-info cupy torch upstream}
+STAGES=${STAGES:-info cupy torch upstream profile}
 GPU_LENT_DIR=${GPU_LENT_DIR:-$ROOT/build/gpu-lent}
 mkdir -p "$OUT_DIR" "$GPU_LENT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -86,7 +87,7 @@ check() {  # check LIB
   grep -q '^gpu_check: no GPU visible' "$log" && FAILED=1  # the point of a lent machine
   [ -f "$GPU_LENT_DIR/site/horovod/libhorovod_core.so" ] && REUSE_NOW=1
   say "gpu_check $lib: rc $rc; $(grep -E '^gpu_check: (SUMMARY|FAIL|no GPU)' "$log" | tail -1)"
-  grep '^gpu_check: BENCH' "$log" | sed 's/^gpu_check: /    /' | tee -a "$SUMMARY"
+  grep -E '^gpu_check: (BENCH|BLOCKING)' "$log" | sed 's/^gpu_check: /    /' | tee -a "$SUMMARY"
 }
 if has_stage cupy; then check cupy; fi
 if has_stage torch; then check torch; fi
@@ -132,6 +133,41 @@ if has_stage upstream; then
     say "upstream test_torch.py np 1: rc $rc; ${COUNTS:-no pytest summary (see upstream-test_torch-np1.txt)}"
     grep -E '^(FAILED|ERROR) ' "$LOG" | sed 's/^/    /' | tee -a "$SUMMARY"
     [ -n "$COUNTS" ] || FAILED=1
+  fi
+fi
+
+# Where a GPU op's time goes (issue 55, part 3), against the engine built above, one rank,
+# unbound: the pieces of a 4 KiB op through CuPy (benchmarks/gpu_latency.py --pieces: a device
+# array's description, an event, NCCL plus a sync, cProfile of 1000 calls) and the device
+# activities of a 1 GiB allreduce through torch beside torch.distributed's
+# (benchmarks/gpu_torch_profile.py: an extra copy or fill shows by name). Reported, not judged.
+if has_stage profile; then
+  SITE="$GPU_LENT_DIR/site"
+  if [ ! -f "$SITE/horovod/libhorovod_core.so" ]; then
+    FAILED=1
+    say "profile: FAILED (no engine in $SITE: run the cupy or torch stage first)"
+  else
+    PROF_ARGS=()
+    if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
+      [ "$(id -u)" = 0 ] && PROF_ARGS+=(--allow-run-as-root)
+      PROF_ARGS+=(-x PYTHONPATH --oversubscribe --bind-to none)
+    fi
+    profile() {  # profile NAME SCRIPT ARGS...: one rank, output to OUT_DIR/NAME.txt
+      local name=$1
+      shift
+      (cd "$ROOT/benchmarks" && PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
+        timeout 240 "$MPIRUN" "${PROF_ARGS[@]}" -np 1 "$PYTHON" "$@") >"$OUT_DIR/$name.txt" 2>&1
+      echo "rc=$?" >>"$OUT_DIR/$name.txt"
+    }
+    if importable cupy; then
+      profile gpu-latency-cupy gpu_latency.py --pieces
+      grep -E '^(GPULAT|PROFILE)' "$OUT_DIR/gpu-latency-cupy.txt" | sed 's/^/    /' | tee -a "$SUMMARY"
+    fi
+    if importable torch; then
+      profile gpu-profile-torch gpu_torch_profile.py --trace "$OUT_DIR/torch-traces"
+      grep '^PROF' "$OUT_DIR/gpu-profile-torch.txt" | sed 's/^/    /' | tee -a "$SUMMARY"
+    fi
+    say "profile: $(grep -h '^rc=' "$OUT_DIR"/gpu-latency-cupy.txt "$OUT_DIR"/gpu-profile-torch.txt 2>/dev/null | tr '\n' ' ')"
   fi
 fi
 
