@@ -93,12 +93,21 @@ def _dl_device(obj):
         return None
 
 
+# What describe() learnt of a type, kept per type (its module and protocols do not change):
+# its library, and whether it is read through DLPack although it has a CUDA array interface
+# (v2, without the producer's stream: PyTorch's). Each saves Python reads of 1-4 us per array
+# and op: the import lookups of library_of, and torch's __cuda_array_interface__ property,
+# built and thrown away twice per tensor (is_device_array, then describe) before.
+_LIBRARIES = {}
+_DLPACK_FIRST = set()
+
+
 def is_device_array(obj):
     """True for an object in device memory by either protocol (not for host arrays: those go
     the NumPy way; a DLPack device other than CPU counts, so that it is refused by name)."""
     if isinstance(obj, np.ndarray):
         return False
-    if _cai(obj) is not None:
+    if type(obj) not in _DLPACK_FIRST and _cai(obj) is not None:
         return True
     dev = _dl_device(obj)
     return dev is not None and dev[0] != KDL_CPU
@@ -107,7 +116,17 @@ def is_device_array(obj):
 def library_of(obj):
     """The module that made obj (torch, cupy, ...): of its type's module and that module's
     parents, outermost first, the first that has from_dlpack or empty_like; None if none."""
-    parts = type(obj).__module__.split(".")
+    kind = type(obj)
+    try:
+        return _LIBRARIES[kind]
+    except KeyError:
+        pass
+    _LIBRARIES[kind] = lib = _find_library(kind.__module__)
+    return lib
+
+
+def _find_library(module):
+    parts = module.split(".")
     for i in range(1, len(parts) + 1):
         try:
             mod = importlib.import_module(".".join(parts[:i]))
@@ -183,11 +202,14 @@ def describe(name, obj):
 def _describe(name, obj):
     t = DeviceTensor()
     t.obj, t.library = obj, library_of(obj)
-    cai = _cai(obj)
-    # CUDA Array Interface v3 carries the producer's stream; without it (v2, e.g. PyTorch's)
-    # DLPack's exchange orders the producer's work instead, when the object has it.
-    if cai is not None and ("stream" in cai or not hasattr(obj, "__dlpack__")):
-        return _from_cai(name, t, obj, cai)
+    if type(obj) not in _DLPACK_FIRST:
+        cai = _cai(obj)
+        # CUDA Array Interface v3 carries the producer's stream; without it (v2, e.g.
+        # PyTorch's) DLPack's exchange orders the producer's work instead, when the object has it.
+        if cai is not None and ("stream" in cai or not hasattr(obj, "__dlpack__")):
+            return _from_cai(name, t, obj, cai)
+        if cai is not None:
+            _DLPACK_FIRST.add(type(obj))
     dev = _dl_device(obj)
     if dev is None:
         raise TypeError(f"tensor '{name}': {type(obj).__name__} is not an array NumPy reads")
