@@ -360,6 +360,10 @@ def sc_compiled():
         assert torch.allclose(got, eager), (backend, got, eager)
         assert torch.equal(got_received, received), (backend, got_received, received)
         assert torch.allclose(x.grad, want[0]) and torch.allclose(y.grad, want[1]), backend
+    # Splits as a tensor: a graph break (their values), then the received splits like them.
+    split_as = torch.compile(lambda t, s: hvd.alltoall(t, splits=s)[1], backend="aot_eager")
+    got = split_as(torch.ones(n, 2), torch.ones(n, dtype=torch.int32))
+    assert got.dtype == torch.int32 and got.tolist() == [1] * n, got
     # A compiled model trained with DistributedOptimizer: the same weights as eager.
     sgd = lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)  # noqa: E731
     want, _ = _train(sgd)
