@@ -195,11 +195,15 @@ class Pool:
             with self.io_lock:
                 self.output.pump(0.05)
             with self.cond:
-                for w in self.workers:
-                    if w.rc is None and w.proc.poll() is not None:
-                        w.rc = w.proc.returncode
-                        self.cond.notify_all()
+                self._note_exits()
             time.sleep(0.01)
+
+    def _note_exits(self):
+        """Notes the exit status of every process that ended (under self.cond)."""
+        for w in self.workers:
+            if w.rc is None and w.proc.poll() is not None:
+                w.rc = w.proc.returncode
+                self.cond.notify_all()
 
     def _on_signal(self, signum, _frame):
         self.signals.append(signum)
@@ -209,6 +213,9 @@ class Pool:
         failed, asked = None, False
         with self.cond:
             while not self.signals:
+                # The watcher notes exits every ~60 ms; a survivor's request to re-form after a
+                # peer was killed can arrive first, and the killed rank must still be named.
+                self._note_exits()
                 done = [w for w in self.members if w.rc is not None]
                 bad = [w for w in done if w.rc != 0]
                 if bad:
