@@ -21,7 +21,7 @@ from horovod.common import basics as _b
 from horovod.common import handles as _h
 from horovod.common import process_sets as _ps
 from horovod.common.engine_types import Average, Sum
-from horovod.torch.tensors import IO, _dt
+from horovod.torch.tensors import IO, _dt, like_splits
 
 
 def _run(handle):
@@ -406,6 +406,4 @@ def alltoall(tensor, splits, name, process_set):
         splits = splits.tolist()  # a graph break: give a list to compile without one
     pid = _ps.process_set_id(process_set)
     out, received = _alltoall(tensor, None if splits is None else list(splits), name or "", pid)
-    if like is not None:  # upstream's received splits are like the splits tensor given
-        received = received.to(device=like.device, dtype=like.dtype)
-    return out, received
+    return out, (received if like is None else like_splits(received, like))

@@ -21,7 +21,7 @@ from horovod.common.process_sets import global_process_set
 from horovod.torch import compiled as _compiled
 from horovod.torch.compression import Compression
 from horovod.torch.tensors import IO as _IO
-from horovod.torch.tensors import _dt, _wrap
+from horovod.torch.tensors import _dt, _wrap, like_splits
 from horovod.torch.tensors import eager_only as _eager_only
 from horovod.torch.tensors import plain_view as _plain_view
 
@@ -98,7 +98,7 @@ def synchronize(handle):
     like = _splits_like.pop(id(handle), None)
     if like is not None and like[0] is handle:
         out, received = result
-        return out, _like_splits(received, like[1])
+        return out, like_splits(received, like[1])
     if entry is None or entry[0] is not handle:
         return result
     _, tensor, copy = entry
@@ -436,12 +436,6 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites `tensor` with root_rank's and returns it."""
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
-
-
-def _like_splits(received, splits):
-    """The received splits (int64 on the CPU) on the device and in the dtype of the `splits`
-    tensor given."""
-    return received.to(device=splits.device, dtype=splits.dtype)
 
 
 @_eager_only

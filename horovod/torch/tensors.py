@@ -68,6 +68,12 @@ def _dt(tensor):
 IO = {"host": _host, "wrap": _wrap}
 
 
+def like_splits(received, splits):
+    """alltoall's received splits (int64, on the CPU) on the device and in the dtype of the
+    `splits` tensor given, as upstream returns them (on the GPU for GPU splits)."""
+    return received.to(device=splits.device, dtype=splits.dtype)
+
+
 def eager_only(fn):
     """`fn` always runs eagerly: called while torch.compile traces, it breaks the graph and runs
     as a plain call, as upstream's C calls do, instead of being traced (its handles, NumPy
