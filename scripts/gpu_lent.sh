@@ -52,6 +52,12 @@ FAILED=0
 say() { echo "gpu_lent: $*" | tee -a "$SUMMARY"; }
 has_stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 importable() { "$PYTHON" -c "import $1" >/dev/null 2>&1; }
+# mpirun's arguments for one rank of the stages below (Open MPI: as root, PYTHONPATH passed on).
+ONE_RANK_ARGS=()
+if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
+  [ "$(id -u)" = 0 ] && ONE_RANK_ARGS+=(--allow-run-as-root)
+  ONE_RANK_ARGS+=(-x PYTHONPATH --oversubscribe)
+fi
 
 say "$(date -u +%FT%TZ) on $(hostname); stages: $STAGES; output in ${OUT_DIR#"$ROOT"/}"
 
@@ -113,17 +119,12 @@ if has_stage upstream; then
       "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$DEPS" "${wheels[@]}" \
         >"$OUT_DIR/upstream-deps.txt" 2>&1 || say "upstream: pip could not unpack ${wheels[*]} (see upstream-deps.txt)"
     fi
-    MPI_ARGS=()
-    if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
-      [ "$(id -u)" = 0 ] && MPI_ARGS+=(--allow-run-as-root)
-      MPI_ARGS+=(-x PYTHONPATH --oversubscribe)
-    fi
     K_ARGS=()
     [ -z "${UPSTREAM_K:-}" ] || K_ARGS=(-k "$UPSTREAM_K")
     # Upstream's tests import `common` from test/utils themselves; ours must not shadow theirs.
     (cd "$UPSTREAM/parallel" &&
       PYTHONPATH="$SITE:$DEPS${PYTHONPATH:+:$PYTHONPATH}" timeout "${UPSTREAM_TIMEOUT:-420}" \
-        "$MPIRUN" "${MPI_ARGS[@]}" -np 1 "$PYTHON" -m pytest -v --color=no -p no:cacheprovider \
+        "$MPIRUN" "${ONE_RANK_ARGS[@]}" -np 1 "$PYTHON" -m pytest -v --color=no -p no:cacheprovider \
         --junitxml="$OUT_DIR/upstream-test_torch-np1.xml" "${K_ARGS[@]}" test_torch.py) \
       >"$LOG" 2>&1
     rc=$?
@@ -147,11 +148,8 @@ if has_stage profile; then
     FAILED=1
     say "profile: FAILED (no engine in $SITE: run the cupy or torch stage first)"
   else
-    PROF_ARGS=()
-    if "$MPIRUN" --version 2>&1 | grep -q "Open MPI"; then
-      [ "$(id -u)" = 0 ] && PROF_ARGS+=(--allow-run-as-root)
-      PROF_ARGS+=(-x PYTHONPATH --oversubscribe --bind-to none)
-    fi
+    PROF_ARGS=("${ONE_RANK_ARGS[@]}")
+    [ ${#ONE_RANK_ARGS[@]} -gt 0 ] && PROF_ARGS+=(--bind-to none)  # Open MPI's option
     profile() {  # profile NAME SCRIPT ARGS...: one rank, output to OUT_DIR/NAME.txt
       local name=$1
       shift

@@ -120,11 +120,12 @@ def sc_local_refusals():
         else:
             x = bad if r == 0 else good
             call = lambda x=x, name=name: hvd.allreduce(x, name=name)  # noqa: E731
-        if (
-            r == 0 and case == "mixed"
-        ):  # a TypeError and, as upstream's torch raises, a RuntimeError
-            expect_error(call, RuntimeError, needle)
+        # A mixed call raises MixedDevicesError: a TypeError and, as upstream's torch raises, a
+        # RuntimeError.
+        if r == 0 and case == "mixed":
+            expect_error(call, hvd.MixedDevicesError, needle)
             assert issubclass(hvd.MixedDevicesError, TypeError)
+            assert issubclass(hvd.MixedDevicesError, RuntimeError)
         elif r == 0:
             expect_error(call, (TypeError, ValueError), needle)
         else:
